@@ -1,0 +1,34 @@
+# The README's two commands: `make dev` runs the local kubenest, `make test` runs every test.
+# Both install what is missing first (tools/setup.sh); expensive builds are cached outside the
+# clone, under $(KUBENEST_CACHE).
+
+SHELL := /bin/bash
+KUBENEST_CACHE ?= $(HOME)/.cache/kubenest
+export KUBENEST_CACHE
+export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
+# Tests that start clusters share them within a test binary; two test threads suit two cores.
+TEST_THREADS ?= 2
+
+.PHONY: dev test setup fmt lint bench
+
+setup:
+	@tools/setup.sh
+
+dev: setup
+	cargo build -p kubenest-cli
+	$(CARGO_TARGET_DIR)/debug/kubenest dev up
+
+test: setup
+	@start=$$SECONDS; \
+	cargo test --workspace --no-fail-fast -- --test-threads=$(TEST_THREADS); \
+	status=$$?; echo "make test: finished in $$((SECONDS - start))s"; exit $$status
+
+fmt:
+	cargo fmt --all
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+bench:
+	@bench/run $(BENCH)

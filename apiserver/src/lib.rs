@@ -1,0 +1,1 @@
+//! `kubenest-apiserver`: the REST facade and live event stream over the management cluster.

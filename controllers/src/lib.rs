@@ -1,0 +1,1 @@
+//! `kubenest-controllers`: the management-plane controllers and the PostgreSQL history.

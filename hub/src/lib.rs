@@ -1,0 +1,2 @@
+//! `kubenest-hub`: the stateless WebSocket router between cluster agents and the management
+//! controllers.

@@ -1,0 +1,437 @@
+//! One Kubernetes cluster made of real upstream processes on loopback.
+//!
+//! A management cluster is kube-apiserver + kube-controller-manager (namespaces, garbage
+//! collection, service accounts). A workload cluster adds kube-scheduler and kwok, which plays
+//! the kubelet for fake nodes so Deployments get Ready pods.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use kube::api::{Api, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+use crate::namespace::TestNamespace;
+use crate::pki::Pki;
+use crate::process::{ManagedProcess, tail};
+use crate::{Binaries, Error, wait};
+
+/// How long a component may take to become ready on a busy two-core machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The fake nodes of a workload cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePool {
+    pub count: u32,
+    /// Allocatable CPU per node, as a Kubernetes quantity (`"4"`, `"500m"`).
+    pub cpu: String,
+    /// Allocatable memory per node, as a Kubernetes quantity (`"8Gi"`).
+    pub memory: String,
+    pub max_pods: u32,
+}
+
+impl Default for NodePool {
+    fn default() -> Self {
+        Self {
+            count: 2,
+            cpu: "4".into(),
+            memory: "8Gi".into(),
+            max_pods: 110,
+        }
+    }
+}
+
+/// What a cluster is for, which decides the processes it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterRole {
+    /// API server and controller manager: enough for CRDs, RBAC, namespaces and GC.
+    Management,
+    /// Also a scheduler and kwok with these fake nodes.
+    Workload(NodePool),
+}
+
+/// A running cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    name: String,
+    role: ClusterRole,
+    url: String,
+    kubeconfig_path: PathBuf,
+    kubeconfig_yaml: String,
+    processes: Mutex<Vec<ManagedProcess>>,
+}
+
+impl Cluster {
+    /// Starts the cluster's processes against `etcd`, with its files under `dir`, and waits until
+    /// it serves (and for a workload cluster, until its nodes are Ready).
+    pub async fn start(
+        name: &str,
+        role: ClusterRole,
+        bins: &Binaries,
+        etcd: &str,
+        dir: &Path,
+    ) -> Result<Self, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create cluster dir", e))?;
+        let pki = Pki::generate(&dir.join("pki"), name)?;
+        let port = wait::free_port()?;
+        let url = format!("https://127.0.0.1:{port}");
+        let kubeconfig_yaml = kubeconfig_yaml(name, &url, &pki);
+        let kubeconfig_path = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig_path, &kubeconfig_yaml)
+            .map_err(|e| Error::io("write kubeconfig", e))?;
+
+        let cluster = Self {
+            name: name.to_owned(),
+            role,
+            url,
+            kubeconfig_path,
+            kubeconfig_yaml,
+            processes: Mutex::new(Vec::new()),
+        };
+        match cluster.boot(bins, etcd, dir, &pki, port).await {
+            Ok(()) => {
+                tracing::info!(cluster = name, url = %cluster.url, "cluster ready");
+                Ok(cluster)
+            }
+            Err(source) => Err(Error::ClusterStart {
+                name: name.to_owned(),
+                source: Box::new(source),
+                logs: cluster.log_tails(30),
+            }),
+        }
+    }
+
+    async fn boot(
+        &self,
+        bins: &Binaries,
+        etcd: &str,
+        dir: &Path,
+        pki: &Pki,
+        port: u16,
+    ) -> Result<(), Error> {
+        let cluster = self;
+        let name = self.name.as_str();
+        cluster.spawn(
+            "kube-apiserver",
+            apiserver_command(bins, name, port, etcd, pki),
+            dir,
+        )?;
+        let client = cluster.client().await?;
+        cluster
+            .wait_until_ready("kube-apiserver /readyz", || {
+                let client = client.clone();
+                async move {
+                    let request = http::Request::get("/readyz")
+                        .body(Vec::new())
+                        .map_err(|e| e.to_string())?;
+                    client
+                        .request_text(request)
+                        .await
+                        .map(|body| body == "ok")
+                        .map_err(|e| e.to_string())
+                }
+            })
+            .await?;
+
+        let mut kcm = Command::new(&bins.kube_controller_manager);
+        kcm.arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path.display()
+        ))
+        .arg("--leader-elect=false")
+        .arg("--secure-port=0")
+        .arg("--use-service-account-credentials=false")
+        .arg(format!("--root-ca-file={}", pki.ca_cert.display()))
+        .arg(format!(
+            "--service-account-private-key-file={}",
+            pki.service_account_key.display()
+        ))
+        .arg("--concurrent-gc-syncs=5");
+        cluster.spawn("kube-controller-manager", kcm, dir)?;
+
+        if let ClusterRole::Workload(pool) = &cluster.role {
+            let mut scheduler = Command::new(&bins.kube_scheduler);
+            scheduler
+                .arg(format!(
+                    "--kubeconfig={}",
+                    cluster.kubeconfig_path.display()
+                ))
+                .arg("--leader-elect=false")
+                .arg("--secure-port=0");
+            cluster.spawn("kube-scheduler", scheduler, dir)?;
+
+            let mut kwok = Command::new(&bins.kwok);
+            kwok.arg(format!(
+                "--kubeconfig={}",
+                cluster.kubeconfig_path.display()
+            ))
+            .arg(format!("--config={}", bins.kwok_stages.display()))
+            .arg("--manage-all-nodes=false")
+            .arg("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
+            .arg("--cidr=10.244.0.0/16")
+            .arg("--node-ip=10.0.0.2")
+            .arg("--node-lease-duration-seconds=40")
+            .arg(format!("--server-address=127.0.0.1:{}", wait::free_port()?));
+            cluster.spawn("kwok", kwok, dir)?;
+            cluster.create_nodes(&client, pool).await?;
+        }
+
+        // The default service account appears once the controller manager works; pods need it.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
+        cluster
+            .wait_until_ready("the default service account", || {
+                let accounts = accounts.clone();
+                async move {
+                    accounts
+                        .get_opt("default")
+                        .await
+                        .map(|sa| sa.is_some())
+                        .map_err(|e| e.to_string())
+                }
+            })
+            .await
+    }
+
+    fn spawn(&self, component: &str, command: Command, dir: &Path) -> Result<(), Error> {
+        let name = format!("{}/{component}", self.name);
+        let process = ManagedProcess::spawn(&name, command, dir.join(format!("{component}.log")))?;
+        self.lock().push(process);
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ManagedProcess>> {
+        // A poisoned lock only means a panic elsewhere; the process list is still valid.
+        self.processes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Err` naming the first of the cluster's processes that has exited.
+    pub fn check_running(&self) -> Result<(), Error> {
+        self.lock()
+            .iter_mut()
+            .try_for_each(ManagedProcess::check_running)
+    }
+
+    async fn wait_until_ready<C, F>(&self, what: &str, check: C) -> Result<(), Error>
+    where
+        C: FnMut() -> F,
+        F: Future<Output = Result<bool, String>>,
+    {
+        let what = format!("{what} on cluster {}", self.name);
+        wait::until(&what, READY_TIMEOUT, || self.check_running(), check).await
+    }
+
+    async fn create_nodes(&self, client: &Client, pool: &NodePool) -> Result<(), Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        for i in 0..pool.count {
+            let name = format!("{}-node-{i}", self.name);
+            let resources = json!({
+                "cpu": pool.cpu, "memory": pool.memory, "pods": pool.max_pods.to_string()
+            });
+            let node: Node = serde_json::from_value(json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {
+                        "kwok.x-k8s.io/node": "fake",
+                        "node.alpha.kubernetes.io/ttl": "0"
+                    },
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "type": "kwok"
+                    }
+                },
+                "status": {
+                    "allocatable": resources,
+                    "capacity": resources,
+                    "nodeInfo": {
+                        "architecture": "amd64",
+                        "operatingSystem": "linux",
+                        "kubeletVersion": "kwok",
+                        "kubeProxyVersion": "kwok"
+                    }
+                }
+            }))
+            .map_err(|e| Error::Process(format!("node manifest: {e}")))?;
+            nodes.create(&PostParams::default(), &node).await?;
+        }
+        let expected = pool.count as usize;
+        self.wait_until_ready("kwok nodes to be Ready", || {
+            let nodes = nodes.clone();
+            async move {
+                let list = nodes
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ready = list.items.iter().filter(|n| node_is_ready(n)).count();
+                if ready >= expected {
+                    Ok(true)
+                } else {
+                    Err(format!("{ready}/{expected} Ready"))
+                }
+            }
+        })
+        .await
+    }
+
+    /// The cluster's name (also its kubeconfig context).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Management or workload, with the node pool.
+    pub fn role(&self) -> &ClusterRole {
+        &self.role
+    }
+
+    /// The API server's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An admin kubeconfig (client certificate in `system:masters`) for kubectl and clients.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// A new client with admin rights. Each test (each tokio runtime) should make its own.
+    pub async fn client(&self) -> Result<Client, Error> {
+        let kubeconfig = Kubeconfig::from_yaml(&self.kubeconfig_yaml)
+            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        Ok(Client::try_from(config)?)
+    }
+
+    /// Creates a namespace named `{prefix}-{random}` for one test.
+    pub async fn test_namespace(&self, prefix: &str) -> Result<TestNamespace<'_>, Error> {
+        let client = self.client().await?;
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        let name = format!("{prefix}-{}", &suffix[..8]);
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": { "kubenest.io/test": "true" } }
+        }))
+        .map_err(|e| Error::Process(format!("namespace manifest: {e}")))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await?;
+        Ok(TestNamespace::new(name, client, self))
+    }
+
+    /// Process ids of every process of this cluster.
+    pub fn pids(&self) -> Vec<u32> {
+        self.lock().iter().map(ManagedProcess::pid).collect()
+    }
+
+    /// Resident memory per process (name, bytes).
+    pub fn resident_memory(&self) -> Vec<(String, u64)> {
+        self.lock()
+            .iter()
+            .map(|p| (p.name().to_owned(), p.resident_bytes()))
+            .collect()
+    }
+
+    /// The last `lines` lines of every process log of this cluster, for a failure report.
+    pub fn log_tails(&self, lines: usize) -> String {
+        self.lock()
+            .iter()
+            .map(|p| {
+                format!(
+                    "----- {} ({}) -----\n{}\n",
+                    p.name(),
+                    p.log_path().display(),
+                    tail(p.log_path(), lines)
+                )
+            })
+            .collect()
+    }
+
+    /// Stops every process of the cluster, last started first.
+    pub fn stop(&self) {
+        let mut processes = self.lock();
+        while let Some(mut p) = processes.pop() {
+            p.stop();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn node_is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn apiserver_command(bins: &Binaries, name: &str, port: u16, etcd: &str, pki: &Pki) -> Command {
+    let mut cmd = Command::new(&bins.kube_apiserver);
+    cmd.arg(format!("--etcd-servers={etcd}"))
+        .arg(format!("--etcd-prefix=/clusters/{name}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
+        .arg(format!(
+            "--tls-private-key-file={}",
+            pki.serving_key.display()
+        ))
+        .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
+        .arg(format!(
+            "--service-account-key-file={}",
+            pki.service_account_pub.display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            pki.service_account_key.display()
+        ))
+        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--authorization-mode=RBAC")
+        .arg("--allow-privileged=true")
+        // The `kubernetes` Service cannot point at a loopback address; nothing needs it here.
+        .arg("--endpoint-reconciler-type=none")
+        // Fairness queues cost CPU and only matter under contention we never create.
+        .arg("--enable-priority-and-fairness=false")
+        .arg("--profiling=false");
+    cmd
+}
+
+fn kubeconfig_yaml(name: &str, url: &str, pki: &Pki) -> String {
+    let ca = BASE64.encode(&pki.ca_pem);
+    let cert = BASE64.encode(&pki.admin_cert_pem);
+    let key = BASE64.encode(&pki.admin_key_pem);
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {name}
+  cluster:
+    server: {url}
+    certificate-authority-data: {ca}
+users:
+- name: {name}-admin
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+contexts:
+- name: {name}
+  context:
+    cluster: {name}
+    user: {name}-admin
+current-context: {name}
+"
+    )
+}

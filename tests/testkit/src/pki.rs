@@ -1,0 +1,112 @@
+//! Per-cluster PKI: a CA, the API server's serving certificate, an admin client certificate in
+//! `system:masters`, and the service-account signing key, written as PEM files.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+
+use crate::Error;
+
+/// Names the serving certificate is valid for: loopback plus the in-cluster service names.
+const SERVING_NAMES: &[&str] = &[
+    "localhost",
+    "127.0.0.1",
+    "::1",
+    "10.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+/// The PEM files of one cluster, and the PEM text a kubeconfig embeds.
+#[derive(Debug, Clone)]
+pub struct Pki {
+    pub ca_cert: PathBuf,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
+    pub admin_cert: PathBuf,
+    pub admin_key: PathBuf,
+    pub service_account_key: PathBuf,
+    pub service_account_pub: PathBuf,
+    pub ca_pem: String,
+    pub admin_cert_pem: String,
+    pub admin_key_pem: String,
+}
+
+fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
+    move |e| Error::Pki(format!("{what}: {e}"))
+}
+
+impl Pki {
+    /// Generates a fresh PKI (ECDSA P-256 throughout) into `dir`.
+    pub fn generate(dir: &Path, cluster: &str) -> Result<Self, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create pki dir", e))?;
+
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("ca"))?;
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, format!("kubenest-{cluster}-ca"));
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_key = KeyPair::generate().map_err(pki_err("ca key"))?;
+        let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(pki_err("ca cert"))?;
+
+        let names: Vec<String> = SERVING_NAMES.iter().map(|s| (*s).to_owned()).collect();
+        let mut serving = CertificateParams::new(names).map_err(pki_err("serving"))?;
+        serving
+            .distinguished_name
+            .push(DnType::CommonName, "kube-apiserver");
+        serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        serving.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        let serving_key = KeyPair::generate().map_err(pki_err("serving key"))?;
+        let serving_cert = serving
+            .signed_by(&serving_key, &ca)
+            .map_err(pki_err("serving"))?;
+
+        let mut admin = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("admin"))?;
+        admin
+            .distinguished_name
+            .push(DnType::CommonName, "kubenest-admin");
+        admin
+            .distinguished_name
+            .push(DnType::OrganizationName, "system:masters");
+        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        let admin_key = KeyPair::generate().map_err(pki_err("admin key"))?;
+        let admin_cert = admin.signed_by(&admin_key, &ca).map_err(pki_err("admin"))?;
+
+        let sa_key = KeyPair::generate().map_err(pki_err("service-account key"))?;
+
+        let write = |name: &str, pem: &str| -> Result<PathBuf, Error> {
+            let path = dir.join(name);
+            std::fs::write(&path, pem).map_err(|e| Error::io(format!("write {name}"), e))?;
+            Ok(path)
+        };
+        let ca_pem = ca.pem();
+        let admin_cert_pem = admin_cert.pem();
+        let admin_key_pem = admin_key.serialize_pem();
+        Ok(Self {
+            ca_cert: write("ca.crt", &ca_pem)?,
+            serving_cert: write("apiserver.crt", &serving_cert.pem())?,
+            serving_key: write("apiserver.key", &serving_key.serialize_pem())?,
+            admin_cert: write("admin.crt", &admin_cert_pem)?,
+            admin_key: write("admin.key", &admin_key_pem)?,
+            service_account_key: write("sa.key", &sa_key.serialize_pem())?,
+            service_account_pub: write("sa.pub", &sa_key.public_key_pem())?,
+            ca_pem,
+            admin_cert_pem,
+            admin_key_pem,
+        })
+    }
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the upstream binaries that tests and `make dev` run, into a cache outside the clone,
+# keyed by version. Skips whatever is already there; prints how long each step took.
+#
+#   KUBENEST_CACHE   cache root (default: $XDG_CACHE_HOME/kubenest or ~/.cache/kubenest)
+#
+# With --print-env it only prints where the binaries are, as KEY=VALUE lines.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${KUBENEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubenest}
+k8s_dir=$cache/k8s/$K8S_VERSION
+kwok_dir=$cache/kwok/$KWOK_VERSION
+helm_dir=$cache/helm/$HELM_VERSION
+
+if [[ ${1:-} == --print-env ]]; then
+  echo "KUBENEST_K8S_BIN=$k8s_dir"
+  echo "KUBENEST_KWOK_BIN=$kwok_dir/kwok"
+  echo "KUBENEST_KWOK_STAGES=$kwok_dir/stages.yaml"
+  echo "KUBENEST_HELM_BIN=$helm_dir/helm"
+  exit 0
+fi
+
+export CGO_ENABLED=0
+# The Go build cache lives beside the binaries so that CI's fresh clone reuses it.
+export GOCACHE=${GOCACHE:-$cache/go-build}
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+step() {
+  local name=$1 target=$2; shift 2
+  if [[ -e $target ]]; then
+    echo "[build-k8s-bins] $name: cached ($target)" >&2
+    return
+  fi
+  local start=$SECONDS
+  echo "[build-k8s-bins] $name: building..." >&2
+  "$@"
+  echo "[build-k8s-bins] $name: built in $((SECONDS - start))s" >&2
+}
+
+build_k8s() {
+  local cmd=$1 out=$2
+  local pkg=k8s.io/component-base/version
+  local cgo=k8s.io/client-go/pkg/version
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ld="-s -w"
+  for p in $pkg $cgo; do
+    ld+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+  done
+  mkdir -p "$(dirname "$out")"
+  (cd "$here/k8s-bins" && go build -trimpath -ldflags "$ld" -o "$out.tmp" "k8s.io/kubernetes/cmd/$cmd")
+  mv "$out.tmp" "$out"
+}
+
+go_install() {
+  local pkg=$1 dir=$2 ld=${3:-}
+  mkdir -p "$dir"
+  GOBIN=$dir go install -trimpath -ldflags "-s -w $ld" "$pkg"
+}
+
+# kwok ships its "fast" simulation stages (nodes Ready, pods Running and Ready, deletions honoured)
+# as YAML in its module, not in the binary: gather them into one config file beside it.
+kwok_stages() {
+  local src
+  src=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
+  [[ -d $src ]] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+  {
+    for f in node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+      echo "---"
+      cat "$src/$f.yaml"
+    done
+  } >"$kwok_dir/stages.yaml.tmp"
+  mv "$kwok_dir/stages.yaml.tmp" "$kwok_dir/stages.yaml"
+}
+
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  step "$cmd $K8S_VERSION" "$k8s_dir/$cmd" build_k8s "$cmd" "$k8s_dir/$cmd"
+done
+step "kwok $KWOK_VERSION" "$kwok_dir/kwok" go_install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "$kwok_dir" \
+  "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+step "kwok stages" "$kwok_dir/stages.yaml" kwok_stages
+step "helm $HELM_VERSION" "$helm_dir/helm" go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_dir" \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"

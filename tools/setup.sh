@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything the tests and `make dev` need on a fresh Debian machine, and caches it:
+# Debian packages (PostgreSQL server, git) and the Go-built upstream Kubernetes binaries.
+# Safe to run again: each step is skipped when its result is already there.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+need_pkgs=()
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_pkgs+=(postgresql)
+command -v git >/dev/null || need_pkgs+=(git)
+if ((${#need_pkgs[@]})); then
+  start=$SECONDS
+  echo "[setup] installing Debian packages: ${need_pkgs[*]}" >&2
+  sudo=""
+  [[ $(id -u) == 0 ]] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >&2
+  echo "[setup] Debian packages installed in $((SECONDS - start))s" >&2
+fi
+
+"$here/build-k8s-bins.sh"
