@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev test setup fmt lint bench
+.PHONY: dev test setup fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
@@ -32,3 +32,9 @@ lint:
 
 bench:
 	@bench/run $(BENCH)
+
+# Fuzz the frame validator for FUZZ_SECONDS (needs the nightly toolchain; installs cargo-fuzz).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	cd contracts && cargo +nightly fuzz run frame -- -max_total_time=$(FUZZ_SECONDS) -max_len=65536

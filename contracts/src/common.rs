@@ -1,0 +1,145 @@
+//! Types shared by commands and status events: identifiers, names, references, conditions.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// An identifier of a cluster, organization, project, app or addon: a lowercase DNS label, which
+/// UUIDs and Kubernetes object names both are.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(transparent)]
+pub struct Id(
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub String,
+);
+
+impl Id {
+    /// Wraps a string; validity is checked where frames are encoded and decoded.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The identifier as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+/// A Kubernetes object name usable as a DNS label (namespaces, components, Secrets).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(transparent)]
+pub struct Name(
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub String,
+);
+
+impl Name {
+    /// Wraps a string; validity is checked where frames are encoded and decoded.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+/// Which App a command or event is about, and where it lives on the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AppRef {
+    /// The App's uid on the management cluster; stable across renames and rollbacks.
+    pub app_id: Id,
+    /// The App's name, used to name its objects on the cluster.
+    pub name: Name,
+    pub project_id: Id,
+    /// The project's namespace on the cluster; every object of the App lives in it.
+    pub namespace: Name,
+}
+
+/// Which standalone addon (AddonInstance) a command or event is about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AddonRef {
+    pub addon_id: Id,
+    pub name: Name,
+    pub project_id: Id,
+    pub namespace: Name,
+}
+
+/// A pinned Helm chart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ChartRef {
+    /// Chart repository URL (`https://…`, `oci://…`) or a path in the agent's chart catalog.
+    #[schemars(length(min = 1, max = 1024))]
+    pub repository: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// An exact version: kubenest pins charts, it never resolves ranges.
+    #[schemars(
+        length(min = 1, max = 128),
+        regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$")
+    )]
+    pub version: String,
+}
+
+/// Values passed to a Helm chart: a JSON object, bounded by the frame limits.
+pub type HelmValues = serde_json::Map<String, serde_json::Value>;
+
+/// Export keys an addon publishes, mapped to how the agent derives each value on the cluster
+/// (e.g. `host` → `{release}-postgresql.{namespace}.svc`). Values never cross the hub.
+pub type ExportMapping = BTreeMap<String, String>;
+
+/// `True`, `False` or `Unknown`, as in Kubernetes conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+/// A Kubernetes-style condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 128))]
+    pub type_: String,
+    pub status: ConditionStatus,
+    /// A CamelCase reason, e.g. `ProgressDeadlineExceeded`.
+    #[schemars(length(max = 128), regex(pattern = r"^([A-Za-z][A-Za-z0-9]*)?$"))]
+    #[serde(default)]
+    pub reason: String,
+    #[schemars(length(max = 4096))]
+    #[serde(default)]
+    pub message: String,
+    pub last_transition_time: DateTime<Utc>,
+}
