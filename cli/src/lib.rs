@@ -25,7 +25,9 @@ enum Command {
 /// Logs to stderr; `RUST_LOG` filters (default `info`).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The kube client logs every failed readiness poll while clusters start; those are
+        // expected, and the kit reports a real failure itself.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_client=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

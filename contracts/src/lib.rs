@@ -47,6 +47,7 @@ mod envelope;
 mod messages;
 pub mod schemas;
 mod status;
+mod token;
 mod validate;
 
 pub use command::*;
@@ -55,4 +56,7 @@ pub use control::*;
 pub use envelope::{Direction, Envelope, SCHEMA_VERSION};
 pub use messages::{Message, MessageType};
 pub use status::*;
+pub use token::{
+    Claims, ClientType, HUB_AUDIENCE, Identity, TokenError, TokenSigner, TokenVerifier,
+};
 pub use validate::{FrameError, Limits, Validator};

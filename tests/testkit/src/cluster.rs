@@ -355,9 +355,15 @@ impl Cluster {
             .collect()
     }
 
-    /// Stops every process of the cluster, last started first.
+    /// Asks every process of the cluster to exit, without waiting.
+    pub fn terminate(&self) {
+        self.lock().iter().for_each(ManagedProcess::terminate);
+    }
+
+    /// Stops every process of the cluster: all are asked at once, then each is waited for.
     pub fn stop(&self) {
         let mut processes = self.lock();
+        processes.iter().for_each(ManagedProcess::terminate);
         while let Some(mut p) = processes.pop() {
             p.stop();
         }

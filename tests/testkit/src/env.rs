@@ -49,6 +49,8 @@ impl EnvironmentBuilder {
             Some(path) => {
                 std::fs::create_dir_all(&path)
                     .map_err(|e| Error::io("create environment dir", e))?;
+                // Absolute, because processes (PostgreSQL) run in directories of their own.
+                let path = std::path::absolute(&path).map_err(|e| Error::io("resolve dir", e))?;
                 EnvDir::Kept(path)
             }
             None => EnvDir::Temp(
@@ -184,6 +186,15 @@ impl Environment {
             all.push((p.name().to_owned(), p.resident_bytes()));
         }
         all
+    }
+}
+
+impl Drop for Environment {
+    fn drop(&mut self) {
+        // Everything exits in parallel; the fields then wait for each process in drop order.
+        self.clusters.iter().for_each(Cluster::terminate);
+        self.postgres.iter().for_each(|p| p.process().terminate());
+        self.etcd.iter().for_each(|e| e.process().terminate());
     }
 }
 

@@ -150,6 +150,14 @@ impl ManagedProcess {
         group_resident_bytes(self.pid())
     }
 
+    /// Asks the process group to exit (SIGTERM) without waiting, so that several processes can
+    /// shut down at once before [`stop`](Self::stop) waits for each.
+    pub fn terminate(&self) {
+        if !self.stopped {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        }
+    }
+
     /// Stops the process group: SIGTERM, then SIGKILL after a grace period. Idempotent.
     pub fn stop(&mut self) {
         if self.stopped {
