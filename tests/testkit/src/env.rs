@@ -218,6 +218,27 @@ pub async fn shared() -> Result<&'static Environment, Error> {
     env.as_ref().map_err(|e| Error::Shared(e.clone()))
 }
 
+/// A management cluster (`mgmt`) shared by every test of one test binary, for tests that need
+/// no workload cluster and no database.
+pub async fn shared_management() -> Result<&'static Cluster, Error> {
+    static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();
+    let env = SHARED
+        .get_or_init(|| async {
+            Environment::builder()
+                .management("mgmt")
+                .start()
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await;
+    match env {
+        Ok(env) => env
+            .management()
+            .ok_or_else(|| Error::Shared("mgmt missing".into())),
+        Err(e) => Err(Error::Shared(e.clone())),
+    }
+}
+
 /// A PostgreSQL server shared by every test of one test binary, for tests that need no cluster.
 pub async fn shared_postgres() -> Result<&'static Postgres, Error> {
     static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();

@@ -34,7 +34,7 @@ use std::path::PathBuf;
 
 pub use bins::{Binaries, pinned_version};
 pub use cluster::{Cluster, ClusterRole, NodePool};
-pub use env::{Environment, EnvironmentBuilder, shared, shared_postgres};
+pub use env::{Environment, EnvironmentBuilder, shared, shared_management, shared_postgres};
 pub use etcd::Etcd;
 pub use namespace::TestNamespace;
 pub use pki::Pki;

@@ -1,0 +1,235 @@
+//! HTTP: the WebSocket endpoint (authentication and admission before the upgrade) and the admin
+//! endpoint.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use kubenest_contracts::{ClientType, Identity};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::floors::Refusal;
+use crate::{AGENT_PROTOCOL, Args, BACKEND_PROTOCOL, Hub, HubError, session};
+
+/// Seconds an agent refused for lack of fresh floors should wait.
+const RETRY_AFTER_SECS: u64 = 5;
+
+pub(crate) async fn serve(
+    hub: Arc<Hub>,
+    args: &Args,
+    listener: std::net::TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), HubError> {
+    let app = Router::new()
+        .route("/v1/connect", get(connect))
+        .with_state(hub.clone());
+    let handle = axum_server::Handle::new();
+    let drain = Duration::from_secs(args.drain_secs);
+    tokio::spawn({
+        let (handle, hub) = (handle.clone(), hub.clone());
+        async move {
+            shutdown.cancelled().await;
+            // Sessions close themselves (close frame 1001) when the hub token is cancelled.
+            hub.shutdown.cancel();
+            handle.graceful_shutdown(Some(drain));
+        }
+    });
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| HubError::Io {
+            context: "listener",
+            source,
+        })?;
+    let served = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key)
+                .await
+                .map_err(|source| HubError::Io {
+                    context: "read TLS certificate and key",
+                    source,
+                })?;
+            axum_server::tls_rustls::from_tcp_rustls(listener, tls)
+                .map_err(|source| HubError::Io {
+                    context: "listener",
+                    source,
+                })?
+                .handle(handle)
+                .serve(app.into_make_service())
+                .await
+        }
+        _ => {
+            axum_server::from_tcp(listener)
+                .map_err(|source| HubError::Io {
+                    context: "listener",
+                    source,
+                })?
+                .handle(handle)
+                .serve(app.into_make_service())
+                .await
+        }
+    };
+    served.map_err(|source| HubError::Io {
+        context: "serve",
+        source,
+    })
+}
+
+fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = Json(json!({ "error": { "code": code, "message": message } }));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        (
+            status,
+            [(header::RETRY_AFTER, RETRY_AFTER_SECS.to_string())],
+            body,
+        )
+            .into_response()
+    } else {
+        (status, body).into_response()
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+async fn connect(
+    State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let requested = |p: &str| {
+        ws.requested_protocols()
+            .any(|v| v.as_bytes() == p.as_bytes())
+    };
+    let (protocol, client_type) = if requested(AGENT_PROTOCOL) {
+        (AGENT_PROTOCOL, ClientType::Cluster)
+    } else if requested(BACKEND_PROTOCOL) {
+        (BACKEND_PROTOCOL, ClientType::Backend)
+    } else {
+        hub.metrics.reject("no_subprotocol");
+        let message = format!("request subprotocol {AGENT_PROTOCOL} or {BACKEND_PROTOCOL}");
+        return refuse(StatusCode::BAD_REQUEST, "bad_subprotocol", &message);
+    };
+    let Some(token) = bearer(&headers) else {
+        hub.metrics.reject("no_token");
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing bearer token",
+        );
+    };
+    let identity = match hub.verifier.verify(token, client_type) {
+        Ok(identity) => identity,
+        Err(error) => {
+            hub.metrics.reject("bad_token");
+            tracing::info!(%error, "connection refused");
+            return refuse(StatusCode::UNAUTHORIZED, "unauthorized", &error.to_string());
+        }
+    };
+    if let Identity::Cluster {
+        cluster_id,
+        org_id,
+        token_version,
+    } = &identity
+    {
+        match hub.floors.admit(cluster_id, org_id, *token_version) {
+            Ok(()) => {}
+            Err(Refusal::Unavailable) => {
+                hub.metrics.reject("floors_unavailable");
+                return refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "floors_unavailable",
+                    "this hub replica has no fresh revocation floors yet; retry",
+                );
+            }
+            Err(Refusal::Forbidden(reason)) => {
+                hub.metrics.reject("forbidden");
+                tracing::info!(%cluster_id, reason, "agent refused");
+                return refuse(StatusCode::FORBIDDEN, "forbidden", reason);
+            }
+        }
+    }
+    if hub.shutdown.is_cancelled() {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "draining",
+            "this hub replica is shutting down",
+        );
+    }
+    let max_frame = hub.validator.limits().max_frame_bytes;
+    let settings = &hub.settings;
+    ws.protocols([protocol])
+        .max_message_size(max_frame)
+        .max_frame_size(max_frame)
+        .read_buffer_size(settings.read_buffer)
+        .write_buffer_size(settings.write_buffer)
+        .max_write_buffer_size(max_frame + settings.write_buffer)
+        .on_upgrade(move |socket| session::run(hub, identity, socket))
+}
+
+pub(crate) async fn serve_admin(
+    hub: Arc<Hub>,
+    listener: std::net::TcpListener,
+    shutdown: CancellationToken,
+) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(hub);
+    let Ok(()) = listener.set_nonblocking(true) else {
+        return;
+    };
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await;
+    if let Err(error) = served {
+        tracing::warn!(%error, "admin endpoint failed");
+    }
+}
+
+async fn metrics(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
+    let (agents, backends) = hub.sessions.counts();
+    let gauge = |kind| {
+        hub.metrics
+            .sessions
+            .get_or_create(&crate::metrics::KindLabel { kind })
+            .clone()
+    };
+    gauge("agent").set(agents as i64);
+    gauge("backend").set(backends as i64);
+    hub.metrics
+        .floors_fresh
+        .set(i64::from(hub.floors.is_fresh()));
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        hub.metrics.encode(),
+    )
+}
+
+/// Ready while serving; floors freshness is reported separately (metric `floors_fresh`),
+/// because backends must reach a replica to deliver the floors in the first place.
+async fn readyz(State(hub): State<Arc<Hub>>) -> Response {
+    if hub.shutdown.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    } else {
+        (StatusCode::OK, "ok").into_response()
+    }
+}

@@ -1,0 +1,293 @@
+//! What the hub does with each valid frame: route commands, fan status out, apply floors, and
+//! answer everything else with an `error` frame.
+
+use std::time::Instant;
+
+use axum::extract::ws::Utf8Bytes;
+use kubenest_contracts::{
+    Direction, Envelope, ErrorCode, ErrorFrame, FrameError, Id, Identity, Message, NackReason,
+    RouteAck, RouteNack,
+};
+use uuid::Uuid;
+
+use crate::Hub;
+use crate::metrics::TypeLabel;
+use crate::sessions::{Outbound, Outbox, PendingAck, QueueError, close};
+
+/// The session a frame came from.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub identity: Identity,
+    pub outbox: Outbox,
+    pub malformed: u32,
+}
+
+/// Handles one text frame from `peer`.
+pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
+    let envelope = match hub.validator.decode(text.as_bytes()) {
+        Ok(envelope) => envelope,
+        Err(error) => return malformed(hub, peer, &error),
+    };
+    let kind = envelope.message_type().as_str();
+    hub.metrics
+        .frames_in
+        .get_or_create(&TypeLabel { r#type: kind })
+        .inc();
+    match (&peer.identity, envelope.direction) {
+        (Identity::Backend { .. }, Direction::Command) => route_command(hub, peer, envelope, text),
+        (Identity::Backend { .. }, Direction::Control) => apply_control(hub, peer, envelope),
+        (
+            Identity::Cluster {
+                cluster_id, org_id, ..
+            },
+            Direction::Status,
+        ) => {
+            if envelope.cluster_id.as_ref() != Some(cluster_id)
+                || envelope.org_id.as_ref() != Some(org_id)
+            {
+                hub.metrics.reject("foreign_cluster");
+                let message = "an agent may only send status for its own cluster and organization";
+                return forbid(hub, peer, envelope.id, "/cluster_id", message);
+            }
+            fan_out_status(hub, kind, text);
+        }
+        (Identity::Cluster { .. }, _) => {
+            hub.metrics.reject("wrong_direction");
+            forbid(
+                hub,
+                peer,
+                envelope.id,
+                "/direction",
+                "agents send only status frames",
+            );
+        }
+        (Identity::Backend { .. }, Direction::Status) => {
+            hub.metrics.reject("wrong_direction");
+            forbid(
+                hub,
+                peer,
+                envelope.id,
+                "/direction",
+                "backends send only commands and floors",
+            );
+        }
+    }
+}
+
+fn malformed(hub: &Hub, peer: &mut Peer, error: &FrameError) {
+    peer.malformed += 1;
+    hub.metrics.reject(match error.code {
+        ErrorCode::TooLarge => "too_large",
+        ErrorCode::MalformedJson => "malformed_json",
+        ErrorCode::TooDeep => "too_deep",
+        ErrorCode::UnknownType => "unknown_type",
+        ErrorCode::UnsupportedVersion => "unsupported_version",
+        ErrorCode::Forbidden => "forbidden",
+        ErrorCode::Invalid => "invalid",
+    });
+    tracing::debug!(code = ?error.code, path = %error.path, "malformed frame");
+    reply(
+        hub,
+        &peer.outbox,
+        error_frame(error.to_error_frame(), error.frame_id),
+    );
+    if peer.malformed > hub.settings.max_malformed {
+        peer.outbox
+            .close(close::POLICY, "too many malformed frames");
+    }
+}
+
+fn forbid(hub: &Hub, peer: &Peer, frame_id: Uuid, path: &str, message: &str) {
+    let frame = ErrorFrame {
+        code: ErrorCode::Forbidden,
+        message: message.to_owned(),
+        path: path.to_owned(),
+        frame_id: Some(frame_id),
+    };
+    reply(hub, &peer.outbox, error_frame(frame, Some(frame_id)));
+}
+
+fn error_frame(frame: ErrorFrame, reply_to: Option<Uuid>) -> Envelope {
+    let envelope = Envelope::new(frame);
+    match reply_to {
+        Some(id) => envelope.replying_to(id),
+        None => envelope,
+    }
+}
+
+/// Queues a frame the hub itself produced.
+pub(crate) fn reply(hub: &Hub, outbox: &Outbox, envelope: Envelope) {
+    let kind = envelope.message_type().as_str();
+    match hub.validator.encode(&envelope) {
+        Ok(text) => {
+            let _ = outbox.send(Outbound {
+                text: text.into(),
+                kind,
+                ack: None,
+            });
+        }
+        Err(error) => tracing::error!(%error, kind, "the hub built an invalid frame"),
+    }
+}
+
+fn route_command(hub: &Hub, peer: &Peer, envelope: Envelope, text: Utf8Bytes) {
+    let started = Instant::now();
+    let (Some(cluster_id), Some(org_id)) = (&envelope.cluster_id, &envelope.org_id) else {
+        // The validator requires both on commands; this is unreachable in practice.
+        return nack(
+            hub,
+            peer,
+            &envelope,
+            NackReason::Invalid,
+            "command without cluster_id or org_id",
+        );
+    };
+    match hub.floors.org_of(cluster_id) {
+        Some(registered) if &registered == org_id => {}
+        Some(_) => {
+            hub.metrics.reject("org_mismatch");
+            return nack(
+                hub,
+                peer,
+                &envelope,
+                NackReason::OrgMismatch,
+                "cluster belongs to another organization",
+            );
+        }
+        None => {
+            return nack(
+                hub,
+                peer,
+                &envelope,
+                NackReason::NoSession,
+                "cluster is not registered",
+            );
+        }
+    }
+    let Some(agent) = hub.sessions.agent(cluster_id) else {
+        return nack(
+            hub,
+            peer,
+            &envelope,
+            NackReason::NoSession,
+            "no session of this cluster on this replica",
+        );
+    };
+    if &agent.org_id != org_id {
+        hub.metrics.reject("org_mismatch");
+        return nack(
+            hub,
+            peer,
+            &envelope,
+            NackReason::OrgMismatch,
+            "cluster belongs to another organization",
+        );
+    }
+    let ack = PendingAck {
+        command_id: envelope.id,
+        reply_to: peer.outbox.clone(),
+        started,
+    };
+    let kind = envelope.message_type().as_str();
+    match agent.outbox.send(Outbound {
+        text,
+        kind,
+        ack: Some(ack),
+    }) {
+        Ok(()) => {}
+        Err(QueueError::Full) => {
+            hub.metrics.reject("queue_full");
+            nack(
+                hub,
+                peer,
+                &envelope,
+                NackReason::QueueFull,
+                "the agent is not keeping up and was disconnected",
+            )
+        }
+        Err(QueueError::Closed) => nack(
+            hub,
+            peer,
+            &envelope,
+            NackReason::NoSession,
+            "the agent's session has ended",
+        ),
+    }
+}
+
+fn nack(hub: &Hub, peer: &Peer, command: &Envelope, reason: NackReason, message: &str) {
+    let payload = RouteNack {
+        command_id: command.id,
+        reason,
+        message: message.to_owned(),
+    };
+    reply(
+        hub,
+        &peer.outbox,
+        with_route(Envelope::new(payload).replying_to(command.id), command),
+    );
+}
+
+/// The route.ack for a command now written to its agent's socket.
+pub(crate) fn ack(hub: &Hub, pending: &PendingAck, cluster_id: &Id, org_id: &Id) {
+    hub.metrics
+        .route_latency
+        .observe(pending.started.elapsed().as_secs_f64());
+    let envelope = Envelope::new(RouteAck {
+        command_id: pending.command_id,
+    })
+    .replying_to(pending.command_id)
+    .for_cluster(cluster_id.clone(), org_id.clone());
+    reply(hub, &pending.reply_to, envelope);
+}
+
+fn with_route(envelope: Envelope, command: &Envelope) -> Envelope {
+    match (&command.cluster_id, &command.org_id) {
+        (Some(c), Some(o)) => envelope.for_cluster(c.clone(), o.clone()),
+        _ => envelope,
+    }
+}
+
+fn fan_out_status(hub: &Hub, kind: &'static str, text: Utf8Bytes) {
+    for backend in hub.sessions.backend_outboxes() {
+        // Frames are reference-counted: fanning out copies no bytes.
+        if backend.send(Outbound {
+            text: text.clone(),
+            kind,
+            ack: None,
+        }) == Err(QueueError::Full)
+        {
+            hub.metrics.reject("queue_full");
+        }
+    }
+}
+
+fn apply_control(hub: &Hub, peer: &Peer, envelope: Envelope) {
+    let affected = match envelope.message {
+        Message::FloorsSnapshot(snapshot) => match hub.floors.apply_snapshot(snapshot) {
+            Ok(affected) => affected,
+            Err(message) => return forbid(hub, peer, envelope.id, "/payload/part", &message),
+        },
+        Message::FloorsUpdate(update) => hub.floors.apply_update(update),
+        _ => {
+            hub.metrics.reject("wrong_direction");
+            return forbid(
+                hub,
+                peer,
+                envelope.id,
+                "/type",
+                "backends send only floors control frames",
+            );
+        }
+    };
+    for cluster_id in affected {
+        if let Some(agent) = hub.sessions.agent(&cluster_id)
+            && !hub
+                .floors
+                .permits(&cluster_id, &agent.org_id, agent.token_version)
+        {
+            tracing::info!(%cluster_id, "cutting session: token revoked");
+            agent.outbox.close(close::REVOKED, "cluster token revoked");
+        }
+    }
+}
