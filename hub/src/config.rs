@@ -76,9 +76,12 @@ pub struct Args {
         default_value_t = 120
     )]
     pub floors_max_age_secs: u64,
-    /// Frames a session may have waiting to be written before it is disconnected as slow.
+    /// Frames an agent session may have waiting to be written before it is disconnected as slow.
     #[arg(long, env = "KUBENEST_HUB_SEND_QUEUE", default_value_t = 256)]
     pub send_queue: usize,
+    /// The same for backend sessions, which receive the status of every cluster.
+    #[arg(long, env = "KUBENEST_HUB_BACKEND_SEND_QUEUE", default_value_t = 8192)]
+    pub backend_send_queue: usize,
     /// Seconds between pings to each peer.
     #[arg(
         long = "ping-interval",
@@ -150,7 +153,8 @@ pub(crate) async fn build_hub(
         leases,
         metrics: Metrics::default(),
         settings: SessionSettings {
-            send_queue: args.send_queue.max(1),
+            agent_queue: args.send_queue.max(1),
+            backend_queue: args.backend_send_queue.max(1),
             ping_interval: Duration::from_secs(args.ping_interval_secs.max(1)),
             idle_timeout: Duration::from_secs(args.idle_timeout_secs.max(1)),
             write_timeout: Duration::from_secs(args.write_timeout_secs.max(1)),

@@ -57,7 +57,8 @@ pub enum HubError {
 /// Per-session tuning.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionSettings {
-    pub send_queue: usize,
+    pub agent_queue: usize,
+    pub backend_queue: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
     pub write_timeout: Duration,

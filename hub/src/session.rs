@@ -24,7 +24,11 @@ where
         + 'static,
 {
     let session_id = hub.sessions.next_id();
-    let (outbox, outgoing) = Outbox::new(hub.settings.send_queue, &hub.shutdown);
+    let capacity = match identity {
+        Identity::Cluster { .. } => hub.settings.agent_queue,
+        Identity::Backend { .. } => hub.settings.backend_queue,
+    };
+    let (outbox, outgoing) = Outbox::new(capacity, &hub.shutdown);
     let route = match &identity {
         Identity::Cluster {
             cluster_id,

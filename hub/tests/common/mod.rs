@@ -66,14 +66,18 @@ pub struct TestHub {
 pub async fn start_hub(keys: &Keys, extra: &[&str]) -> TestHub {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+    let tls = extra.iter().any(|a| a.starts_with("--tls-cert"));
+    let scheme = if tls { "wss" } else { "ws" };
+    let url = format!("{scheme}://{}/v1/connect", listener.local_addr().unwrap());
     let admin_url = format!("http://{}", admin.local_addr().unwrap());
     let mut argv = vec![
         "kubenest-hub".to_owned(),
         format!("--jwt-public-key={}", keys.public_key.display()),
         format!("--jwt-issuer={ISSUER}"),
-        "--insecure-plaintext".to_owned(),
     ];
+    if !tls {
+        argv.push("--insecure-plaintext".to_owned());
+    }
     if !extra.iter().any(|a| a.starts_with("--kubeconfig")) {
         argv.push("--no-leases".to_owned());
     }
