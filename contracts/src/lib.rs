@@ -59,4 +59,4 @@ pub use status::*;
 pub use token::{
     Claims, ClientType, HUB_AUDIENCE, Identity, TokenError, TokenSigner, TokenVerifier,
 };
-pub use validate::{FrameError, Limits, Validator};
+pub use validate::{Checked, FrameError, Limits, Validator};

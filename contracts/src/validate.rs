@@ -7,6 +7,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::common::Id;
 use crate::control::{ErrorCode, ErrorFrame};
 use crate::envelope::{Direction, Envelope, SCHEMA_VERSION};
 use crate::messages::MessageType;
@@ -112,6 +113,12 @@ impl Validator {
 
     /// Raw frame → typed envelope.
     pub fn decode(&self, raw: &[u8]) -> Result<Envelope, FrameError> {
+        self.check(raw)?.into_envelope()
+    }
+
+    /// Raw frame → a frame that passed every check, with its routing header read but its
+    /// payload left as JSON. For routers, which need the header and forward the bytes.
+    pub fn check(&self, raw: &[u8]) -> Result<Checked, FrameError> {
         if raw.len() > self.limits.max_frame_bytes {
             return Err(FrameError::new(
                 ErrorCode::TooLarge,
@@ -131,28 +138,29 @@ impl Validator {
             };
             FrameError::new(code, "", format!("not valid JSON: {e}"))
         })?;
-        self.decode_value(value)
+        self.check_value(value)
     }
 
     /// Parsed JSON → typed envelope.
     pub fn decode_value(&self, value: Value) -> Result<Envelope, FrameError> {
-        let frame_id = value
-            .get("id")
-            .and_then(Value::as_str)
-            .and_then(|s| Uuid::parse_str(s).ok());
-        self.check(&value).map_err(|mut e| {
+        self.check_value(value)?.into_envelope()
+    }
+
+    /// Parsed JSON → a checked frame.
+    pub fn check_value(&self, value: Value) -> Result<Checked, FrameError> {
+        let frame_id = header_uuid(&value, "id");
+        let (message_type, direction) = self.check_shape(&value).map_err(|mut e| {
             e.frame_id = frame_id;
             e
         })?;
-        // The schemas are stricter than the types, so this only fails if they disagree: a bug.
-        // serde's message may quote the value, so it is not passed on.
-        serde_json::from_value(value).map_err(|_| FrameError {
-            frame_id,
-            ..FrameError::new(
-                ErrorCode::Invalid,
-                "",
-                "frame does not match the typed contract",
-            )
+        Ok(Checked {
+            id: frame_id.unwrap_or_default(),
+            message_type,
+            direction,
+            cluster_id: header_id(&value, "cluster_id"),
+            org_id: header_id(&value, "org_id"),
+            correlation_id: header_uuid(&value, "correlation_id"),
+            value,
         })
     }
 
@@ -161,7 +169,7 @@ impl Validator {
         let value = serde_json::to_value(envelope).map_err(|e| {
             FrameError::new(ErrorCode::Invalid, "", format!("cannot serialize: {e}"))
         })?;
-        self.check(&value).map_err(|e| FrameError {
+        self.check_shape(&value).map_err(|e| FrameError {
             frame_id: Some(envelope.id),
             ..e
         })?;
@@ -180,7 +188,8 @@ impl Validator {
         Ok(text)
     }
 
-    fn check(&self, value: &Value) -> Result<(), FrameError> {
+    /// Every check; returns the frame's type and direction.
+    fn check_shape(&self, value: &Value) -> Result<(MessageType, Direction), FrameError> {
         let Some(frame) = value.as_object() else {
             return Err(FrameError::new(
                 ErrorCode::MalformedJson,
@@ -245,8 +254,41 @@ impl Validator {
                 }
             }
         }
-        Ok(())
+        Ok((kind, direction))
     }
+}
+
+/// A frame that passed every check: its routing header, and the whole frame as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub id: Uuid,
+    pub message_type: MessageType,
+    pub direction: Direction,
+    pub cluster_id: Option<Id>,
+    pub org_id: Option<Id>,
+    pub correlation_id: Option<Uuid>,
+    value: Value,
+}
+
+impl Checked {
+    /// The typed envelope.
+    pub fn into_envelope(self) -> Result<Envelope, FrameError> {
+        let frame_id = Some(self.id);
+        // The schemas are stricter than the types, so this only fails if they disagree: a bug.
+        // serde's message may quote the value, so it is not passed on.
+        serde_json::from_value(self.value).map_err(|_| FrameError {
+            frame_id,
+            ..FrameError::new(ErrorCode::Invalid, "", "frame does not match the typed contract")
+        })
+    }
+}
+
+fn header_uuid(value: &Value, field: &str) -> Option<Uuid> {
+    value.get(field).and_then(Value::as_str).and_then(|s| Uuid::parse_str(s).ok())
+}
+
+fn header_id(value: &Value, field: &str) -> Option<Id> {
+    value.get(field).and_then(Value::as_str).map(Id::new)
 }
 
 /// The JSON pointer of the first value nested deeper than `max` levels, if any.

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
 use kubenest_contracts::{
-    Direction, Envelope, ErrorCode, ErrorFrame, FrameError, Id, Identity, Message, NackReason,
-    RouteAck, RouteNack,
+    Checked, Direction, Envelope, ErrorCode, ErrorFrame, FrameError, Id, Identity, Message,
+    NackReason, RouteAck, RouteNack,
 };
 use uuid::Uuid;
 
@@ -22,54 +22,37 @@ pub(crate) struct Peer {
     pub malformed: u32,
 }
 
-/// Handles one text frame from `peer`.
+/// Handles one text frame from `peer`. Commands and status are forwarded as the bytes that
+/// arrived: the checks read only the header, and the frame needs no rewriting because an
+/// agent's status must already name its own cluster.
 pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
-    let envelope = match hub.validator.decode(text.as_bytes()) {
-        Ok(envelope) => envelope,
+    let frame = match hub.validator.check(text.as_bytes()) {
+        Ok(frame) => frame,
         Err(error) => return malformed(hub, peer, &error),
     };
-    let kind = envelope.message_type().as_str();
-    hub.metrics
-        .frames_in
-        .get_or_create(&TypeLabel { r#type: kind })
-        .inc();
-    match (&peer.identity, envelope.direction) {
-        (Identity::Backend { .. }, Direction::Command) => route_command(hub, peer, envelope, text),
-        (Identity::Backend { .. }, Direction::Control) => apply_control(hub, peer, envelope),
-        (
-            Identity::Cluster {
-                cluster_id, org_id, ..
-            },
-            Direction::Status,
-        ) => {
-            if envelope.cluster_id.as_ref() != Some(cluster_id)
-                || envelope.org_id.as_ref() != Some(org_id)
-            {
+    let kind = frame.message_type.as_str();
+    hub.metrics.frames_in.get_or_create(&TypeLabel { r#type: kind }).inc();
+    match (&peer.identity, frame.direction) {
+        (Identity::Backend { .. }, Direction::Command) => route_command(hub, peer, &frame, text),
+        (Identity::Backend { .. }, Direction::Control) => match frame.into_envelope() {
+            Ok(envelope) => apply_control(hub, peer, envelope),
+            Err(error) => malformed(hub, peer, &error),
+        },
+        (Identity::Cluster { cluster_id, org_id, .. }, Direction::Status) => {
+            if frame.cluster_id.as_ref() != Some(cluster_id) || frame.org_id.as_ref() != Some(org_id) {
                 hub.metrics.reject("foreign_cluster");
                 let message = "an agent may only send status for its own cluster and organization";
-                return forbid(hub, peer, envelope.id, "/cluster_id", message);
+                return forbid(hub, peer, frame.id, "/cluster_id", message);
             }
             fan_out_status(hub, kind, text);
         }
         (Identity::Cluster { .. }, _) => {
             hub.metrics.reject("wrong_direction");
-            forbid(
-                hub,
-                peer,
-                envelope.id,
-                "/direction",
-                "agents send only status frames",
-            );
+            forbid(hub, peer, frame.id, "/direction", "agents send only status frames");
         }
         (Identity::Backend { .. }, Direction::Status) => {
             hub.metrics.reject("wrong_direction");
-            forbid(
-                hub,
-                peer,
-                envelope.id,
-                "/direction",
-                "backends send only commands and floors",
-            );
+            forbid(hub, peer, frame.id, "/direction", "backends send only commands and floors");
         }
     }
 }
@@ -130,7 +113,7 @@ pub(crate) fn reply(hub: &Hub, outbox: &Outbox, envelope: Envelope) {
     }
 }
 
-fn route_command(hub: &Hub, peer: &Peer, envelope: Envelope, text: Utf8Bytes) {
+fn route_command(hub: &Hub, peer: &Peer, envelope: &Checked, text: Utf8Bytes) {
     let started = Instant::now();
     let (Some(cluster_id), Some(org_id)) = (&envelope.cluster_id, &envelope.org_id) else {
         // The validator requires both on commands; this is unreachable in practice.
@@ -188,7 +171,7 @@ fn route_command(hub: &Hub, peer: &Peer, envelope: Envelope, text: Utf8Bytes) {
         reply_to: peer.outbox.clone(),
         started,
     };
-    let kind = envelope.message_type().as_str();
+    let kind = envelope.message_type.as_str();
     match agent.outbox.send(Outbound {
         text,
         kind,
@@ -215,7 +198,7 @@ fn route_command(hub: &Hub, peer: &Peer, envelope: Envelope, text: Utf8Bytes) {
     }
 }
 
-fn nack(hub: &Hub, peer: &Peer, command: &Envelope, reason: NackReason, message: &str) {
+fn nack(hub: &Hub, peer: &Peer, command: &Checked, reason: NackReason, message: &str) {
     let payload = RouteNack {
         command_id: command.id,
         reason,
@@ -241,7 +224,7 @@ pub(crate) fn ack(hub: &Hub, pending: &PendingAck, cluster_id: &Id, org_id: &Id)
     reply(hub, &pending.reply_to, envelope);
 }
 
-fn with_route(envelope: Envelope, command: &Envelope) -> Envelope {
+fn with_route(envelope: Envelope, command: &Checked) -> Envelope {
     match (&command.cluster_id, &command.org_id) {
         (Some(c), Some(o)) => envelope.for_cluster(c.clone(), o.clone()),
         _ => envelope,
