@@ -278,13 +278,20 @@ impl Checked {
         // serde's message may quote the value, so it is not passed on.
         serde_json::from_value(self.value).map_err(|_| FrameError {
             frame_id,
-            ..FrameError::new(ErrorCode::Invalid, "", "frame does not match the typed contract")
+            ..FrameError::new(
+                ErrorCode::Invalid,
+                "",
+                "frame does not match the typed contract",
+            )
         })
     }
 }
 
 fn header_uuid(value: &Value, field: &str) -> Option<Uuid> {
-    value.get(field).and_then(Value::as_str).and_then(|s| Uuid::parse_str(s).ok())
+    value
+        .get(field)
+        .and_then(Value::as_str)
+        .and_then(|s| Uuid::parse_str(s).ok())
 }
 
 fn header_id(value: &Value, field: &str) -> Option<Id> {

@@ -31,15 +31,25 @@ pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
         Err(error) => return malformed(hub, peer, &error),
     };
     let kind = frame.message_type.as_str();
-    hub.metrics.frames_in.get_or_create(&TypeLabel { r#type: kind }).inc();
+    hub.metrics
+        .frames_in
+        .get_or_create(&TypeLabel { r#type: kind })
+        .inc();
     match (&peer.identity, frame.direction) {
         (Identity::Backend { .. }, Direction::Command) => route_command(hub, peer, &frame, text),
         (Identity::Backend { .. }, Direction::Control) => match frame.into_envelope() {
             Ok(envelope) => apply_control(hub, peer, envelope),
             Err(error) => malformed(hub, peer, &error),
         },
-        (Identity::Cluster { cluster_id, org_id, .. }, Direction::Status) => {
-            if frame.cluster_id.as_ref() != Some(cluster_id) || frame.org_id.as_ref() != Some(org_id) {
+        (
+            Identity::Cluster {
+                cluster_id, org_id, ..
+            },
+            Direction::Status,
+        ) => {
+            if frame.cluster_id.as_ref() != Some(cluster_id)
+                || frame.org_id.as_ref() != Some(org_id)
+            {
                 hub.metrics.reject("foreign_cluster");
                 let message = "an agent may only send status for its own cluster and organization";
                 return forbid(hub, peer, frame.id, "/cluster_id", message);
@@ -48,11 +58,23 @@ pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
         }
         (Identity::Cluster { .. }, _) => {
             hub.metrics.reject("wrong_direction");
-            forbid(hub, peer, frame.id, "/direction", "agents send only status frames");
+            forbid(
+                hub,
+                peer,
+                frame.id,
+                "/direction",
+                "agents send only status frames",
+            );
         }
         (Identity::Backend { .. }, Direction::Status) => {
             hub.metrics.reject("wrong_direction");
-            forbid(hub, peer, frame.id, "/direction", "backends send only commands and floors");
+            forbid(
+                hub,
+                peer,
+                frame.id,
+                "/direction",
+                "backends send only commands and floors",
+            );
         }
     }
 }
@@ -113,65 +135,51 @@ pub(crate) fn reply(hub: &Hub, outbox: &Outbox, envelope: Envelope) {
     }
 }
 
-fn route_command(hub: &Hub, peer: &Peer, envelope: &Checked, text: Utf8Bytes) {
+fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
     let started = Instant::now();
-    let (Some(cluster_id), Some(org_id)) = (&envelope.cluster_id, &envelope.org_id) else {
-        // The validator requires both on commands; this is unreachable in practice.
+    // The validator guarantees both on commands.
+    let (Some(cluster_id), Some(org_id)) = (&command.cluster_id, &command.org_id) else {
         return nack(
             hub,
             peer,
-            &envelope,
+            command,
             NackReason::Invalid,
             "command without cluster_id or org_id",
         );
     };
-    match hub.floors.org_of(cluster_id) {
-        Some(registered) if &registered == org_id => {}
-        Some(_) => {
-            hub.metrics.reject("org_mismatch");
-            return nack(
-                hub,
-                peer,
-                &envelope,
-                NackReason::OrgMismatch,
-                "cluster belongs to another organization",
-            );
-        }
-        None => {
-            return nack(
-                hub,
-                peer,
-                &envelope,
-                NackReason::NoSession,
-                "cluster is not registered",
-            );
-        }
-    }
-    let Some(agent) = hub.sessions.agent(cluster_id) else {
-        return nack(
-            hub,
-            peer,
-            &envelope,
-            NackReason::NoSession,
-            "no session of this cluster on this replica",
-        );
-    };
-    if &agent.org_id != org_id {
-        hub.metrics.reject("org_mismatch");
-        return nack(
-            hub,
-            peer,
-            &envelope,
+    let registered = hub.floors.org_of(cluster_id);
+    let agent = hub.sessions.agent(cluster_id);
+    // The session's own org is checked too: a floor may move a cluster between organizations
+    // while its session is being cut.
+    let refusal = match (&registered, &agent) {
+        (None, _) => Some((NackReason::NoSession, "cluster is not registered")),
+        (Some(org), _) if org != org_id => Some((
             NackReason::OrgMismatch,
             "cluster belongs to another organization",
-        );
+        )),
+        (_, Some(session)) if &session.org_id != org_id => Some((
+            NackReason::OrgMismatch,
+            "cluster belongs to another organization",
+        )),
+        (_, None) => Some((
+            NackReason::NoSession,
+            "no session of this cluster on this replica",
+        )),
+        _ => None,
+    };
+    if let Some((reason, message)) = refusal {
+        if reason == NackReason::OrgMismatch {
+            hub.metrics.reject("org_mismatch");
+        }
+        return nack(hub, peer, command, reason, message);
     }
+    let Some(agent) = agent else { return };
     let ack = PendingAck {
-        command_id: envelope.id,
+        command_id: command.id,
         reply_to: peer.outbox.clone(),
         started,
     };
-    let kind = envelope.message_type.as_str();
+    let kind = command.message_type.as_str();
     match agent.outbox.send(Outbound {
         text,
         kind,
@@ -180,18 +188,13 @@ fn route_command(hub: &Hub, peer: &Peer, envelope: &Checked, text: Utf8Bytes) {
         Ok(()) => {}
         Err(QueueError::Full) => {
             hub.metrics.reject("queue_full");
-            nack(
-                hub,
-                peer,
-                &envelope,
-                NackReason::QueueFull,
-                "the agent is not keeping up and was disconnected",
-            )
+            let message = "the agent is not keeping up and was disconnected";
+            nack(hub, peer, command, NackReason::QueueFull, message)
         }
         Err(QueueError::Closed) => nack(
             hub,
             peer,
-            &envelope,
+            command,
             NackReason::NoSession,
             "the agent's session has ended",
         ),

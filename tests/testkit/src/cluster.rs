@@ -115,87 +115,75 @@ impl Cluster {
         pki: &Pki,
         port: u16,
     ) -> Result<(), Error> {
-        let cluster = self;
         let name = self.name.as_str();
-        cluster.spawn(
+        self.spawn(
             "kube-apiserver",
             apiserver_command(bins, name, port, etcd, pki),
             dir,
         )?;
-        let client = cluster.client().await?;
-        cluster
-            .wait_until_ready("kube-apiserver /readyz", || {
-                let client = client.clone();
-                async move {
-                    let request = http::Request::get("/readyz")
-                        .body(Vec::new())
-                        .map_err(|e| e.to_string())?;
-                    client
-                        .request_text(request)
-                        .await
-                        .map(|body| body == "ok")
-                        .map_err(|e| e.to_string())
-                }
-            })
-            .await?;
+        let client = self.client().await?;
+        self.wait_until_ready("kube-apiserver /readyz", || {
+            let client = client.clone();
+            async move {
+                let request = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .map_err(|e| e.to_string())?;
+                client
+                    .request_text(request)
+                    .await
+                    .map(|body| body == "ok")
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await?;
 
         let mut kcm = Command::new(&bins.kube_controller_manager);
-        kcm.arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path.display()
-        ))
-        .arg("--leader-elect=false")
-        .arg("--secure-port=0")
-        .arg("--use-service-account-credentials=false")
-        .arg(format!("--root-ca-file={}", pki.ca_cert.display()))
-        .arg(format!(
-            "--service-account-private-key-file={}",
-            pki.service_account_key.display()
-        ))
-        .arg("--concurrent-gc-syncs=5");
-        cluster.spawn("kube-controller-manager", kcm, dir)?;
+        kcm.arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
+            .arg("--leader-elect=false")
+            .arg("--secure-port=0")
+            .arg("--use-service-account-credentials=false")
+            .arg(format!("--root-ca-file={}", pki.ca_cert.display()))
+            .arg(format!(
+                "--service-account-private-key-file={}",
+                pki.service_account_key.display()
+            ))
+            .arg("--concurrent-gc-syncs=5");
+        self.spawn("kube-controller-manager", kcm, dir)?;
 
-        if let ClusterRole::Workload(pool) = &cluster.role {
+        if let ClusterRole::Workload(pool) = &self.role {
             let mut scheduler = Command::new(&bins.kube_scheduler);
             scheduler
-                .arg(format!(
-                    "--kubeconfig={}",
-                    cluster.kubeconfig_path.display()
-                ))
+                .arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
                 .arg("--leader-elect=false")
                 .arg("--secure-port=0");
-            cluster.spawn("kube-scheduler", scheduler, dir)?;
+            self.spawn("kube-scheduler", scheduler, dir)?;
 
             let mut kwok = Command::new(&bins.kwok);
-            kwok.arg(format!(
-                "--kubeconfig={}",
-                cluster.kubeconfig_path.display()
-            ))
-            .arg(format!("--config={}", bins.kwok_stages.display()))
-            .arg("--manage-all-nodes=false")
-            .arg("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
-            .arg("--cidr=10.244.0.0/16")
-            .arg("--node-ip=10.0.0.2")
-            .arg("--node-lease-duration-seconds=40")
-            .arg(format!("--server-address=127.0.0.1:{}", wait::free_port()?));
-            cluster.spawn("kwok", kwok, dir)?;
-            cluster.create_nodes(&client, pool).await?;
+            kwok.arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
+                .arg(format!("--config={}", bins.kwok_stages.display()))
+                .arg("--manage-all-nodes=false")
+                .arg("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
+                .arg("--cidr=10.244.0.0/16")
+                .arg("--node-ip=10.0.0.2")
+                .arg("--node-lease-duration-seconds=40")
+                .arg(format!("--server-address=127.0.0.1:{}", wait::free_port()?));
+            self.spawn("kwok", kwok, dir)?;
+            self.create_nodes(&client, pool).await?;
         }
 
         // The default service account appears once the controller manager works; pods need it.
         let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
-        cluster
-            .wait_until_ready("the default service account", || {
-                let accounts = accounts.clone();
-                async move {
-                    accounts
-                        .get_opt("default")
-                        .await
-                        .map(|sa| sa.is_some())
-                        .map_err(|e| e.to_string())
-                }
-            })
-            .await
+        self.wait_until_ready("the default service account", || {
+            let accounts = accounts.clone();
+            async move {
+                accounts
+                    .get_opt("default")
+                    .await
+                    .map(|sa| sa.is_some())
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .await
     }
 
     fn spawn(&self, component: &str, command: Command, dir: &Path) -> Result<(), Error> {

@@ -198,63 +198,46 @@ impl Drop for Environment {
     }
 }
 
+/// A started environment kept in `cell` for the rest of the test binary. A failed start is kept
+/// too, so that every later test reports it at once instead of trying again.
+async fn shared_in(
+    cell: &'static OnceCell<Result<Environment, String>>,
+    describe: impl FnOnce() -> EnvironmentBuilder,
+) -> Result<&'static Environment, Error> {
+    let env = cell
+        .get_or_init(|| async { describe().start().await.map_err(|e| e.to_string()) })
+        .await;
+    env.as_ref().map_err(|e| Error::Shared(e.clone()))
+}
+
 /// The environment shared by every test of one test binary: a management cluster `mgmt`, two
 /// workload clusters `east` and `west` (two kwok nodes each) and PostgreSQL. Started on first
 /// use; the processes end with the test binary.
 pub async fn shared() -> Result<&'static Environment, Error> {
     static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();
-    let env = SHARED
-        .get_or_init(|| async {
-            Environment::builder()
-                .management("mgmt")
-                .workload("east", NodePool::default())
-                .workload("west", NodePool::default())
-                .postgres()
-                .start()
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await;
-    env.as_ref().map_err(|e| Error::Shared(e.clone()))
+    shared_in(&SHARED, || {
+        Environment::builder()
+            .management("mgmt")
+            .workload("east", NodePool::default())
+            .workload("west", NodePool::default())
+            .postgres()
+    })
+    .await
 }
 
 /// A management cluster (`mgmt`) shared by every test of one test binary, for tests that need
 /// no workload cluster and no database.
 pub async fn shared_management() -> Result<&'static Cluster, Error> {
     static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();
-    let env = SHARED
-        .get_or_init(|| async {
-            Environment::builder()
-                .management("mgmt")
-                .start()
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await;
-    match env {
-        Ok(env) => env
-            .management()
-            .ok_or_else(|| Error::Shared("mgmt missing".into())),
-        Err(e) => Err(Error::Shared(e.clone())),
-    }
+    let env = shared_in(&SHARED, || Environment::builder().management("mgmt")).await?;
+    env.management()
+        .ok_or_else(|| Error::Shared("mgmt missing".into()))
 }
 
 /// A PostgreSQL server shared by every test of one test binary, for tests that need no cluster.
 pub async fn shared_postgres() -> Result<&'static Postgres, Error> {
     static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();
-    let env = SHARED
-        .get_or_init(|| async {
-            Environment::builder()
-                .postgres()
-                .start()
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await;
-    match env {
-        Ok(env) => env
-            .postgres()
-            .ok_or_else(|| Error::Shared("postgres missing".into())),
-        Err(e) => Err(Error::Shared(e.clone())),
-    }
+    let env = shared_in(&SHARED, || Environment::builder().postgres()).await?;
+    env.postgres()
+        .ok_or_else(|| Error::Shared("postgres missing".into()))
 }
