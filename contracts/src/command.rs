@@ -161,9 +161,9 @@ pub enum EnvFrom {
 pub struct ExportRef {
     /// The addon component's name.
     pub component: Name,
-    /// The export key, e.g. `dsn`, `host`, `password`.
+    /// The export's name, e.g. `dsn`, `host`, `password`.
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z][a-z0-9_]*$"))]
-    pub key: String,
+    pub export: String,
 }
 
 /// Route outside traffic to the workload's port.
