@@ -1,0 +1,115 @@
+//! The addon catalog (AddonDefinition) and standalone addons (AddonInstance).
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Chart, Condition, Values, preserve_unknown_fields};
+
+/// A catalog entry: a pinned chart, how its exports are derived, and its values' schema.
+/// Global definitions live in the system namespace.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubenest.io",
+    version = "v1alpha1",
+    kind = "AddonDefinition",
+    plural = "addondefinitions",
+    namespaced
+)]
+#[kube(
+    shortname = "kaddondef",
+    category = "kubenest",
+    status = "AddonDefinitionStatus"
+)]
+#[kube(printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.name"))]
+#[kube(printcolumn(name = "Version", type_ = "string", json_path = ".spec.chart.version"))]
+#[kube(printcolumn(
+    name = "Age",
+    type_ = "date",
+    json_path = ".metadata.creationTimestamp"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct AddonDefinitionSpec {
+    #[schemars(length(min = 1, max = 253))]
+    pub display_name: String,
+    pub chart: Chart,
+    /// Export name → how the agent derives it on the cluster (e.g. `dsn`).
+    #[serde(default)]
+    pub exports: BTreeMap<String, String>,
+    /// JSON Schema of the values users may set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = preserve_unknown_fields)]
+    pub values_schema: Option<Values>,
+    #[serde(default)]
+    #[schemars(transform = preserve_unknown_fields)]
+    pub default_values: Values,
+}
+
+/// Conditions of a definition.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonDefinitionStatus {
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A standalone addon in a project, with a revision history of its own.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubenest.io",
+    version = "v1alpha1",
+    kind = "AddonInstance",
+    plural = "addoninstances",
+    namespaced
+)]
+#[kube(
+    shortname = "kaddon",
+    category = "kubenest",
+    status = "AddonInstanceStatus"
+)]
+#[kube(printcolumn(name = "Project", type_ = "string", json_path = ".spec.project"))]
+#[kube(printcolumn(name = "Definition", type_ = "string", json_path = ".spec.definition"))]
+#[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
+#[kube(printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision"))]
+#[kube(printcolumn(
+    name = "Age",
+    type_ = "date",
+    json_path = ".metadata.creationTimestamp"
+))]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.project == oldSelf.project", "message": "project is immutable"},
+    {"rule": "self.definition == oldSelf.definition", "message": "definition is immutable"}
+]))]
+pub struct AddonInstanceSpec {
+    #[schemars(length(min = 1, max = 253))]
+    pub project: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub definition: String,
+    /// A chart version other than the definition's pinned one (an upgrade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default)]
+    #[schemars(transform = preserve_unknown_fields)]
+    pub values: Values,
+}
+
+/// What the agent reports of the addon.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonInstanceStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The revision being applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_revision: Option<u32>,
+    /// The Secret on the cluster holding the exports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_secret: Option<String>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}

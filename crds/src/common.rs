@@ -1,0 +1,63 @@
+//! Pieces shared by the kinds: memberships, conditions, chart references.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// A role of a member at some scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything, including destructive operations.
+    Admin,
+    /// Create and change, no destructive operations.
+    Member,
+    /// Read only.
+    Viewer,
+}
+
+/// A user's role on the object that lists it (organization, cluster or project).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Member {
+    /// The kubenest user name (also the Kubernetes user kubectl authenticates as).
+    #[schemars(length(min = 1, max = 253))]
+    pub user: String,
+    pub role: Role,
+}
+
+/// A pinned Helm chart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Chart {
+    #[schemars(length(min = 1, max = 1024))]
+    pub repository: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// An exact version; ranges are refused.
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$"))]
+    pub version: String,
+}
+
+/// Free-form Helm values, kept as given.
+pub type Values = serde_json::Map<String, serde_json::Value>;
+
+/// Marks a free-form object in a CRD schema so the API server keeps its fields.
+pub(crate) fn preserve_unknown_fields(schema: &mut schemars::Schema) {
+    schema.insert("x-kubernetes-preserve-unknown-fields".into(), true.into());
+    schema.remove("additionalProperties");
+}
+
+/// Condition types and reasons shared by every kind.
+pub mod conditions {
+    /// The object is ready for use (type).
+    pub const READY: &str = "Ready";
+}
+
+/// Marks the items of an array of free-form objects so the API server keeps their fields.
+pub(crate) fn preserve_unknown_items(schema: &mut schemars::Schema) {
+    if let Some(items) = schema.get_mut("items").and_then(|v| v.as_object_mut()) {
+        items.insert("x-kubernetes-preserve-unknown-fields".into(), true.into());
+        items.remove("additionalProperties");
+    }
+}

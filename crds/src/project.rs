@@ -1,0 +1,72 @@
+//! Project: one namespace on one cluster.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{Condition, Member};
+
+/// A project: a namespace on a cluster, holding apps, standalone addons and secrets.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "kubenest.io",
+    version = "v1alpha1",
+    kind = "Project",
+    plural = "projects",
+    namespaced
+)]
+#[kube(shortname = "kproj", category = "kubenest", status = "ProjectStatus")]
+#[kube(printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.cluster"))]
+#[kube(printcolumn(name = "Namespace", type_ = "string", json_path = ".spec.namespace"))]
+#[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
+#[kube(printcolumn(
+    name = "Age",
+    type_ = "date",
+    json_path = ".metadata.creationTimestamp"
+))]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    // `namespace` is a CEL keyword: fields of that name are written `__namespace__` in rules.
+    {"rule": "self.cluster == oldSelf.cluster", "message": "cluster is immutable"},
+    {"rule": "self.__namespace__ == oldSelf.__namespace__", "message": "namespace is immutable"}
+]))]
+pub struct ProjectSpec {
+    /// The Cluster (in this namespace) the project lives on.
+    #[schemars(length(min = 1, max = 253))]
+    pub cluster: String,
+    /// The namespace on that cluster.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub namespace: String,
+    /// A registry pull secret to keep in the namespace (values set through the API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_secret: Option<String>,
+    /// Roles on this project only.
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub members: Vec<Member>,
+}
+
+/// A project's lifecycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ProjectPhase {
+    #[default]
+    Pending,
+    Ready,
+    Terminating,
+    Failed,
+}
+
+/// What the Project controller observed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectStatus {
+    #[serde(default)]
+    pub phase: ProjectPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_at: Option<String>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
