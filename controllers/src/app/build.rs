@@ -1,0 +1,364 @@
+//! App spec (+ what it references) → the complete `app.deploy` for one revision.
+
+use std::collections::BTreeMap;
+
+use kubenest_contracts as wire;
+use kubenest_crds::app::{AppSpec, Component, Workload};
+use serde_json::{Map, Value};
+
+use super::revision::revision_of;
+
+/// Who the App is and where it goes, as the reconciler looked it up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppIdentity {
+    /// The App object's uid.
+    pub app_id: String,
+    pub name: String,
+    pub project_id: String,
+    /// The project's namespace on the cluster.
+    pub namespace: String,
+}
+
+/// An AddonDefinition as the build needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedAddon {
+    pub chart: wire::ChartRef,
+    pub exports: BTreeMap<String, String>,
+    pub default_values: Map<String, Value>,
+}
+
+/// A spec that cannot be built, naming the field (a path into the App) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct BuildError {
+    pub field: String,
+    pub reason: String,
+}
+
+fn invalid(field: String, reason: impl Into<String>) -> BuildError {
+    BuildError {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Builds the desired state of `spec` at its revision. `addons` holds the AddonDefinitions the
+/// spec names, by name; a missing one, or an export reference that no addon component of this
+/// App publishes, is refused with the offending field.
+pub fn build_deploy(
+    identity: &AppIdentity,
+    spec: &AppSpec,
+    addons: &BTreeMap<String, ResolvedAddon>,
+) -> Result<wire::AppDeploy, BuildError> {
+    let spec_json =
+        serde_json::to_value(spec).map_err(|e| invalid("spec".into(), e.to_string()))?;
+    // Which exports each addon component publishes, for checking references.
+    let mut published: BTreeMap<&str, &BTreeMap<String, String>> = BTreeMap::new();
+    for (i, component) in spec.components.iter().enumerate() {
+        if let Some(addon) = &component.addon {
+            let resolved = addons.get(&addon.definition).ok_or_else(|| {
+                invalid(
+                    format!("spec.components[{i}].addon.definition"),
+                    format!("no addon definition named {:?}", addon.definition),
+                )
+            })?;
+            published.insert(component.name.as_str(), &resolved.exports);
+        }
+    }
+    let components = spec
+        .components
+        .iter()
+        .enumerate()
+        .map(|(i, component)| build_component(i, component, addons, &published))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(wire::AppDeploy {
+        app: wire::AppRef {
+            app_id: wire::Id::new(&identity.app_id),
+            name: wire::Name::new(&identity.name),
+            project_id: wire::Id::new(&identity.project_id),
+            namespace: wire::Name::new(&identity.namespace),
+        },
+        revision: revision_of(&spec_json),
+        progress_deadline_seconds: spec.progress_deadline_seconds,
+        paused: spec.paused,
+        components,
+    })
+}
+
+fn build_component(
+    i: usize,
+    component: &Component,
+    addons: &BTreeMap<String, ResolvedAddon>,
+    published: &BTreeMap<&str, &BTreeMap<String, String>>,
+) -> Result<wire::Component, BuildError> {
+    let name = wire::Name::new(&component.name);
+    match (&component.workload, &component.addon) {
+        (Some(workload), None) => {
+            build_workload(i, name, workload, published).map(wire::Component::Workload)
+        }
+        (None, Some(addon)) => {
+            let field = format!("spec.components[{i}].addon.definition");
+            let resolved = addons
+                .get(&addon.definition)
+                .ok_or_else(|| invalid(field, "unknown addon definition"))?;
+            let mut chart = resolved.chart.clone();
+            if let Some(version) = &addon.version {
+                chart.version = version.clone();
+            }
+            let mut values = resolved.default_values.clone();
+            merge(&mut values, &addon.values);
+            Ok(wire::Component::Addon(wire::Addon {
+                name,
+                definition: wire::Name::new(&addon.definition),
+                chart,
+                values,
+                exports: resolved.exports.clone(),
+            }))
+        }
+        _ => Err(invalid(
+            format!("spec.components[{i}]"),
+            "set exactly one of workload or addon",
+        )),
+    }
+}
+
+fn build_workload(
+    i: usize,
+    name: wire::Name,
+    workload: &Workload,
+    published: &BTreeMap<&str, &BTreeMap<String, String>>,
+) -> Result<wire::Workload, BuildError> {
+    let at = |rest: &str| format!("spec.components[{i}].workload{rest}");
+    let source = match (&workload.image, &workload.git, &workload.helm) {
+        (Some(image), None, None) => wire::WorkloadSource::Image {
+            image: image.clone(),
+        },
+        (None, Some(git), None) => wire::WorkloadSource::Git(wire::GitSource {
+            repository: git.repository.clone(),
+            git_ref: git.git_ref.clone(),
+            context_dir: git.context_dir.clone(),
+            mode: match git.mode {
+                kubenest_crds::app::BuildMode::Dockerfile => wire::BuildMode::Dockerfile,
+                kubenest_crds::app::BuildMode::Buildpack => wire::BuildMode::Buildpack,
+            },
+        }),
+        (None, None, Some(helm)) => wire::WorkloadSource::Helm {
+            chart: wire::ChartRef {
+                repository: helm.chart.repository.clone(),
+                name: helm.chart.name.clone(),
+                version: helm.chart.version.clone(),
+            },
+            values: helm.values.clone(),
+        },
+        _ => return Err(invalid(at(""), "set exactly one of image, git or helm")),
+    };
+    let mut env = Vec::with_capacity(workload.env.len());
+    for (j, var) in workload.env.iter().enumerate() {
+        let from = match (&var.value, &var.export_ref) {
+            (Some(value), None) => wire::EnvFrom::Value(value.clone()),
+            (None, Some(export_ref)) => {
+                let field = at(&format!(".env[{j}].exportRef"));
+                let exports = published
+                    .get(export_ref.component.as_str())
+                    .ok_or_else(|| {
+                        invalid(
+                            field.clone(),
+                            format!(
+                                "no addon component named {:?} in this app",
+                                export_ref.component
+                            ),
+                        )
+                    })?;
+                if !exports.contains_key(&export_ref.export) {
+                    let known: Vec<&str> = exports.keys().map(String::as_str).collect();
+                    return Err(invalid(
+                        format!("{field}.export"),
+                        format!(
+                            "{:?} does not publish {:?} (it publishes {})",
+                            export_ref.component,
+                            export_ref.export,
+                            known.join(", ")
+                        ),
+                    ));
+                }
+                wire::EnvFrom::ExportRef(wire::ExportRef {
+                    component: wire::Name::new(&export_ref.component),
+                    export: export_ref.export.clone(),
+                })
+            }
+            _ => {
+                return Err(invalid(
+                    at(&format!(".env[{j}]")),
+                    "set exactly one of value or exportRef",
+                ));
+            }
+        };
+        env.push(wire::EnvVar {
+            name: var.name.clone(),
+            from,
+        });
+    }
+    Ok(wire::Workload {
+        name,
+        source,
+        replicas: workload.replicas,
+        port: workload.port,
+        env,
+        secret: None,
+        ingress: workload.ingress.as_ref().map(|ing| wire::Ingress {
+            host: ing.host.clone(),
+            path: ing.path.clone(),
+            tls: ing.tls,
+        }),
+        resources: workload.resources.as_ref().map(|r| wire::Resources {
+            cpu_request: r.cpu_request.clone(),
+            cpu_limit: r.cpu_limit.clone(),
+            memory_request: r.memory_request.clone(),
+            memory_limit: r.memory_limit.clone(),
+        }),
+        health_check: workload.health_check.as_ref().map(|h| wire::HealthCheck {
+            path: h.path.clone(),
+            port: h.port,
+            initial_delay_seconds: h.initial_delay_seconds,
+            period_seconds: h.period_seconds.unwrap_or(10),
+        }),
+    })
+}
+
+/// Deep-merges `overlay` into `base`: objects merge key by key, anything else is replaced.
+fn merge(base: &mut Map<String, Value>, overlay: &Map<String, Value>) {
+    for (key, value) in overlay {
+        match (base.get_mut(key), value) {
+            (Some(Value::Object(into)), Value::Object(from)) => merge(into, from),
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn identity() -> AppIdentity {
+        AppIdentity {
+            app_id: "0d9a4c1e-2b3f-4a5b-9c8d-7e6f5a4b3c2d".into(),
+            name: "shop".into(),
+            project_id: "storefront".into(),
+            namespace: "storefront".into(),
+        }
+    }
+
+    fn catalog() -> BTreeMap<String, ResolvedAddon> {
+        let exports = ["host", "port", "user", "database", "password", "dsn"]
+            .into_iter()
+            .map(|k| (k.to_owned(), format!("{{{k}}}")))
+            .collect();
+        let postgres = ResolvedAddon {
+            chart: wire::ChartRef {
+                repository: "charts/addons/postgres".into(),
+                name: "postgres".into(),
+                version: "1.4.0".into(),
+            },
+            exports,
+            default_values:
+                json!({"persistence": {"size": "1Gi", "storageClass": "standard"}, "replicas": 1})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+        };
+        BTreeMap::from([("postgres".to_owned(), postgres)])
+    }
+
+    fn spec(value: Value) -> AppSpec {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn shop() -> Value {
+        json!({
+            "project": "storefront",
+            "components": [
+                { "name": "db", "addon": { "definition": "postgres", "values": { "persistence": { "size": "5Gi" } } } },
+                { "name": "web", "workload": {
+                    "image": "ghcr.example/shop/web:1.2.3", "replicas": 2, "port": 8080,
+                    "env": [
+                        { "name": "LOG_LEVEL", "value": "info" },
+                        { "name": "DATABASE_URL", "exportRef": { "component": "db", "export": "dsn" } }
+                    ],
+                    "ingress": { "host": "shop.example.com" }
+                } }
+            ]
+        })
+    }
+
+    #[test]
+    fn the_reference_app_builds_a_valid_deploy_command() {
+        let deploy = build_deploy(&identity(), &spec(shop()), &catalog()).unwrap();
+        assert_eq!(deploy.revision.len(), 16);
+        assert_eq!(deploy.progress_deadline_seconds, 600);
+        let wire::Component::Addon(db) = &deploy.components[0] else {
+            panic!("db is an addon")
+        };
+        assert_eq!(db.chart.version, "1.4.0");
+        // User values win, defaults fill in, nested objects merge.
+        assert_eq!(
+            Value::Object(db.values.clone()),
+            json!({"persistence": {"size": "5Gi", "storageClass": "standard"}, "replicas": 1})
+        );
+        let wire::Component::Workload(web) = &deploy.components[1] else {
+            panic!("web is a workload")
+        };
+        assert_eq!(
+            web.env[1].from,
+            wire::EnvFrom::ExportRef(wire::ExportRef {
+                component: "db".into(),
+                export: "dsn".into()
+            })
+        );
+
+        // What the controllers build passes the hub's validator.
+        let frame = wire::Envelope::new(deploy).for_cluster("c1".into(), "acme".into());
+        wire::Validator::shared().unwrap().encode(&frame).unwrap();
+    }
+
+    #[test]
+    fn the_revision_follows_the_spec() {
+        let a = build_deploy(&identity(), &spec(shop()), &catalog()).unwrap();
+        let b = build_deploy(&identity(), &spec(shop()), &catalog()).unwrap();
+        assert_eq!(a.revision, b.revision);
+        let mut changed = shop();
+        changed["components"][1]["workload"]["image"] = json!("ghcr.example/shop/web:1.2.4");
+        let c = build_deploy(&identity(), &spec(changed), &catalog()).unwrap();
+        assert_ne!(a.revision, c.revision);
+    }
+
+    #[test]
+    fn unknown_definitions_and_dangling_export_refs_name_the_field() {
+        let mut unknown = shop();
+        unknown["components"][0]["addon"]["definition"] = json!("mysql");
+        let error = build_deploy(&identity(), &spec(unknown), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].addon.definition");
+
+        let mut dangling = shop();
+        dangling["components"][1]["workload"]["env"][1]["exportRef"]["component"] = json!("cache");
+        let error = build_deploy(&identity(), &spec(dangling), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[1].workload.env[1].exportRef");
+
+        let mut unpublished = shop();
+        unpublished["components"][1]["workload"]["env"][1]["exportRef"]["export"] = json!("uri");
+        let error = build_deploy(&identity(), &spec(unpublished), &catalog()).unwrap_err();
+        assert_eq!(
+            error.field,
+            "spec.components[1].workload.env[1].exportRef.export"
+        );
+        assert!(error.reason.contains("dsn"), "{}", error.reason);
+
+        let mut to_workload = shop();
+        to_workload["components"][1]["workload"]["env"][1]["exportRef"]["component"] = json!("web");
+        let error = build_deploy(&identity(), &spec(to_workload), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[1].workload.env[1].exportRef");
+    }
+}

@@ -1,0 +1,81 @@
+//! An App's revision: a hash of its spec, stable under map key order.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// JSON with object keys sorted at every level, so equal values serialize equally whatever
+/// order their maps were written in.
+pub fn canonical_json(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, key) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(key.clone()).to_string());
+                    out.push(':');
+                    if let Some(v) = map.get(key) {
+                        write(v, out);
+                    }
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
+/// The revision of a spec: the first 16 hex digits of the SHA-256 of its canonical JSON.
+pub fn revision_of(spec: &Value) -> String {
+    let digest = Sha256::digest(canonical_json(spec).as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn key_order_does_not_change_the_revision() {
+        let a: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"y": [1, {"q": 1, "p": 2}], "x": null}}"#)
+                .unwrap();
+        let b: Value =
+            serde_json::from_str(r#"{"a": {"x": null, "y": [1, {"p": 2, "q": 1}]}, "b": 1}"#)
+                .unwrap();
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"x":null,"y":[1,{"p":2,"q":1}]},"b":1}"#
+        );
+        assert_eq!(revision_of(&a), revision_of(&b));
+        assert_eq!(revision_of(&a).len(), 16);
+    }
+
+    #[test]
+    fn any_change_changes_the_revision() {
+        let base = json!({"components": [{"name": "web", "workload": {"image": "web:1"}}]});
+        let changed = json!({"components": [{"name": "web", "workload": {"image": "web:2"}}]});
+        let reordered = json!({"components": [{"workload": {"image": "web:1"}, "name": "web"}]});
+        assert_ne!(revision_of(&base), revision_of(&changed));
+        assert_eq!(revision_of(&base), revision_of(&reordered));
+    }
+}
