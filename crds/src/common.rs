@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// A role of a member at some scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Everything, including destructive operations.

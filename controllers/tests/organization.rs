@@ -1,0 +1,226 @@
+//! The Organization controller on a real management kube-apiserver: each organization gets its
+//! namespace, and its members get exactly their role's rights there, checked by the API
+//! server's own authorizer (SubjectAccessReview), across two organizations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+use std::time::Duration;
+
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Resource};
+use kubenest_controllers::{ensure_crds, organization, rbac};
+use kubenest_crds::common::{Member, Role};
+use kubenest_crds::organization::{Organization, OrganizationSpec};
+use tokio_util_free::Stop;
+
+/// A tiny stop signal for the controller (no extra dependency).
+mod tokio_util_free {
+    use tokio::sync::watch;
+
+    pub struct Stop(pub watch::Sender<bool>);
+
+    impl Stop {
+        pub fn new() -> (Self, impl Future<Output = ()> + Send + Sync + 'static) {
+            let (tx, mut rx) = watch::channel(false);
+            (Self(tx), async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            })
+        }
+    }
+
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.send(true);
+        }
+    }
+}
+
+async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_owned())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.into()),
+                verb: Some(verb.into()),
+                group: Some("kubenest.io".into()),
+                resource: Some(resource.into()),
+                subresource,
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    let reviewed = Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap();
+    reviewed.status.unwrap().allowed
+}
+
+async fn eventually<F: AsyncFnMut() -> bool>(what: &str, check: F) {
+    eventually_within(what, Duration::from_secs(15), check).await;
+}
+
+async fn eventually_within<F: AsyncFnMut() -> bool>(what: &str, within: Duration, mut check: F) {
+    for _ in 0..within.as_millis() / 100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out: {what}");
+}
+
+fn org(name: &str, members: &[(&str, Role)]) -> Organization {
+    Organization::new(
+        name,
+        OrganizationSpec {
+            display_name: name.to_uppercase(),
+            members: members
+                .iter()
+                .map(|(u, r)| Member {
+                    user: (*u).into(),
+                    role: *r,
+                })
+                .collect(),
+        },
+    )
+}
+
+async fn ready_namespace(orgs: &Api<Organization>, name: &str) -> String {
+    let mut namespace = String::new();
+    eventually("the organization to be Ready", async || {
+        let status = orgs.get(name).await.unwrap().status.unwrap_or_default();
+        namespace = status.namespace.unwrap_or_default();
+        status.phase.as_deref() == Some("Ready") && !namespace.is_empty()
+    })
+    .await;
+    namespace
+}
+
+#[tokio::test]
+async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let client = mgmt.client().await.unwrap();
+    ensure_crds(&client).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kubenest_crds::all() {
+        let name = crd.metadata.name.unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    rbac::ensure_cluster_roles(&client).await.unwrap();
+    let (_stop, stopped) = Stop::new();
+    tokio::spawn(organization::run(client.clone(), stopped));
+
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
+    let (acme, globex) = (format!("acme-{suffix}"), format!("globex-{suffix}"));
+    let orgs: Api<Organization> = Api::all(client.clone());
+    let pp = PostParams::default();
+    orgs.create(
+        &pp,
+        &org(
+            &acme,
+            &[
+                ("alice", Role::Admin),
+                ("bob", Role::Member),
+                ("carol", Role::Viewer),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    orgs.create(&pp, &org(&globex, &[("dave", Role::Admin)]))
+        .await
+        .unwrap();
+    let acme_ns = ready_namespace(&orgs, &acme).await;
+    let globex_ns = ready_namespace(&orgs, &globex).await;
+    assert_eq!(acme_ns, format!("org-{acme}"));
+
+    // The namespace belongs to the organization (deleting the organization collects it).
+    let ns = Api::<Namespace>::all(client.clone())
+        .get(&acme_ns)
+        .await
+        .unwrap();
+    let owner = &ns.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Organization", acme.as_str())
+    );
+
+    // role × verb × resource in the organization's namespace, and nothing in the other one.
+    let matrix: &[(&str, &str, &str, bool)] = &[
+        ("alice", "delete", "projects", true),
+        ("alice", "patch", "clusters", true),
+        ("alice", "create", "apps", true),
+        ("bob", "create", "apps", true),
+        ("bob", "delete", "apps", true),
+        ("bob", "create", "projects", true),
+        ("bob", "delete", "projects", false),
+        ("bob", "patch", "clusters", false),
+        ("bob", "delete", "clusters", false),
+        ("carol", "list", "apps", true),
+        ("carol", "get", "clusters", true),
+        ("carol", "create", "apps", false),
+        ("carol", "patch", "projects", false),
+        ("dave", "list", "apps", false),
+        ("mallory", "list", "apps", false),
+    ];
+    for (user, verb, resource, allowed) in matrix {
+        assert_eq!(
+            can(&client, user, verb, resource, &acme_ns).await,
+            *allowed,
+            "{user} {verb} {resource} in {acme}"
+        );
+    }
+    for user in ["alice", "bob", "carol"] {
+        assert!(
+            !can(&client, user, "list", "apps", &globex_ns).await,
+            "{user} sees into {globex}"
+        );
+    }
+    assert!(can(&client, "dave", "delete", "projects", &globex_ns).await);
+    // Status belongs to the controllers, even for admins.
+    assert!(!can(&client, "alice", "patch", "apps/status", &acme_ns).await);
+
+    // Removing a member takes the rights away.
+    let keep = serde_json::json!({ "spec": { "members": [{ "user": "alice", "role": "admin" }] } });
+    orgs.patch(&acme, &PatchParams::default(), &Patch::Merge(&keep))
+        .await
+        .unwrap();
+    eventually("bob to lose his rights", async || {
+        !can(&client, "bob", "create", "apps", &acme_ns).await
+    })
+    .await;
+
+    // Deleting the organization takes its namespace with it. The garbage collector learns of a
+    // new CRD's objects on its next discovery round (every 30 s), hence the longer wait.
+    orgs.delete(&acme, &DeleteParams::background())
+        .await
+        .unwrap();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually_within("the namespace to go", Duration::from_secs(90), async || {
+        namespaces
+            .get_opt(&acme_ns)
+            .await
+            .unwrap()
+            .is_none_or(|n| n.meta().deletion_timestamp.is_some())
+    })
+    .await;
+}
