@@ -6,6 +6,7 @@
 //! ([`rbac`]).
 
 pub mod app;
+pub mod cluster;
 pub mod history;
 pub mod organization;
 pub mod rbac;

@@ -1,0 +1,204 @@
+//! The Cluster controller on a real management kube-apiserver: a registered cluster gets a
+//! token the hub will accept, rotation re-mints it, and deletion waits for its projects.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, ResourceExt};
+use kubenest_contracts::{ClientType, Id, Identity, TokenSigner, TokenVerifier};
+use kubenest_controllers::{cluster, ensure_crds, organization, rbac};
+use kubenest_crds::cluster::{Cluster, ClusterSpec};
+use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kubenest_crds::project::{Project, ProjectSpec};
+use tokio::sync::watch;
+
+async fn eventually<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
+    for _ in 0..200 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out: {what}");
+}
+
+async fn setup(client: &Client) -> (watch::Sender<bool>, TokenVerifier) {
+    ensure_crds(client).await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in kubenest_crds::all() {
+        let name = crd.metadata.name.unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(crds.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    }
+    rbac::ensure_cluster_roles(client).await.unwrap();
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let signer = TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap();
+    let verifier = TokenVerifier::from_pem(key.public_key_pem().as_bytes(), "kubenest").unwrap();
+    let (stop, mut stopped) = watch::channel(false);
+    let mut stopped2 = stop.subscribe();
+    tokio::spawn(organization::run(client.clone(), async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+    let ctx = cluster::Context {
+        client: client.clone(),
+        signer: Arc::new(signer),
+    };
+    tokio::spawn(cluster::run(ctx, async move {
+        let _ = stopped2.wait_for(|s| *s).await;
+    }));
+    (stop, verifier)
+}
+
+async fn token(secrets: &Api<Secret>, name: &str) -> Option<String> {
+    let secret = secrets
+        .get_opt(&cluster::token_secret_name(name))
+        .await
+        .unwrap()?;
+    let bytes = secret.data?.get("token")?.0.clone();
+    Some(String::from_utf8(bytes).unwrap())
+}
+
+#[tokio::test]
+async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_projects() {
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let client = mgmt.client().await.unwrap();
+    let (_stop, verifier) = setup(&client).await;
+
+    let org = format!("acme-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let orgs: Api<Organization> = Api::all(client.clone());
+    orgs.create(
+        &PostParams::default(),
+        &Organization::new(
+            &org,
+            OrganizationSpec {
+                display_name: "ACME".into(),
+                members: vec![],
+            },
+        ),
+    )
+    .await
+    .unwrap();
+    let namespace = format!("org-{org}");
+    eventually("the org namespace", async || {
+        orgs.get(&org)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.namespace)
+            .is_some()
+    })
+    .await;
+
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
+    let spec = ClusterSpec {
+        display_name: Some("east".into()),
+        provider: Default::default(),
+        token_version: 1,
+        desired_node_count: None,
+        members: vec![],
+    };
+    clusters
+        .create(&PostParams::default(), &Cluster::new("east", spec))
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    eventually("the token secret", async || {
+        token(&secrets, "east").await.is_some()
+    })
+    .await;
+
+    let uid = clusters.get("east").await.unwrap().uid().unwrap();
+    let first = token(&secrets, "east").await.unwrap();
+    assert_eq!(
+        verifier.verify(&first, ClientType::Cluster).unwrap(),
+        Identity::Cluster {
+            cluster_id: Id::new(&uid),
+            org_id: Id::new(&org),
+            token_version: 1
+        }
+    );
+    eventually("status with the cluster id", async || {
+        let status = clusters
+            .get("east")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        status.cluster_id.as_deref() == Some(uid.as_str()) && status.issued_token_version == Some(1)
+    })
+    .await;
+
+    // Rotation: raising tokenVersion re-mints the token at the new version.
+    let rotate = serde_json::json!({ "spec": { "tokenVersion": 2 } });
+    clusters
+        .patch("east", &PatchParams::default(), &Patch::Merge(&rotate))
+        .await
+        .unwrap();
+    eventually("a rotated token", async || {
+        token(&secrets, "east").await.is_some_and(|t| t != first)
+    })
+    .await;
+    let rotated = token(&secrets, "east").await.unwrap();
+    assert!(matches!(
+        verifier.verify(&rotated, ClientType::Cluster).unwrap(),
+        Identity::Cluster {
+            token_version: 2,
+            ..
+        }
+    ));
+
+    // Deletion waits while a project uses the cluster, and says why.
+    let projects: Api<Project> = Api::namespaced(client.clone(), &namespace);
+    let project = ProjectSpec {
+        cluster: "east".into(),
+        namespace: "storefront".into(),
+        registry_secret: None,
+        members: vec![],
+    };
+    projects
+        .create(&PostParams::default(), &Project::new("storefront", project))
+        .await
+        .unwrap();
+    clusters
+        .delete("east", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deletion to be blocked", async || {
+        let status = clusters
+            .get("east")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == cluster::DELETION_BLOCKED && c.message.contains("storefront"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        clusters.get_opt("east").await.unwrap().is_some(),
+        "deleted while a project uses it"
+    );
+
+    projects
+        .delete("storefront", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the cluster to go", async || {
+        clusters.get_opt("east").await.unwrap().is_none()
+    })
+    .await;
+}
