@@ -3,60 +3,33 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{Stop, eventually};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use kubenest_contracts::{ClientType, Id, Identity, TokenSigner, TokenVerifier};
-use kubenest_controllers::{cluster, ensure_crds, organization, rbac};
+use kubenest_controllers::{cluster, organization};
 use kubenest_crds::cluster::{Cluster, ClusterSpec};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
 use kubenest_crds::project::{Project, ProjectSpec};
-use tokio::sync::watch;
 
-async fn eventually<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out: {what}");
-}
-
-async fn setup(client: &Client) -> (watch::Sender<bool>, TokenVerifier) {
-    ensure_crds(client).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kubenest_crds::all() {
-        let name = crd.metadata.name.unwrap();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    }
-    rbac::ensure_cluster_roles(client).await.unwrap();
+async fn setup(client: &Client) -> (Stop, TokenVerifier) {
+    common::install(client).await;
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
     let signer = TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap();
     let verifier = TokenVerifier::from_pem(key.public_key_pem().as_bytes(), "kubenest").unwrap();
-    let (stop, mut stopped) = watch::channel(false);
-    let mut stopped2 = stop.subscribe();
-    tokio::spawn(organization::run(client.clone(), async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    }));
+    let stop = Stop::new();
+    tokio::spawn(organization::run(client.clone(), stop.stopped()));
     let ctx = cluster::Context {
         client: client.clone(),
         signer: Arc::new(signer),
     };
-    tokio::spawn(cluster::run(ctx, async move {
-        let _ = stopped2.wait_for(|s| *s).await;
-    }));
+    tokio::spawn(cluster::run(ctx, stop.stopped()));
     (stop, verifier)
 }
 

@@ -4,43 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+mod common;
+
 use std::time::Duration;
 
+use common::{Stop, eventually, eventually_within};
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Resource};
-use kubenest_controllers::{ensure_crds, organization, rbac};
+use kubenest_controllers::organization;
 use kubenest_crds::common::{Member, Role};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
-use tokio_util_free::Stop;
-
-/// A tiny stop signal for the controller (no extra dependency).
-mod tokio_util_free {
-    use tokio::sync::watch;
-
-    pub struct Stop(pub watch::Sender<bool>);
-
-    impl Stop {
-        pub fn new() -> (Self, impl Future<Output = ()> + Send + Sync + 'static) {
-            let (tx, mut rx) = watch::channel(false);
-            (Self(tx), async move {
-                let _ = rx.wait_for(|stop| *stop).await;
-            })
-        }
-    }
-
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.send(true);
-        }
-    }
-}
-
 async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
     let (resource, subresource) = match resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_owned())),
@@ -66,20 +43,6 @@ async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace:
         .await
         .unwrap();
     reviewed.status.unwrap().allowed
-}
-
-async fn eventually<F: AsyncFnMut() -> bool>(what: &str, check: F) {
-    eventually_within(what, Duration::from_secs(15), check).await;
-}
-
-async fn eventually_within<F: AsyncFnMut() -> bool>(what: &str, within: Duration, mut check: F) {
-    for _ in 0..within.as_millis() / 100 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out: {what}");
 }
 
 fn org(name: &str, members: &[(&str, Role)]) -> Organization {
@@ -113,21 +76,9 @@ async fn ready_namespace(orgs: &Api<Organization>, name: &str) -> String {
 async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
     let client = mgmt.client().await.unwrap();
-    ensure_crds(&client).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in kubenest_crds::all() {
-        let name = crd.metadata.name.unwrap();
-        tokio::time::timeout(
-            Duration::from_secs(30),
-            await_condition(crds.clone(), &name, conditions::is_crd_established()),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    }
-    rbac::ensure_cluster_roles(&client).await.unwrap();
-    let (_stop, stopped) = Stop::new();
-    tokio::spawn(organization::run(client.clone(), stopped));
+    common::install(&client).await;
+    let stop = Stop::new();
+    tokio::spawn(organization::run(client.clone(), stop.stopped()));
 
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
     let (acme, globex) = (format!("acme-{suffix}"), format!("globex-{suffix}"));
