@@ -8,6 +8,7 @@
 pub mod app;
 pub mod cluster;
 pub mod history;
+pub mod hub_client;
 pub mod organization;
 pub mod rbac;
 

@@ -1,0 +1,401 @@
+//! The controllers' side of the hub: a backend session to every hub replica, the revocation
+//! floors pushed to each (and re-sent periodically, so replicas never go stale), commands sent
+//! to the replica whose Lease holds the cluster, and every status event handed to the caller.
+//!
+//! A dispatch succeeds only on the hub's `route.ack`, which proves routing and nothing more; the
+//! caller keeps its durable intent until the agent reports the revision observed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kubenest_contracts::{
+    Direction, Envelope, Floor, FloorsSnapshot, Id, Message, NackReason, TokenSigner, Validator,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message as Ws;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Floors per snapshot part (the hub accepts up to 5,000).
+const FLOORS_PER_PART: usize = 5000;
+/// How often floors are re-sent to every replica.
+const FLOORS_REFRESH: Duration = Duration::from_secs(30);
+/// How long a dispatch waits for the hub's route.ack.
+const ACK_TIMEOUT: Duration = Duration::from_secs(5);
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+const BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+/// Why a command was not routed. Each maps to a named condition reason on the object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DispatchError {
+    /// No replica holds a session of the cluster (`ClusterUnreachable`).
+    #[error("cluster has no hub session")]
+    NoSession,
+    /// The replica holding the cluster is not connected to us (yet).
+    #[error("not connected to the hub replica at {0}")]
+    NotConnected(String),
+    /// The hub refused to route it.
+    #[error("hub refused to route: {0:?}")]
+    Nacked(NackReason),
+    /// No answer from the hub in time.
+    #[error("no route acknowledgement in time")]
+    Timeout,
+    #[error("invalid command: {0}")]
+    Invalid(String),
+    #[error("kubernetes: {0}")]
+    Kube(String),
+}
+
+/// Where the replicas are and how to find a cluster's replica.
+pub struct HubClientConfig {
+    /// `ws(s)://host:port/v1/connect` of every replica.
+    pub urls: Vec<String>,
+    /// Mints the backend tokens.
+    pub signer: Arc<TokenSigner>,
+    /// The session Leases, to find the replica of a cluster.
+    pub leases: Api<Lease>,
+}
+
+impl std::fmt::Debug for HubClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubClientConfig")
+            .field("urls", &self.urls)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle to the hub sessions; cheap to clone.
+#[derive(Clone)]
+pub struct HubClient {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for HubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubClient").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    sessions: Mutex<HashMap<String, mpsc::Sender<String>>>,
+    pending: Mutex<HashMap<Uuid, oneshot::Sender<Message>>>,
+    /// `None` until the controllers have computed the floors once: an empty snapshot would tell
+    /// the hub that no cluster is registered, and agents would be refused (403) instead of asked
+    /// to retry (503).
+    floors: Mutex<Option<Vec<Floor>>>,
+    leases: Api<Lease>,
+    validator: &'static Validator,
+}
+
+impl Inner {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<String>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, oneshot::Sender<Message>>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The floors as snapshot frames (none before the floors are known).
+    fn floor_frames(&self) -> Vec<String> {
+        let Some(floors) = self
+            .floors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        else {
+            return Vec::new();
+        };
+        let snapshot_id = Uuid::new_v4();
+        let chunks: Vec<Vec<Floor>> = if floors.is_empty() {
+            vec![Vec::new()]
+        } else {
+            floors
+                .chunks(FLOORS_PER_PART)
+                .map(<[Floor]>::to_vec)
+                .collect()
+        };
+        let parts = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
+        chunks
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, floors)| {
+                let part = u32::try_from(i + 1).ok()?;
+                let frame = Envelope::new(FloorsSnapshot {
+                    snapshot_id,
+                    part,
+                    parts,
+                    floors,
+                });
+                self.validator.encode(&frame).ok()
+            })
+            .collect()
+    }
+}
+
+impl HubClient {
+    /// Connects to every replica (reconnecting forever, with capped exponential backoff and
+    /// full jitter) until `shutdown`. Status events arrive on the returned receiver.
+    pub fn start(
+        config: HubClientConfig,
+        shutdown: CancellationToken,
+    ) -> Result<(Self, mpsc::Receiver<Envelope>), DispatchError> {
+        let validator = Validator::shared().map_err(|e| DispatchError::Invalid(e.to_string()))?;
+        let inner = Arc::new(Inner {
+            sessions: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            floors: Mutex::new(None),
+            leases: config.leases,
+            validator,
+        });
+        let (status_tx, status_rx) = mpsc::channel(4096);
+        for url in config.urls {
+            tokio::spawn(session_loop(
+                inner.clone(),
+                url,
+                config.signer.clone(),
+                status_tx.clone(),
+                shutdown.clone(),
+            ));
+        }
+        tokio::spawn(refresh_floors(inner.clone(), shutdown));
+        Ok((Self { inner }, status_rx))
+    }
+
+    /// Replaces the floors and pushes them to every connected replica at once.
+    pub fn push_floors(&self, floors: Vec<Floor>) {
+        *self.inner.floors.lock().unwrap_or_else(|e| e.into_inner()) = Some(floors);
+        let frames = self.inner.floor_frames();
+        for sender in self.inner.sessions().values() {
+            for frame in &frames {
+                let _ = sender.try_send(frame.clone());
+            }
+        }
+    }
+
+    /// Number of replicas currently connected.
+    pub fn connected(&self) -> usize {
+        self.inner.sessions().len()
+    }
+
+    /// Sends a command to the replica holding its cluster and waits for the route.ack.
+    pub async fn dispatch(&self, command: Envelope) -> Result<(), DispatchError> {
+        if command.direction != Direction::Command {
+            return Err(DispatchError::Invalid("not a command".into()));
+        }
+        let cluster_id = command
+            .cluster_id
+            .clone()
+            .ok_or_else(|| DispatchError::Invalid("no cluster_id".into()))?;
+        let url = self.replica_of(&cluster_id).await?;
+        let sender = self
+            .inner
+            .sessions()
+            .get(&url)
+            .cloned()
+            .ok_or(DispatchError::NotConnected(url.clone()))?;
+        let text = self
+            .inner
+            .validator
+            .encode(&command)
+            .map_err(|e| DispatchError::Invalid(e.to_string()))?;
+        let (tx, rx) = oneshot::channel();
+        self.inner.pending().insert(command.id, tx);
+        let outcome = async {
+            sender
+                .send(text)
+                .await
+                .map_err(|_| DispatchError::NotConnected(url.clone()))?;
+            match tokio::time::timeout(ACK_TIMEOUT, rx).await {
+                Ok(Ok(Message::RouteAck(_))) => Ok(()),
+                Ok(Ok(Message::RouteNack(nack))) => Err(DispatchError::Nacked(nack.reason)),
+                Ok(_) => Err(DispatchError::NotConnected(url.clone())),
+                Err(_) => Err(DispatchError::Timeout),
+            }
+        }
+        .await;
+        self.inner.pending().remove(&command.id);
+        outcome
+    }
+
+    async fn replica_of(&self, cluster_id: &Id) -> Result<String, DispatchError> {
+        let name = format!("hub-session-{cluster_id}");
+        let lease = self
+            .inner
+            .leases
+            .get_opt(&name)
+            .await
+            .map_err(|e| DispatchError::Kube(e.to_string()))?;
+        let address = lease
+            .and_then(|l| {
+                l.metadata
+                    .annotations?
+                    .get("hub.kubenest.io/address")
+                    .cloned()
+            })
+            .ok_or(DispatchError::NoSession)?;
+        Ok(format!("{address}/v1/connect"))
+    }
+}
+
+async fn refresh_floors(inner: Arc<Inner>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(FLOORS_REFRESH);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let frames = inner.floor_frames();
+        let senders: Vec<mpsc::Sender<String>> = inner.sessions().values().cloned().collect();
+        for sender in senders {
+            for frame in &frames {
+                let _ = sender.try_send(frame.clone());
+            }
+        }
+    }
+}
+
+/// Full jitter over a capped exponential: uniform in [0, min(cap, base·2^attempt)).
+fn backoff(attempt: u32) -> Duration {
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
+        .min(BACKOFF_CAP);
+    ceiling.mul_f64(rand::random::<f64>())
+}
+
+async fn session_loop(
+    inner: Arc<Inner>,
+    url: String,
+    signer: Arc<TokenSigner>,
+    statuses: mpsc::Sender<Envelope>,
+    shutdown: CancellationToken,
+) {
+    let mut attempt = 0u32;
+    loop {
+        let connected = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            connected = connect(&url, &signer) => connected,
+        };
+        match connected {
+            Ok(socket) => {
+                attempt = 0;
+                tracing::info!(%url, "connected to hub replica");
+                let (tx, rx) = mpsc::channel(1024);
+                for frame in inner.floor_frames() {
+                    let _ = tx.try_send(frame);
+                }
+                inner.sessions().insert(url.clone(), tx);
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = serve(&inner, socket, rx, &statuses) => {}
+                }
+                inner.sessions().remove(&url);
+                tracing::info!(%url, "disconnected from hub replica");
+                if shutdown.is_cancelled() {
+                    return;
+                }
+            }
+            Err(error) => tracing::debug!(%url, %error, "hub connect failed"),
+        }
+        let delay = backoff(attempt);
+        attempt = attempt.saturating_add(1);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(url: &str, signer: &TokenSigner) -> Result<Socket, String> {
+    let token = signer
+        .backend_token("controllers", Duration::from_secs(3600))
+        .map_err(|e| e.to_string())?;
+    let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+    let headers = request.headers_mut();
+    headers.insert(
+        "Sec-WebSocket-Protocol",
+        "kubenest.backend.v1".parse().map_err(|_| "header")?,
+    );
+    headers.insert(
+        "Authorization",
+        format!("Bearer {token}").parse().map_err(|_| "header")?,
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(socket)
+}
+
+async fn serve(
+    inner: &Inner,
+    socket: Socket,
+    mut outgoing: mpsc::Receiver<String>,
+    statuses: &mpsc::Sender<Envelope>,
+) {
+    let (mut sink, mut stream) = socket.split();
+    loop {
+        tokio::select! {
+            frame = outgoing.recv() => {
+                let Some(frame) = frame else { return };
+                if sink.send(Ws::text(frame)).await.is_err() {
+                    return;
+                }
+            }
+            incoming = stream.next() => {
+                let Some(Ok(message)) = incoming else { return };
+                let Ws::Text(text) = message else { continue };
+                let Ok(envelope) = inner.validator.decode(text.as_bytes()) else {
+                    tracing::warn!("hub sent an invalid frame");
+                    continue;
+                };
+                if envelope.direction == Direction::Status {
+                    if statuses.send(envelope).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                match (envelope.message, envelope.correlation_id) {
+                    (message @ (Message::RouteAck(_) | Message::RouteNack(_)), Some(id)) => {
+                        if let Some(waiter) = inner.pending().remove(&id) {
+                            let _ = waiter.send(message);
+                        }
+                    }
+                    (Message::Error(error), _) => {
+                        tracing::warn!(code = ?error.code, path = %error.path, "hub refused a frame");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_capped_and_jittered() {
+        for attempt in 0..40 {
+            let delay = backoff(attempt);
+            let ceiling = BACKOFF_BASE
+                .saturating_mul(2u32.saturating_pow(attempt.min(16)))
+                .min(BACKOFF_CAP);
+            assert!(
+                delay <= ceiling && delay <= BACKOFF_CAP,
+                "attempt {attempt}: {delay:?}"
+            );
+        }
+        let spread: std::collections::BTreeSet<u128> =
+            (0..20).map(|_| backoff(10).as_millis()).collect();
+        assert!(spread.len() > 10, "no jitter: {spread:?}");
+    }
+}
