@@ -5,32 +5,21 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Stop, eventually};
+use common::eventually;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use kubenest_contracts::{ClientType, Id, Identity, TokenSigner, TokenVerifier};
-use kubenest_controllers::{cluster, organization};
+use kubenest_contracts::{ClientType, Id, Identity, TokenVerifier};
+use kubenest_controllers::cluster;
 use kubenest_crds::cluster::{Cluster, ClusterSpec};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
 use kubenest_crds::project::{Project, ProjectSpec};
 
-async fn setup(client: &Client) -> (Stop, TokenVerifier) {
+async fn setup(client: &Client) -> &'static TokenVerifier {
     common::install(client).await;
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-    let signer = TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap();
-    let verifier = TokenVerifier::from_pem(key.public_key_pem().as_bytes(), "kubenest").unwrap();
-    let stop = Stop::new();
-    tokio::spawn(organization::run(client.clone(), stop.stopped()));
-    let ctx = cluster::Context {
-        client: client.clone(),
-        signer: Arc::new(signer),
-    };
-    tokio::spawn(cluster::run(ctx, stop.stopped()));
-    (stop, verifier)
+    common::shared_controllers(kubenest_testkit::shared_management().await.unwrap())
 }
 
 async fn token(secrets: &Api<Secret>, name: &str) -> Option<String> {
@@ -46,7 +35,7 @@ async fn token(secrets: &Api<Secret>, name: &str) -> Option<String> {
 async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_projects() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
     let client = mgmt.client().await.unwrap();
-    let (_stop, verifier) = setup(&client).await;
+    let verifier = setup(&client).await;
 
     let org = format!("acme-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
     let orgs: Api<Organization> = Api::all(client.clone());
@@ -174,4 +163,103 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
         clusters.get_opt("east").await.unwrap().is_none()
     })
     .await;
+}
+
+#[tokio::test]
+async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
+    use kubenest_controllers::cluster::health;
+    use kubenest_crds::cluster::{CheckStatus, ClusterState};
+
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let client = mgmt.client().await.unwrap();
+    setup(&client).await;
+    let org = format!(
+        "initech-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let orgs: Api<Organization> = Api::all(client.clone());
+    let spec = OrganizationSpec {
+        display_name: "Initech".into(),
+        members: vec![],
+    };
+    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
+        .await
+        .unwrap();
+    let namespace = format!("org-{org}");
+    eventually("the org namespace", async || {
+        orgs.get(&org)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.namespace)
+            .is_some()
+    })
+    .await;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
+    let spec = ClusterSpec {
+        display_name: None,
+        provider: Default::default(),
+        token_version: 1,
+        desired_node_count: None,
+        members: vec![],
+    };
+    clusters
+        .create(&PostParams::default(), &Cluster::new("west", spec))
+        .await
+        .unwrap();
+    eventually("the cluster id", async || {
+        clusters
+            .get("west")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.cluster_id)
+            .is_some()
+    })
+    .await;
+    let uid = clusters.get("west").await.unwrap().uid().unwrap();
+
+    let beat = kubenest_contracts::Heartbeat {
+        node_count: 3,
+        cpu_allocatable_millis: 12000,
+        cpu_requested_millis: 3000,
+        memory_allocatable_bytes: 1 << 34,
+        memory_requested_bytes: 1 << 32,
+        observed_at: chrono::Utc::now(),
+    };
+    assert!(
+        health::record_heartbeat(&client, &uid, &beat)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !health::record_heartbeat(&client, "no-such-cluster", &beat)
+            .await
+            .unwrap()
+    );
+    let status = clusters.get("west").await.unwrap().status.unwrap();
+    assert_eq!(status.state, ClusterState::Connected);
+    assert_eq!(status.capacity.unwrap().cpu_used_millis, 3000);
+    assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
+
+    // Two minutes of silence later (a 90 s window), nothing is known any more, and it says so.
+    let later = beat.observed_at + chrono::Duration::seconds(120);
+    health::sweep(&client, later, chrono::Duration::seconds(90))
+        .await
+        .unwrap();
+    let status = clusters.get("west").await.unwrap().status.unwrap();
+    assert!(
+        status
+            .health
+            .iter()
+            .all(|c| c.status == CheckStatus::Unknown)
+    );
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == health::HEARTBEAT_MISSED && c.reason == "Critical")
+    );
+    // The token controller's own status writes leave fleet health alone.
+    assert_eq!(status.issued_token_version, Some(1));
 }

@@ -5,6 +5,8 @@
 //! The revocation floors the hub enforces come from the same objects ([`floors`]); pushing
 //! them to the hub replicas is the hub client's job.
 
+pub mod health;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubenest_contracts::{Floor, Id, TokenSigner};
 use kubenest_crds::cluster::{Cluster, ClusterStatus};
+
 use kubenest_crds::project::Project;
 
 use crate::organization::ORG_LABEL;
@@ -154,20 +157,33 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
             .await?;
         tracing::info!(version = cluster.spec.token_version, "cluster token minted");
     }
-    let new_status = ClusterStatus {
-        cluster_id: Some(cluster_id),
-        token_secret: Some(secret_name),
-        issued_token_version: Some(cluster.spec.token_version),
-        conditions: status
+    // Only this controller's fields: heartbeats write capacity and health concurrently.
+    let mut patch = serde_json::json!({ "status": {
+        "clusterId": cluster_id,
+        "tokenSecret": secret_name,
+        "issuedTokenVersion": cluster.spec.token_version,
+    }});
+    if status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == DELETION_BLOCKED)
+    {
+        let kept: Vec<&Condition> = status
             .conditions
             .iter()
             .filter(|c| c.type_ != DELETION_BLOCKED)
-            .cloned()
-            .collect(),
-        ..status.clone()
-    };
-    if new_status != status {
-        patch_status(ctx, namespace, &name, &new_status).await?;
+            .collect();
+        patch["status"]["conditions"] =
+            serde_json::to_value(kept).map_err(|e| Error::Invalid(e.to_string()))?;
+    }
+    let unchanged = status.cluster_id.as_deref() == Some(cluster_id.as_str())
+        && status.token_secret.as_deref() == Some(secret_name.as_str())
+        && status.issued_token_version == Some(cluster.spec.token_version)
+        && patch["status"].get("conditions").is_none();
+    if !unchanged {
+        Api::<Cluster>::namespaced(ctx.client.clone(), namespace)
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }

@@ -68,3 +68,37 @@ impl Drop for Stop {
         let _ = self.0.send(true);
     }
 }
+
+/// The Organization and Cluster controllers, started once per test binary on a runtime of their
+/// own (a test's runtime ends with the test), signing with one key whose verifier is returned.
+/// One set of controllers per management cluster, as in production: two sets with different
+/// keys would mint over each other's tokens.
+pub fn shared_controllers(
+    mgmt: &'static kubenest_testkit::Cluster,
+) -> &'static kubenest_contracts::TokenVerifier {
+    use std::sync::{Arc, OnceLock};
+    static SHARED: OnceLock<kubenest_contracts::TokenVerifier> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let pem = key.serialize_pem();
+        let signer = kubenest_contracts::TokenSigner::from_pem(pem.as_bytes(), "kubenest").unwrap();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async move {
+                let client = mgmt.client().await.unwrap();
+                install(&client).await;
+                let never = std::future::pending::<()>;
+                let ctx = kubenest_controllers::cluster::Context {
+                    client: client.clone(),
+                    signer: Arc::new(signer),
+                };
+                tokio::join!(
+                    kubenest_controllers::organization::run(client, never()),
+                    kubenest_controllers::cluster::run(ctx, never()),
+                );
+            });
+        });
+        kubenest_contracts::TokenVerifier::from_pem(key.public_key_pem().as_bytes(), "kubenest")
+            .unwrap()
+    })
+}

@@ -1,0 +1,266 @@
+//! Fleet health: heartbeats make a cluster `connected` with fresh capacity and checks; a cluster
+//! that stops reporting is not shown as healthy from stale data — once the report window passes,
+//! every check turns `unknown` and a critical `HeartbeatMissed` condition is raised.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kubenest_contracts::Heartbeat;
+use kubenest_crds::cluster::{
+    Capacity, CheckStatus, Cluster, ClusterState, ClusterStatus, HealthCheck,
+};
+
+/// The critical condition of a silent cluster.
+pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
+/// Share of CPU or memory requested above which capacity is a warning.
+const CAPACITY_WARNING: f64 = 0.9;
+
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+fn now_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Folds a heartbeat into the status (pure).
+pub fn apply_heartbeat(status: &mut ClusterStatus, heartbeat: &Heartbeat) {
+    let observed = rfc3339(heartbeat.observed_at);
+    status.state = ClusterState::Connected;
+    status.last_heartbeat = Some(observed.clone());
+    status.capacity = Some(Capacity {
+        node_count: heartbeat.node_count,
+        cpu_total_millis: heartbeat.cpu_allocatable_millis,
+        cpu_used_millis: heartbeat.cpu_requested_millis,
+        mem_total_bytes: heartbeat.memory_allocatable_bytes,
+        mem_used_bytes: heartbeat.memory_requested_bytes,
+    });
+    let share = |used: u64, total: u64| {
+        if total == 0 {
+            1.0
+        } else {
+            used as f64 / total as f64
+        }
+    };
+    let busiest = share(
+        heartbeat.cpu_requested_millis,
+        heartbeat.cpu_allocatable_millis,
+    )
+    .max(share(
+        heartbeat.memory_requested_bytes,
+        heartbeat.memory_allocatable_bytes,
+    ));
+    let (capacity_status, capacity_message) = match (heartbeat.node_count, busiest) {
+        (0, _) => (CheckStatus::Critical, "no schedulable nodes".to_owned()),
+        (_, b) if b >= CAPACITY_WARNING => (
+            CheckStatus::Warning,
+            format!("{:.0}% of capacity requested", b * 100.0),
+        ),
+        (_, b) => (
+            CheckStatus::Ok,
+            format!("{:.0}% of capacity requested", b * 100.0),
+        ),
+    };
+    status.health = vec![
+        HealthCheck {
+            name: "heartbeat".into(),
+            status: CheckStatus::Ok,
+            message: "agent reporting".into(),
+            observed_at: observed.clone(),
+        },
+        HealthCheck {
+            name: "capacity".into(),
+            status: capacity_status,
+            message: capacity_message,
+            observed_at: observed,
+        },
+    ];
+    status.conditions.retain(|c| c.type_ != HEARTBEAT_MISSED);
+}
+
+/// Marks a silent cluster (pure): returns whether the status changed.
+pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::Duration) -> bool {
+    let Some(last) = status
+        .last_heartbeat
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+    else {
+        return false; // never reported: the state (pending) already says so
+    };
+    if now.signed_duration_since(last) <= window {
+        return false;
+    }
+    let message = format!("no report since {last}; the cluster's health is unknown");
+    if status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == HEARTBEAT_MISSED && c.message == message)
+    {
+        return false;
+    }
+    for check in &mut status.health {
+        check.status = CheckStatus::Unknown;
+        check.message = format!("no report since {last}");
+    }
+    status.conditions.retain(|c| c.type_ != HEARTBEAT_MISSED);
+    status.conditions.push(Condition {
+        type_: HEARTBEAT_MISSED.into(),
+        status: "True".into(),
+        reason: "Critical".into(),
+        message,
+        observed_generation: None,
+        last_transition_time: now_time(),
+    });
+    true
+}
+
+async fn clusters(client: &kube::Client) -> Result<Vec<Cluster>, kube::Error> {
+    Ok(Api::<Cluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await?
+        .items)
+}
+
+async fn write(
+    client: &kube::Client,
+    cluster: &Cluster,
+    status: &ClusterStatus,
+) -> Result<(), kube::Error> {
+    let Some(namespace) = cluster.namespace() else {
+        return Ok(());
+    };
+    // Only fleet health's fields: the Cluster controller writes the token fields concurrently.
+    let patch = serde_json::json!({ "status": {
+        "state": status.state,
+        "lastHeartbeat": status.last_heartbeat,
+        "capacity": status.capacity,
+        "health": status.health,
+        "conditions": status.conditions,
+    }});
+    Api::<Cluster>::namespaced(client.clone(), &namespace)
+        .patch_status(
+            &cluster.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Records a heartbeat of the cluster whose id (uid) is `cluster_id`. Returns false when no such
+/// cluster exists (a deleted cluster's agent may still be talking).
+pub async fn record_heartbeat(
+    client: &kube::Client,
+    cluster_id: &str,
+    heartbeat: &Heartbeat,
+) -> Result<bool, kube::Error> {
+    let found = clusters(client)
+        .await?
+        .into_iter()
+        .find(|c| c.uid().as_deref() == Some(cluster_id));
+    let Some(cluster) = found else {
+        return Ok(false);
+    };
+    let mut status = cluster.status.clone().unwrap_or_default();
+    apply_heartbeat(&mut status, heartbeat);
+    write(client, &cluster, &status).await?;
+    Ok(true)
+}
+
+/// Marks every cluster silent for longer than `window` (run periodically).
+pub async fn sweep(
+    client: &kube::Client,
+    now: DateTime<Utc>,
+    window: chrono::Duration,
+) -> Result<usize, kube::Error> {
+    let mut marked = 0;
+    for cluster in clusters(client).await? {
+        let mut status = cluster.status.clone().unwrap_or_default();
+        if evaluate(&mut status, now, window) {
+            write(client, &cluster, &status).await?;
+            marked += 1;
+        }
+    }
+    Ok(marked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heartbeat(at: DateTime<Utc>, cpu_used: u64) -> Heartbeat {
+        Heartbeat {
+            node_count: 3,
+            cpu_allocatable_millis: 12000,
+            cpu_requested_millis: cpu_used,
+            memory_allocatable_bytes: 1 << 34,
+            memory_requested_bytes: 1 << 30,
+            observed_at: at,
+        }
+    }
+
+    #[test]
+    fn a_heartbeat_connects_and_reports_capacity() {
+        let mut status = ClusterStatus::default();
+        apply_heartbeat(&mut status, &heartbeat(Utc::now(), 1200));
+        assert_eq!(status.state, ClusterState::Connected);
+        assert_eq!(
+            status.capacity.as_ref().map(|c| c.cpu_used_millis),
+            Some(1200)
+        );
+        assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
+        apply_heartbeat(&mut status, &heartbeat(Utc::now(), 11500));
+        assert_eq!(status.health[1].status, CheckStatus::Warning);
+    }
+
+    #[test]
+    fn a_silent_cluster_turns_unknown_and_critical_and_a_heartbeat_clears_it() {
+        let start = Utc::now();
+        let window = chrono::Duration::seconds(90);
+        let mut status = ClusterStatus::default();
+        assert!(
+            !evaluate(&mut status, start, window),
+            "a cluster that never reported is just pending"
+        );
+        apply_heartbeat(&mut status, &heartbeat(start, 100));
+        assert!(!evaluate(
+            &mut status,
+            start + chrono::Duration::seconds(60),
+            window
+        ));
+        assert!(evaluate(
+            &mut status,
+            start + chrono::Duration::seconds(120),
+            window
+        ));
+        assert!(
+            status
+                .health
+                .iter()
+                .all(|c| c.status == CheckStatus::Unknown),
+            "stale green shown"
+        );
+        assert!(
+            status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == HEARTBEAT_MISSED && c.reason == "Critical")
+        );
+        assert!(
+            !evaluate(&mut status, start + chrono::Duration::seconds(130), window),
+            "raised once"
+        );
+        apply_heartbeat(
+            &mut status,
+            &heartbeat(start + chrono::Duration::seconds(140), 100),
+        );
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.type_ != HEARTBEAT_MISSED)
+        );
+        assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
+    }
+}
