@@ -133,10 +133,17 @@ pub(crate) async fn build_hub(
     } else {
         let client = kube_client(args.kubeconfig.as_deref()).await?;
         let scheme = if args.insecure_plaintext { "ws" } else { "wss" };
-        let address = args
-            .advertise
-            .clone()
-            .unwrap_or_else(|| format!("{scheme}://{local}"));
+        let address = match &args.advertise {
+            Some(address) => address.clone(),
+            // 0.0.0.0 in a Lease would send controllers nowhere.
+            None if local.ip().is_unspecified() => {
+                return Err(HubError::Config(
+                    "--advertise is required when listening on all addresses (the pod IP in Kubernetes)"
+                        .into(),
+                ));
+            }
+            None => format!("{scheme}://{local}"),
+        };
         Leases::kube(
             client,
             &args.lease_namespace,
