@@ -31,26 +31,25 @@ async fn token(secrets: &Api<Secret>, name: &str) -> Option<String> {
     Some(String::from_utf8(bytes).unwrap())
 }
 
-#[tokio::test]
-async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_projects() {
-    let mgmt = kubenest_testkit::shared_management().await.unwrap();
-    let client = mgmt.client().await.unwrap();
-    let verifier = setup(&client).await;
-
-    let org = format!("acme-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+/// A new organization (Ready, with its namespace) holding a new Cluster `name`; returns the
+/// organization, its namespace and the Clusters API there.
+async fn org_with_cluster(
+    client: &Client,
+    prefix: &str,
+    name: &str,
+) -> (String, String, Api<Cluster>) {
+    let org = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
     let orgs: Api<Organization> = Api::all(client.clone());
-    orgs.create(
-        &PostParams::default(),
-        &Organization::new(
-            &org,
-            OrganizationSpec {
-                display_name: "ACME".into(),
-                members: vec![],
-            },
-        ),
-    )
-    .await
-    .unwrap();
+    let spec = OrganizationSpec {
+        display_name: prefix.to_uppercase(),
+        members: vec![],
+    };
+    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
+        .await
+        .unwrap();
     let namespace = format!("org-{org}");
     eventually("the org namespace", async || {
         orgs.get(&org)
@@ -61,19 +60,28 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
             .is_some()
     })
     .await;
-
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
     let spec = ClusterSpec {
-        display_name: Some("east".into()),
+        display_name: None,
         provider: Default::default(),
         token_version: 1,
         desired_node_count: None,
         members: vec![],
     };
     clusters
-        .create(&PostParams::default(), &Cluster::new("east", spec))
+        .create(&PostParams::default(), &Cluster::new(name, spec))
         .await
         .unwrap();
+    (org, namespace, clusters)
+}
+
+#[tokio::test]
+async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_projects() {
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let client = mgmt.client().await.unwrap();
+    let verifier = setup(&client).await;
+
+    let (org, namespace, clusters) = org_with_cluster(&client, "acme", "east").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     eventually("the token secret", async || {
         token(&secrets, "east").await.is_some()
@@ -173,40 +181,7 @@ async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
     let client = mgmt.client().await.unwrap();
     setup(&client).await;
-    let org = format!(
-        "initech-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..6]
-    );
-    let orgs: Api<Organization> = Api::all(client.clone());
-    let spec = OrganizationSpec {
-        display_name: "Initech".into(),
-        members: vec![],
-    };
-    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
-        .await
-        .unwrap();
-    let namespace = format!("org-{org}");
-    eventually("the org namespace", async || {
-        orgs.get(&org)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.namespace)
-            .is_some()
-    })
-    .await;
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
-    let spec = ClusterSpec {
-        display_name: None,
-        provider: Default::default(),
-        token_version: 1,
-        desired_node_count: None,
-        members: vec![],
-    };
-    clusters
-        .create(&PostParams::default(), &Cluster::new("west", spec))
-        .await
-        .unwrap();
+    let (_org, _namespace, clusters) = org_with_cluster(&client, "initech", "west").await;
     eventually("the cluster id", async || {
         clusters
             .get("west")
