@@ -11,6 +11,7 @@ pub mod history;
 pub mod hub_client;
 pub mod organization;
 pub mod rbac;
+pub mod status;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
