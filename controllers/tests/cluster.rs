@@ -75,6 +75,33 @@ async fn org_with_cluster(
     (org, namespace, clusters)
 }
 
+/// The cluster's id (its uid), once the Cluster controller has recorded it in the status.
+async fn cluster_id(clusters: &Api<Cluster>, name: &str) -> String {
+    eventually("the cluster id", async || {
+        clusters
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.cluster_id)
+            .is_some()
+    })
+    .await;
+    clusters.get(name).await.unwrap().uid().unwrap()
+}
+
+/// A heartbeat observed now: `nodes` nodes of 4 CPUs and 8 GiB, `cpu_used` millicores requested.
+fn heartbeat(nodes: u32, cpu_used: u64) -> kubenest_contracts::Heartbeat {
+    kubenest_contracts::Heartbeat {
+        node_count: nodes,
+        cpu_allocatable_millis: u64::from(nodes) * 4000,
+        cpu_requested_millis: cpu_used,
+        memory_allocatable_bytes: u64::from(nodes) << 33,
+        memory_requested_bytes: 1 << 30,
+        observed_at: chrono::Utc::now(),
+    }
+}
+
 #[tokio::test]
 async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_projects() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
@@ -182,26 +209,9 @@ async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
     let client = mgmt.client().await.unwrap();
     setup(&client).await;
     let (_org, _namespace, clusters) = org_with_cluster(&client, "initech", "west").await;
-    eventually("the cluster id", async || {
-        clusters
-            .get("west")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.cluster_id)
-            .is_some()
-    })
-    .await;
-    let uid = clusters.get("west").await.unwrap().uid().unwrap();
+    let uid = cluster_id(&clusters, "west").await;
 
-    let beat = kubenest_contracts::Heartbeat {
-        node_count: 3,
-        cpu_allocatable_millis: 12000,
-        cpu_requested_millis: 3000,
-        memory_allocatable_bytes: 1 << 34,
-        memory_requested_bytes: 1 << 32,
-        observed_at: chrono::Utc::now(),
-    };
+    let beat = heartbeat(3, 3000);
     assert!(
         health::record_heartbeat(&client, &uid, &beat)
             .await
@@ -247,28 +257,11 @@ async fn heartbeats_from_the_hub_reach_the_cluster_status() {
     let client = mgmt.client().await.unwrap();
     setup(&client).await;
     let (org, _namespace, clusters) = org_with_cluster(&client, "hooli", "north").await;
-    eventually("the cluster id", async || {
-        clusters
-            .get("north")
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.cluster_id)
-            .is_some()
-    })
-    .await;
-    let uid = clusters.get("north").await.unwrap().uid().unwrap();
+    let uid = cluster_id(&clusters, "north").await;
 
     let (tx, rx) = tokio::sync::mpsc::channel(8);
     tokio::spawn(kubenest_controllers::status::route(client.clone(), rx));
-    let beat = kubenest_contracts::Heartbeat {
-        node_count: 2,
-        cpu_allocatable_millis: 8000,
-        cpu_requested_millis: 500,
-        memory_allocatable_bytes: 1 << 33,
-        memory_requested_bytes: 1 << 29,
-        observed_at: chrono::Utc::now(),
-    };
+    let beat = heartbeat(2, 500);
     tx.send(kubenest_contracts::Envelope::new(beat).for_cluster(Id::new(&uid), Id::new(&org)))
         .await
         .unwrap();
