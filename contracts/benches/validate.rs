@@ -32,8 +32,13 @@ fn per_second(mut op: impl FnMut()) -> f64 {
 }
 
 fn fixture(path: &str) -> Value {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/");
-    serde_json::from_slice(&std::fs::read(format!("{dir}{path}")).unwrap()).unwrap()
+    // At run time: cargo reuses built tests across clone locations, so a compile-time path can
+    // point at a clone that is gone.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("fixtures");
+    serde_json::from_slice(&std::fs::read(dir.join(path)).unwrap()).unwrap()
 }
 
 /// The typical app.deploy grown to about 10 KB with more workloads.

@@ -10,7 +10,12 @@ use kubenest_contracts::Validator;
 #[test]
 fn the_fuzz_corpus_decodes_without_panicking_and_accepted_frames_reencode() {
     let validator = Validator::shared().unwrap();
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/frame");
+    // At run time: cargo reuses built tests across clone locations, so a compile-time path can
+    // point at a clone that is gone.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("fuzz/corpus/frame");
     let mut replayed = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

@@ -10,7 +10,12 @@ use kubenest_contracts::{Envelope, ErrorCode, MessageType, Validator};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    // At run time: cargo reuses built tests across clone locations, so a compile-time path can
+    // point at a clone that is gone.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("fixtures")
 }
 
 fn json_files(dir: &Path) -> Vec<PathBuf> {

@@ -3,7 +3,12 @@
 use std::path::PathBuf;
 
 fn main() -> std::io::Result<()> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    // At run time: cargo reuses built tests across clone locations, so a compile-time path can
+    // point at a clone that is gone.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("schemas");
     std::fs::create_dir_all(&dir)?;
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();

@@ -237,10 +237,12 @@ pub fn floors_update(floors: Vec<Floor>) -> Envelope {
 
 /// A valid command from the fixtures, addressed to `cluster` of `org`.
 pub fn command(cluster: &str, org: &str) -> Envelope {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../contracts/fixtures/app.deploy/pass/typical.json"
-    );
+    // At run time: cargo reuses built tests across clone locations, so a compile-time path can
+    // point at a clone that is gone.
+    let path = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("../contracts/fixtures/app.deploy/pass/typical.json");
     let envelope = Validator::shared()
         .unwrap()
         .decode(&std::fs::read(path).unwrap())
