@@ -40,6 +40,7 @@
 //!   Controllers support the current and the previous major version during an upgrade, so agents
 //!   can be upgraded after the control plane.
 
+mod checksum;
 mod command;
 mod common;
 mod control;
@@ -50,6 +51,7 @@ mod status;
 mod token;
 mod validate;
 
+pub use checksum::{canonical_json, checksum_of};
 pub use command::*;
 pub use common::*;
 pub use control::*;

@@ -90,6 +90,8 @@ struct Inner {
     floors: Mutex<Option<Vec<Floor>>>,
     leases: Api<Lease>,
     validator: &'static Validator,
+    /// Counts successful connections to any replica.
+    connects: tokio::sync::watch::Sender<u64>,
 }
 
 impl Inner {
@@ -152,6 +154,7 @@ impl HubClient {
             floors: Mutex::new(None),
             leases: config.leases,
             validator,
+            connects: tokio::sync::watch::Sender::new(0),
         });
         let (status_tx, status_rx) = mpsc::channel(4096);
         for url in config.urls {
@@ -176,6 +179,12 @@ impl HubClient {
                 let _ = sender.try_send(frame.clone());
             }
         }
+    }
+
+    /// Changes after every (re)connection to a replica: whoever keeps state derived from the
+    /// agents' reports asks for fresh snapshots then.
+    pub fn connections(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.connects.subscribe()
     }
 
     /// Number of replicas currently connected.
@@ -290,6 +299,7 @@ async fn session_loop(
                     let _ = tx.try_send(frame);
                 }
                 inner.sessions().insert(url.clone(), tx);
+                inner.connects.send_modify(|n| *n += 1);
                 tokio::select! {
                     _ = shutdown.cancelled() => {}
                     _ = serve(&inner, socket, rx, &statuses) => {}

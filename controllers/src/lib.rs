@@ -5,12 +5,20 @@
 //! Organization controller ([`organization`]) with the kubenest roles as Kubernetes RBAC
 //! ([`rbac`]).
 
+pub mod addon;
 pub mod app;
 pub mod cluster;
+pub mod conditions;
 pub mod history;
 pub mod hub_client;
+pub mod intents;
+pub mod leader;
 pub mod organization;
+pub mod placement;
+pub mod plane;
+pub mod project;
 pub mod rbac;
+pub mod run;
 pub mod status;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -1,37 +1,527 @@
-//! Routes the agents' status events (from the hub client) to whatever they update. So far:
-//! heartbeats feed fleet health; the other kinds arrive with their controllers.
+//! The status router: every event an agent sends reaches the object it is about.
+//!
+//! The hub stamps each event with its session's cluster, and the router checks that the object
+//! the event names lives on that very cluster, so an agent can only ever speak for its own
+//! objects. The router writes only what the agent observed (`clusterPhase`, `observedRevision`,
+//! components, drift, ...); the controllers derive phases, conditions and history from it,
+//! so each status field has one writer. Objects are found by uid in reflector caches.
 
-use kubenest_contracts::{Envelope, Message};
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kubenest_contracts::{self as wire, Envelope, Message};
+use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::app::App;
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::project::Project;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::health;
+use crate::history::DeploymentStatus;
+use crate::intents::{Held, ObjectKey, Sent};
+use crate::plane::Plane;
 
-/// Consumes status events until the channel closes.
-pub async fn route(client: kube::Client, mut statuses: mpsc::Receiver<Envelope>) {
-    while let Some(envelope) = statuses.recv().await {
-        // The hub guarantees an agent speaks only for its own cluster, so cluster_id is trusted.
-        let Some(cluster_id) = envelope.cluster_id.as_ref() else {
-            continue;
+fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Caches of the objects events are about.
+#[derive(Clone)]
+pub struct Caches {
+    pub apps: Store<App>,
+    pub projects: Store<Project>,
+    pub addons: Store<AddonInstance>,
+    pub clusters: Store<Cluster>,
+}
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches").finish_non_exhaustive()
+    }
+}
+
+fn cache<K>(api: Api<K>, shutdown: &CancellationToken) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let drain = stream.for_each(|_| async {});
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = drain => {}
+        }
+    });
+    reader
+}
+
+impl Caches {
+    /// Starts the caches and waits until each has listed once.
+    pub async fn start(client: &kube::Client, shutdown: &CancellationToken) -> Self {
+        let caches = Self {
+            apps: cache(Api::all(client.clone()), shutdown),
+            projects: cache(Api::all(client.clone()), shutdown),
+            addons: cache(Api::all(client.clone()), shutdown),
+            clusters: cache(Api::all(client.clone()), shutdown),
         };
-        let outcome = match &envelope.message {
-            Message::Heartbeat(heartbeat) => health::record_heartbeat(
-                &client,
-                cluster_id.as_str(),
-                heartbeat,
-            )
-            .await
-            .map(|known| {
-                if !known {
+        let _ = tokio::join!(
+            caches.apps.wait_until_ready(),
+            caches.projects.wait_until_ready(),
+            caches.addons.wait_until_ready(),
+            caches.clusters.wait_until_ready(),
+        );
+        caches
+    }
+
+    /// The id of the cluster that project `project` in `namespace` lives on.
+    fn cluster_of_project(&self, namespace: &str, project: &str) -> Option<String> {
+        let project = self
+            .projects
+            .get(&ObjectRef::new(project).within(namespace))?;
+        self.cluster_of(namespace, &project.spec.cluster)
+    }
+
+    fn cluster_of(&self, namespace: &str, cluster: &str) -> Option<String> {
+        self.clusters
+            .get(&ObjectRef::new(cluster).within(namespace))?
+            .status
+            .as_ref()?
+            .cluster_id
+            .clone()
+    }
+
+    /// The App with uid `uid`, if it lives on cluster `cluster_id`.
+    pub fn app_on(&self, cluster_id: &str, uid: &str) -> Option<Arc<App>> {
+        let app = self.apps.find(|a| a.uid().as_deref() == Some(uid))?;
+        let namespace = app.namespace()?;
+        (self.cluster_of_project(&namespace, &app.spec.project)? == cluster_id).then_some(app)
+    }
+
+    /// The Apps on cluster `cluster_id`.
+    pub fn apps_on(&self, cluster_id: &str) -> Vec<Arc<App>> {
+        self.apps
+            .state()
+            .into_iter()
+            .filter(|app| {
+                app.namespace()
+                    .and_then(|ns| self.cluster_of_project(&ns, &app.spec.project))
+                    .as_deref()
+                    == Some(cluster_id)
+            })
+            .collect()
+    }
+
+    fn project_on(&self, cluster_id: &str, uid: &str) -> Option<Arc<Project>> {
+        let project = self.projects.find(|p| p.uid().as_deref() == Some(uid))?;
+        (self.cluster_of(&project.namespace()?, &project.spec.cluster)? == cluster_id)
+            .then_some(project)
+    }
+
+    fn addon_on(&self, cluster_id: &str, uid: &str) -> Option<Arc<AddonInstance>> {
+        let addon = self.addons.find(|a| a.uid().as_deref() == Some(uid))?;
+        let namespace = addon.namespace()?;
+        (self.cluster_of_project(&namespace, &addon.spec.project)? == cluster_id).then_some(addon)
+    }
+
+    /// The Cluster whose id is `cluster_id`.
+    pub fn cluster(&self, cluster_id: &str) -> Option<Arc<Cluster>> {
+        self.clusters
+            .find(|c| c.uid().as_deref() == Some(cluster_id))
+    }
+}
+
+async fn patch_status<K>(
+    client: &kube::Client,
+    object: &K,
+    status: Value,
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let Some(namespace) = object.meta().namespace.as_deref() else {
+        return Ok(());
+    };
+    let name = object.meta().name.clone().unwrap_or_default();
+    Api::<K>::namespaced(client.clone(), namespace)
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": status })),
+        )
+        .await?;
+    Ok(())
+}
+
+fn phase_name<T: Serialize>(phase: &T) -> String {
+    serde_json::to_value(phase)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Routes status events to their objects.
+pub struct Router {
+    plane: Arc<Plane>,
+    caches: Caches,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router").finish_non_exhaustive()
+    }
+}
+
+impl Router {
+    pub fn new(plane: Arc<Plane>, caches: Caches) -> Self {
+        Self { plane, caches }
+    }
+
+    /// Consumes status events until the channel closes.
+    pub async fn run(self, mut statuses: mpsc::Receiver<Envelope>) {
+        while let Some(envelope) = statuses.recv().await {
+            // The hub guarantees an agent speaks only for its own cluster, so cluster_id is trusted.
+            let Some(cluster_id) = envelope.cluster_id.clone() else {
+                continue;
+            };
+            let kind = envelope.message.message_type();
+            if let Err(error) = self.handle(cluster_id.as_str(), envelope.message).await {
+                tracing::warn!(%cluster_id, %kind, %error, "status event could not be recorded");
+            }
+        }
+    }
+
+    async fn handle(&self, cluster_id: &str, message: Message) -> Result<(), kube::Error> {
+        let client = &self.plane.client;
+        match message {
+            Message::Heartbeat(heartbeat) => match self.caches.cluster(cluster_id) {
+                Some(cluster) => health::record_heartbeat_of(client, &cluster, &heartbeat).await,
+                None => {
                     tracing::info!(%cluster_id, "heartbeat from an unknown cluster ignored");
+                    Ok(())
                 }
-            }),
-            other => {
-                tracing::debug!(%cluster_id, kind = %other.message_type(), "status event not handled yet");
+            },
+            Message::AppStatus(status) => self.app_status(cluster_id, status).await,
+            Message::DriftReport(report) => self.drift(cluster_id, report).await,
+            Message::ProjectStatus(status) => {
+                let Some(project) = self
+                    .caches
+                    .project_on(cluster_id, status.project_id.as_str())
+                else {
+                    return self.stray(cluster_id, "project.status");
+                };
+                patch_status(
+                    client,
+                    &*project,
+                    json!({
+                        "clusterPhase": phase_name(&status.phase),
+                        "clusterMessage": status.message,
+                        "observedAt": rfc3339(status.observed_at),
+                    }),
+                )
+                .await
+            }
+            Message::AddonStatus(status) => {
+                let Some(addon) = self.caches.addon_on(cluster_id, status.addon_id.as_str()) else {
+                    return self.stray(cluster_id, "addon.status");
+                };
+                patch_status(
+                    client,
+                    &*addon,
+                    json!({
+                        "observedRevision": status.observed_revision,
+                        "clusterPhase": phase_name(&status.phase),
+                        "message": status.message,
+                        "exportSecret": status.export.as_ref().map(|e| e.secret.as_str()),
+                        "gitCommit": status.git_commit,
+                    }),
+                )
+                .await
+            }
+            Message::CommandAccepted(accepted) => {
+                self.answered(cluster_id, accepted.command_id, None).await
+            }
+            Message::CommandRejected(rejected) => {
+                let command_id = rejected.command_id;
+                self.answered(cluster_id, command_id, Some(rejected)).await
+            }
+            Message::Snapshot(snapshot) => {
+                self.snapshot(cluster_id, &snapshot);
                 Ok(())
             }
+            Message::Hello(hello) => {
+                tracing::info!(%cluster_id, agent = %hello.agent_version, kubernetes = %hello.kubernetes_version, "agent connected");
+                Ok(())
+            }
+            other => {
+                tracing::debug!(%cluster_id, kind = %other.message_type(), "status event not routed");
+                Ok(())
+            }
+        }
+    }
+
+    fn stray(&self, cluster_id: &str, kind: &str) -> Result<(), kube::Error> {
+        tracing::info!(%cluster_id, kind, "event about an object that is not on this cluster ignored");
+        Ok(())
+    }
+
+    async fn app_status(
+        &self,
+        cluster_id: &str,
+        status: wire::AppStatus,
+    ) -> Result<(), kube::Error> {
+        let Some(app) = self.caches.app_on(cluster_id, status.app_id.as_str()) else {
+            return self.stray(cluster_id, "app.status");
         };
-        if let Err(error) = outcome {
-            tracing::warn!(%cluster_id, %error, "status event could not be recorded");
+        let current = app.status.clone().unwrap_or_default();
+        if current
+            .observed_sequence
+            .is_some_and(|seen| seen >= status.sequence)
+        {
+            return Ok(()); // older than what is recorded
+        }
+        let components: Vec<Value> = status
+            .components
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name.as_str(),
+                    "readyReplicas": c.ready_replicas,
+                    "desiredReplicas": c.desired_replicas,
+                    "ready": c.ready,
+                    "message": c.message,
+                })
+            })
+            .collect();
+        patch_status(
+            &self.plane.client,
+            &*app,
+            json!({
+                "observedRevision": status.observed_revision,
+                "clusterPhase": phase_name(&status.phase),
+                "components": components,
+                "ingressAddress": status.ingress_address,
+                "observedAt": rfc3339(status.observed_at),
+                "observedSequence": status.sequence,
+            }),
+        )
+        .await
+    }
+
+    async fn drift(&self, cluster_id: &str, report: wire::DriftReport) -> Result<(), kube::Error> {
+        let Some(app) = self.caches.app_on(cluster_id, report.app_id.as_str()) else {
+            return self.stray(cluster_id, "drift.report");
+        };
+        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+        let details: Vec<Value> = report
+            .details
+            .iter()
+            .map(|d| {
+                json!({
+                    "resource": d.resource,
+                    "field": d.field,
+                    "desired": text(&d.desired),
+                    "observed": text(&d.observed),
+                    "manager": d.manager,
+                })
+            })
+            .collect();
+        let blocked = report.class == wire::DriftClass::BlockedSync;
+        let detected = blocked || !details.is_empty();
+        let sync = json!({
+            "driftDetected": detected,
+            "driftClass": detected.then(|| phase_name(&report.class)),
+            "driftDetails": details,
+        });
+        patch_status(&self.plane.client, &*app, json!({ "sync": sync })).await
+    }
+
+    /// The agent's answer to a command this process sent.
+    async fn answered(
+        &self,
+        cluster_id: &str,
+        command_id: uuid::Uuid,
+        rejected: Option<wire::CommandRejected>,
+    ) -> Result<(), kube::Error> {
+        let Some(sent) = self.plane.intents.command(command_id) else {
+            return Ok(()); // sent by another replica, or long ago
+        };
+        let client = &self.plane.client;
+        let app = |key: &ObjectKey| self.caches.app_on(cluster_id, &key.uid);
+        let rejection = rejected.as_ref().map(|r| {
+            json!({
+                "reason": phase_name(&r.reason),
+                "message": r.message,
+                "field": r.field,
+            })
+        });
+        match (sent, rejection) {
+            (Sent::AppDeploy { app: key, revision }, None) => {
+                if let Some(app) = app(&key) {
+                    patch_status(client, &*app, json!({ "acceptedRevision": revision })).await?;
+                }
+            }
+            (Sent::AppDeploy { app: key, revision }, Some(mut rejection)) => {
+                if let Some(app) = app(&key) {
+                    rejection["revision"] = json!(revision);
+                    patch_status(client, &*app, json!({ "rejection": rejection })).await?;
+                }
+            }
+            (
+                Sent::AppRedeploy {
+                    app: key,
+                    token,
+                    deployment,
+                    org,
+                },
+                rejection,
+            ) => {
+                if let Some(app) = app(&key) {
+                    let (outcome, message) = match &rejection {
+                        None => (
+                            DeploymentStatus::Succeeded,
+                            "the agent restarted the workloads".to_owned(),
+                        ),
+                        Some(r) => (
+                            DeploymentStatus::Failed,
+                            format!("the agent refused the redeploy: {r}"),
+                        ),
+                    };
+                    if let Err(error) = self
+                        .plane
+                        .history
+                        .finish_deployment(&org, deployment, outcome, &message)
+                        .await
+                    {
+                        tracing::debug!(%error, "redeploy outcome not recorded");
+                    }
+                    patch_status(client, &*app, json!({ "handledRedeploy": token })).await?;
+                }
+            }
+            (
+                Sent::ProjectEnsure {
+                    project: key,
+                    generation,
+                },
+                rejection,
+            ) => {
+                if let Some(project) = self.caches.project_on(cluster_id, &key.uid) {
+                    let patch = match rejection {
+                        None => json!({ "ensuredGeneration": generation }),
+                        Some(r) => {
+                            json!({ "clusterPhase": "Failed", "clusterMessage": r["message"] })
+                        }
+                    };
+                    patch_status(client, &*project, patch).await?;
+                }
+            }
+            (
+                Sent::AddonApply {
+                    addon: key,
+                    revision,
+                },
+                Some(r),
+            ) => {
+                if let Some(addon) = self.caches.addon_on(cluster_id, &key.uid) {
+                    let message = format!(
+                        "{}: {}",
+                        r["reason"].as_str().unwrap_or_default(),
+                        r["message"].as_str().unwrap_or_default()
+                    );
+                    patch_status(client, &*addon, json!({
+                        "observedRevision": revision, "clusterPhase": "Failed", "message": message,
+                    }))
+                    .await?;
+                }
+            }
+            (sent, Some(r)) => tracing::warn!(?sent, rejection = %r, "the agent refused a command"),
+            (_, None) => {}
+        }
+        Ok(())
+    }
+
+    /// Records what the cluster holds and has every App that differs reconciled (and re-sent).
+    fn snapshot(&self, cluster_id: &str, snapshot: &wire::Snapshot) {
+        for app in self.caches.apps_on(cluster_id) {
+            let Some(uid) = app.uid() else { continue };
+            let held = snapshot
+                .stack_deploys
+                .iter()
+                .find(|e| e.app_id.as_str() == uid)
+                .map_or(Held::Missing, |e| Held::At {
+                    revision: e.revision.clone(),
+                    checksum: e.checksum.clone(),
+                });
+            self.plane.intents.set_held(&uid, held);
+            let _ = self.plane.app_triggers.try_send(ObjectRef::from_obj(&*app));
+        }
+        let known: std::collections::HashSet<String> = self
+            .caches
+            .apps
+            .state()
+            .iter()
+            .filter_map(|a| a.uid())
+            .collect();
+        for orphan in snapshot
+            .stack_deploys
+            .iter()
+            .filter(|e| !known.contains(e.app_id.as_str()))
+        {
+            tracing::warn!(%cluster_id, app_id = %orphan.app_id, "the cluster holds an App that no longer exists");
+        }
+    }
+}
+
+/// Asks every connected agent for a fresh snapshot each time the hub client (re)connects.
+pub async fn resync_on_reconnect(plane: Arc<Plane>, caches: Caches, shutdown: CancellationToken) {
+    let mut connections = plane.hub.connections();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            changed = connections.changed() => if changed.is_err() { return },
+        }
+        // Let the replica's session settle before asking through it.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        for cluster in caches.clusters.state() {
+            let Some(cluster_id) = cluster.status.as_ref().and_then(|s| s.cluster_id.clone())
+            else {
+                continue;
+            };
+            let Some(namespace) = cluster.namespace() else {
+                continue;
+            };
+            let Ok(Some(org)) = crate::placement::org_of(&plane.client, &namespace).await else {
+                continue;
+            };
+            let request = Envelope::new(wire::ResyncRequest {
+                reason: "controllers reconnected".into(),
+            })
+            .for_cluster(wire::Id::new(&cluster_id), wire::Id::new(&org));
+            if let Err(error) = plane.hub.dispatch(request).await {
+                tracing::debug!(%cluster_id, %error, "resync.request not routed");
+            }
         }
     }
 }

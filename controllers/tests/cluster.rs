@@ -248,32 +248,3 @@ async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
     // The token controller's own status writes leave fleet health alone.
     assert_eq!(status.issued_token_version, Some(1));
 }
-
-#[tokio::test]
-async fn heartbeats_from_the_hub_reach_the_cluster_status() {
-    use kubenest_crds::cluster::ClusterState;
-
-    let mgmt = kubenest_testkit::shared_management().await.unwrap();
-    let client = mgmt.client().await.unwrap();
-    setup(&client).await;
-    let (org, _namespace, clusters) = org_with_cluster(&client, "hooli", "north").await;
-    let uid = cluster_id(&clusters, "north").await;
-
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    tokio::spawn(kubenest_controllers::status::route(client.clone(), rx));
-    let beat = heartbeat(2, 500);
-    tx.send(kubenest_contracts::Envelope::new(beat).for_cluster(Id::new(&uid), Id::new(&org)))
-        .await
-        .unwrap();
-    eventually("the cluster to be connected", async || {
-        let status = clusters
-            .get("north")
-            .await
-            .unwrap()
-            .status
-            .unwrap_or_default();
-        status.state == ClusterState::Connected
-            && status.capacity.is_some_and(|c| c.node_count == 2)
-    })
-    .await;
-}

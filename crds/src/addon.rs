@@ -110,6 +110,20 @@ pub struct AddonInstanceStatus {
     /// The Secret on the cluster holding the exports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub export_secret: Option<String>,
+    /// The phase the agent last reported for `observedRevision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_phase: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The GitOps commit holding the observed revision's Chart.yaml and values.yaml.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_commit: Option<String>,
+    /// The generation whose spec `revision` records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_generation: Option<i64>,
+    /// The last rollback request (`kubenest.io/rollback-to` annotation) that was carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_rollback: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

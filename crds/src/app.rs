@@ -260,8 +260,43 @@ pub struct AppStatus {
     pub deployment_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
+    /// The phase the agent last reported (the controller derives `phase` from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_phase: Option<String>,
+    /// The last revision the agent stored durably (`command.accepted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_revision: Option<String>,
+    /// The agent's refusal of the current revision, with the reason and field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Rejection>,
+    /// The sequence number of the last status event applied; older events are dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_sequence: Option<u64>,
+    /// The generation whose spec `revision` and `deploymentId` record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_generation: Option<i64>,
+    /// When the current revision's rollout started (its deadline counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_started_at: Option<String>,
+    /// The last redeploy request (`kubenest.io/redeploy` annotation) that was carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_redeploy: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// Why the agent refused a command.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rejection {
+    /// The revision the refused command carried.
+    pub revision: String,
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    /// The offending field, when the agent named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 /// Health of one component.

@@ -67,6 +67,15 @@ pub struct ProjectStatus {
     pub phase: ProjectPhase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
+    /// The namespace's phase as the agent last reported it (`Pending`, `Ready`, `Terminating`,
+    /// `Deleted`, `Failed`); the controller derives `phase` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_phase: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster_message: String,
+    /// The generation the agent last accepted a `project.ensure` for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ensured_generation: Option<i64>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

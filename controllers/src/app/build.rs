@@ -226,7 +226,8 @@ fn build_workload(
 }
 
 /// Deep-merges `overlay` into `base`: objects merge key by key, anything else is replaced.
-fn merge(base: &mut Map<String, Value>, overlay: &Map<String, Value>) {
+/// Deep-merges `overlay` into `base` (objects merge key by key; anything else replaces).
+pub fn merge(base: &mut Map<String, Value>, overlay: &Map<String, Value>) {
     for (key, value) in overlay {
         match (base.get_mut(key), value) {
             (Some(Value::Object(into)), Value::Object(from)) => merge(into, from),

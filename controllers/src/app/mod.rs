@@ -3,7 +3,8 @@
 //! these functions need and applies what they return.
 
 mod build;
+pub mod controller;
 mod revision;
 
-pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy};
+pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};

@@ -1,46 +1,8 @@
 //! An App's revision: a hash of its spec, stable under map key order.
 
+pub use kubenest_contracts::canonical_json;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-/// JSON with object keys sorted at every level, so equal values serialize equally whatever
-/// order their maps were written in.
-pub fn canonical_json(value: &Value) -> String {
-    fn write(value: &Value, out: &mut String) {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, key) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&Value::String(key.clone()).to_string());
-                    out.push(':');
-                    if let Some(v) = map.get(key) {
-                        write(v, out);
-                    }
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(item, out);
-                }
-                out.push(']');
-            }
-            scalar => out.push_str(&scalar.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(value, &mut out);
-    out
-}
 
 /// The revision of a spec: the first 16 hex digits of the SHA-256 of its canonical JSON.
 pub fn revision_of(spec: &Value) -> String {

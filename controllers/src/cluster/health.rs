@@ -162,10 +162,19 @@ pub async fn record_heartbeat(
     let Some(cluster) = found else {
         return Ok(false);
     };
+    record_heartbeat_of(client, &cluster, heartbeat).await?;
+    Ok(true)
+}
+
+/// Records a heartbeat of `cluster`.
+pub async fn record_heartbeat_of(
+    client: &kube::Client,
+    cluster: &Cluster,
+    heartbeat: &Heartbeat,
+) -> Result<(), kube::Error> {
     let mut status = cluster.status.clone().unwrap_or_default();
     apply_heartbeat(&mut status, heartbeat);
-    write(client, &cluster, &status).await?;
-    Ok(true)
+    write(client, cluster, &status).await
 }
 
 /// Marks every cluster silent for longer than `window` (run periodically).
@@ -178,6 +187,75 @@ pub async fn sweep(
     for cluster in clusters(client).await? {
         let mut status = cluster.status.clone().unwrap_or_default();
         if evaluate(&mut status, now, window) {
+            write(client, &cluster, &status).await?;
+            marked += 1;
+        }
+    }
+    Ok(marked)
+}
+
+/// How long after its last heartbeat a connected cluster without a hub session is still
+/// given for the session to show (the Lease and the first heartbeat race at connect).
+const SESSION_GRACE: chrono::Duration = chrono::Duration::seconds(5);
+
+/// Marks a connected cluster whose hub session is gone as disconnected (pure): returns whether
+/// the status changed.
+pub fn session_lost(status: &mut ClusterStatus, has_session: bool, now: DateTime<Utc>) -> bool {
+    if has_session || status.state != ClusterState::Connected {
+        return false;
+    }
+    let recent = status
+        .last_heartbeat
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|last| now.signed_duration_since(last) < SESSION_GRACE);
+    if recent {
+        return false;
+    }
+    status.state = ClusterState::Disconnected;
+    true
+}
+
+/// Whether a hub session Lease is live at `now`.
+pub fn lease_live(lease: &k8s_openapi::api::coordination::v1::Lease, now: DateTime<Utc>) -> bool {
+    let Some(spec) = lease.spec.as_ref() else {
+        return false;
+    };
+    let (Some(renewed), Some(seconds)) = (spec.renew_time.as_ref(), spec.lease_duration_seconds)
+    else {
+        return false;
+    };
+    let Ok(renewed) = DateTime::parse_from_rfc3339(&renewed.0.to_string()) else {
+        return false;
+    };
+    now.signed_duration_since(renewed) <= chrono::Duration::seconds(i64::from(seconds))
+}
+
+/// Marks every connected cluster whose session Lease (in `sessions`) is gone or expired as
+/// disconnected. Returns how many changed.
+pub async fn sweep_sessions(
+    client: &kube::Client,
+    sessions: &Api<k8s_openapi::api::coordination::v1::Lease>,
+    now: DateTime<Utc>,
+) -> Result<usize, kube::Error> {
+    let live: std::collections::HashSet<String> = sessions
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|l| lease_live(l, now))
+        .filter_map(|l| {
+            l.metadata
+                .name?
+                .strip_prefix("hub-session-")
+                .map(str::to_owned)
+        })
+        .collect();
+    let mut marked = 0;
+    for cluster in clusters(client).await? {
+        let mut status = cluster.status.clone().unwrap_or_default();
+        let has_session = cluster.uid().is_some_and(|uid| live.contains(&uid));
+        if session_lost(&mut status, has_session, now) {
             write(client, &cluster, &status).await?;
             marked += 1;
         }
@@ -198,6 +276,38 @@ mod tests {
             memory_requested_bytes: 1 << 30,
             observed_at: at,
         }
+    }
+
+    #[test]
+    fn a_lost_session_disconnects_after_the_grace() {
+        let start = Utc::now();
+        let mut status = ClusterStatus::default();
+        assert!(
+            !session_lost(&mut status, false, start),
+            "pending stays pending"
+        );
+        apply_heartbeat(&mut status, &heartbeat(start, 100));
+        assert!(!session_lost(
+            &mut status,
+            true,
+            start + chrono::Duration::seconds(60)
+        ));
+        assert!(!session_lost(
+            &mut status,
+            false,
+            start + chrono::Duration::seconds(1)
+        ));
+        assert!(session_lost(
+            &mut status,
+            false,
+            start + chrono::Duration::seconds(10)
+        ));
+        assert_eq!(status.state, ClusterState::Disconnected);
+        apply_heartbeat(
+            &mut status,
+            &heartbeat(start + chrono::Duration::seconds(20), 100),
+        );
+        assert_eq!(status.state, ClusterState::Connected);
     }
 
     #[test]

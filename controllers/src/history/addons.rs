@@ -138,6 +138,48 @@ impl History {
         row.try_into()
     }
 
+    /// Records a revision's outcome (`succeeded` or `failed`). Repeating the same outcome is
+    /// harmless; changing a finished outcome is refused.
+    pub async fn finish_addon_revision(
+        &self,
+        org_id: &str,
+        addon_id: &str,
+        revision: i32,
+        succeeded: bool,
+        message: &str,
+    ) -> Result<(), HistoryError> {
+        let status = if succeeded { "succeeded" } else { "failed" };
+        let updated = sqlx::query(
+            "UPDATE addon_revisions SET status = $4, message = $5
+             WHERE org_id = $1 AND addon_id = $2 AND revision = $3 AND status = 'pending'",
+        )
+        .bind(org_id)
+        .bind(addon_id)
+        .bind(revision)
+        .bind(status)
+        .bind(message)
+        .execute(&self.pool)
+        .await?;
+        if updated.rows_affected() == 1 {
+            return Ok(());
+        }
+        let current: (String,) = sqlx::query_as(
+            "SELECT status FROM addon_revisions WHERE org_id = $1 AND addon_id = $2 AND revision = $3",
+        )
+        .bind(org_id)
+        .bind(addon_id)
+        .bind(revision)
+        .fetch_one(&self.pool)
+        .await?;
+        if current.0 == status {
+            return Ok(());
+        }
+        Err(HistoryError::InvalidTransition(format!(
+            "addon revision {revision} is already {} and cannot become {status}",
+            current.0
+        )))
+    }
+
     /// An addon's revisions, newest first.
     pub async fn addon_revisions(
         &self,

@@ -102,3 +102,96 @@ pub fn shared_controllers(
             .unwrap()
     })
 }
+
+pub mod agent;
+
+/// The whole management plane, started once per test binary on a runtime of its own: a real
+/// hub replica (session Leases on the management cluster) and every controller (`run::run`)
+/// with the history on a fresh PostgreSQL database.
+pub struct PlaneFixture {
+    pub mgmt: &'static kubenest_testkit::Cluster,
+    /// The hub's agent/backend endpoint.
+    pub hub_url: String,
+    /// The history database.
+    pub database_url: String,
+}
+
+pub const SYSTEM_NAMESPACE: &str = "kubenest-system";
+
+/// Starts (once) and returns the shared plane.
+pub async fn shared_plane() -> &'static PlaneFixture {
+    use std::sync::{Arc, OnceLock};
+    static PLANE: OnceLock<PlaneFixture> = OnceLock::new();
+    if let Some(plane) = PLANE.get() {
+        return plane;
+    }
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let postgres = kubenest_testkit::shared_postgres().await.unwrap();
+    let database_url = postgres.fresh_database("plane").await.unwrap().url;
+    let client = mgmt.client().await.unwrap();
+    install(&client).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+    namespaces
+        .patch(
+            SYSTEM_NAMESPACE,
+            &kube::api::PatchParams::apply("tests").force(),
+            &kube::api::Patch::Apply(&ns),
+        )
+        .await
+        .unwrap();
+    PLANE.get_or_init(|| {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let dir = tempfile::tempdir().unwrap().keep();
+        std::fs::write(dir.join("hub.pub"), key.public_key_pem()).unwrap();
+        let signer = Arc::new(
+            kubenest_contracts::TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest")
+                .unwrap(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let hub_url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+        let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
+            "kubenest-hub".to_owned(),
+            format!("--jwt-public-key={}", dir.join("hub.pub").display()),
+            "--jwt-issuer=kubenest".to_owned(),
+            "--insecure-plaintext".to_owned(),
+            format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
+            format!("--lease-namespace={SYSTEM_NAMESPACE}"),
+        ])
+        .unwrap();
+        let urls = vec![hub_url.clone()];
+        let db = database_url.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async move {
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                tokio::spawn(kubenest_hub::run(args, listener, admin, shutdown.clone()));
+                let client = mgmt.client().await.unwrap();
+                let history = kubenest_controllers::history::History::connect(
+                    &kubenest_controllers::history::DatabaseUrl::new(db),
+                    8,
+                )
+                .await
+                .unwrap();
+                let config = kubenest_controllers::run::Config {
+                    client,
+                    history,
+                    hub_urls: urls,
+                    signer,
+                    session_namespace: SYSTEM_NAMESPACE.into(),
+                    system_namespace: SYSTEM_NAMESPACE.into(),
+                    heartbeat_window: chrono::Duration::seconds(90),
+                };
+                kubenest_controllers::run::run(config, shutdown)
+                    .await
+                    .unwrap();
+            });
+        });
+        PlaneFixture {
+            mgmt,
+            hub_url,
+            database_url,
+        }
+    })
+}

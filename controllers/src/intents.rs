@@ -1,0 +1,208 @@
+//! The controllers' in-memory view of work in flight: which command (by envelope id) was sent
+//! for which object, how often an object's command has been re-sent (its backoff), and what the
+//! agents' snapshots say each App holds.
+//!
+//! None of it is durable, and none of it needs to be: the durable intent is the object's spec
+//! plus its deployment row. A restarted controller re-derives and re-sends (commands are
+//! idempotent), and the agents' next snapshots refill what they hold.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+/// How long a sent command's target is remembered (answers come within seconds).
+const COMMAND_MEMORY: Duration = Duration::from_secs(600);
+const RESEND_BASE: Duration = Duration::from_secs(1);
+const RESEND_CAP: Duration = Duration::from_secs(30);
+
+/// An object on the management cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// What a sent command was for, so the agent's answer can be attributed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    AppDeploy {
+        app: ObjectKey,
+        revision: String,
+    },
+    AppRedeploy {
+        app: ObjectKey,
+        token: String,
+        deployment: Uuid,
+        org: String,
+    },
+    AppDelete {
+        app: ObjectKey,
+    },
+    ProjectEnsure {
+        project: ObjectKey,
+        generation: i64,
+    },
+    ProjectDelete {
+        project: ObjectKey,
+    },
+    AddonApply {
+        addon: ObjectKey,
+        revision: u32,
+    },
+    AddonDelete {
+        addon: ObjectKey,
+    },
+}
+
+/// What the agent's last snapshot said about an App.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// The cluster holds this revision with this checksum of its desired state.
+    At { revision: String, checksum: String },
+    /// The cluster holds nothing for the App.
+    Missing,
+}
+
+#[derive(Debug)]
+struct Backoff {
+    attempt: u32,
+    next_at: Instant,
+}
+
+/// Work in flight. Cheap to share behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct Intents {
+    sent: Mutex<HashMap<Uuid, (Instant, Sent)>>,
+    attempts: Mutex<HashMap<String, Backoff>>,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Intents {
+    /// Remembers that command `id` was sent for `what`.
+    pub fn sent(&self, id: Uuid, what: Sent) {
+        let mut sent = lock(&self.sent);
+        let now = Instant::now();
+        sent.retain(|_, (at, _)| now.duration_since(*at) < COMMAND_MEMORY);
+        sent.insert(id, (now, what));
+    }
+
+    /// What command `id` was for, if it was sent recently by this process.
+    pub fn command(&self, id: Uuid) -> Option<Sent> {
+        lock(&self.sent).get(&id).map(|(_, what)| what.clone())
+    }
+
+    /// Whether `uid`'s command may be sent now (its backoff has run out).
+    pub fn due(&self, uid: &str) -> bool {
+        lock(&self.attempts)
+            .get(uid)
+            .is_none_or(|b| Instant::now() >= b.next_at)
+    }
+
+    /// Counts one more send of `uid`'s command and returns how long to wait before the next:
+    /// a capped exponential with jitter, never under a second.
+    pub fn backoff(&self, uid: &str) -> Duration {
+        let mut attempts = lock(&self.attempts);
+        let backoff = attempts.entry(uid.to_owned()).or_insert(Backoff {
+            attempt: 0,
+            next_at: Instant::now(),
+        });
+        let ceiling = RESEND_BASE
+            .saturating_mul(2u32.saturating_pow(backoff.attempt.min(16)))
+            .min(RESEND_CAP);
+        backoff.attempt = backoff.attempt.saturating_add(1);
+        let delay = (RESEND_BASE + ceiling.mul_f64(rand::random::<f64>())).min(RESEND_CAP);
+        backoff.next_at = Instant::now() + delay;
+        delay
+    }
+
+    /// How long until `uid`'s command may be sent again (zero when due).
+    pub fn until_due(&self, uid: &str) -> Duration {
+        lock(&self.attempts).get(uid).map_or(Duration::ZERO, |b| {
+            b.next_at.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Forgets `uid`'s backoff (its command arrived, or it changed).
+    pub fn settled(&self, uid: &str) {
+        lock(&self.attempts).remove(uid);
+    }
+
+    /// Records what a snapshot said `uid` holds.
+    pub fn set_held(&self, uid: &str, held: Held) {
+        lock(&self.held).insert(uid.to_owned(), held);
+    }
+
+    /// Forgets what the cluster was last known to hold for `uid` (after a send: the next
+    /// snapshot or status says).
+    pub fn clear_held(&self, uid: &str) {
+        lock(&self.held).remove(uid);
+    }
+
+    /// Whether the cluster, by its last snapshot, holds something other than `revision` with
+    /// `checksum` for `uid` — i.e. the command must be sent again even if the revision was
+    /// reported observed earlier.
+    pub fn differs(&self, uid: &str, revision: &str, checksum: &str) -> bool {
+        match lock(&self.held).get(uid) {
+            None => false,
+            Some(Held::Missing) => true,
+            Some(Held::At {
+                revision: r,
+                checksum: c,
+            }) => r != revision || c != checksum,
+        }
+    }
+
+    /// Forgets everything about `uid` (it was deleted).
+    pub fn forget(&self, uid: &str) {
+        self.settled(uid);
+        self.clear_held(uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_with_jitter_and_stay_capped() {
+        let intents = Intents::default();
+        assert!(intents.due("a"));
+        let delays: Vec<Duration> = (0..20).map(|_| intents.backoff("a")).collect();
+        assert!(!intents.due("a"));
+        assert!(delays.iter().all(|d| *d >= RESEND_BASE && *d <= RESEND_CAP));
+        assert!(delays[0] <= RESEND_BASE * 2);
+        intents.settled("a");
+        assert!(intents.due("a"));
+        assert!(intents.backoff("a") <= RESEND_BASE * 2);
+    }
+
+    #[test]
+    fn a_snapshot_that_differs_asks_for_a_resend() {
+        let intents = Intents::default();
+        assert!(
+            !intents.differs("a", "r1", "c1"),
+            "unknown is not a difference"
+        );
+        intents.set_held(
+            "a",
+            Held::At {
+                revision: "r1".into(),
+                checksum: "c1".into(),
+            },
+        );
+        assert!(!intents.differs("a", "r1", "c1"));
+        assert!(intents.differs("a", "r1", "c2"));
+        assert!(intents.differs("a", "r2", "c1"));
+        intents.set_held("a", Held::Missing);
+        assert!(intents.differs("a", "r1", "c1"));
+        intents.forget("a");
+        assert!(!intents.differs("a", "r1", "c1"));
+    }
+}

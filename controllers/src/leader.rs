@@ -1,0 +1,187 @@
+//! Leader election with a `coordination.k8s.io` Lease: of several controllers replicas exactly
+//! one runs the controllers; the others wait and take over within one lease duration when the
+//! leader stops renewing (a crash) or at once when it steps down (a clean shutdown).
+//!
+//! Every write is guarded by the Lease's resourceVersion, so two candidates can never both
+//! believe they acquired it.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio_util::sync::CancellationToken;
+
+/// How one candidate takes part.
+#[derive(Debug, Clone)]
+pub struct Election {
+    pub leases: Api<Lease>,
+    /// The Lease's name, shared by all candidates.
+    pub name: String,
+    /// This candidate, unique among them (e.g. the pod name).
+    pub identity: String,
+    /// A leader that has not renewed for this long is replaced.
+    pub lease_duration: Duration,
+    /// How often the leader renews and the others try.
+    pub retry: Duration,
+}
+
+impl Election {
+    /// The usual timings: a 10 s lease renewed every 2 s, so a failover takes at most ~12 s.
+    pub fn new(leases: Api<Lease>, name: &str, identity: &str) -> Self {
+        Self {
+            leases,
+            name: name.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
+        }
+    }
+
+    fn now() -> MicroTime {
+        MicroTime(k8s_openapi::jiff::Timestamp::now())
+    }
+
+    fn expired(&self, spec: &LeaseSpec) -> bool {
+        let Some(renewed) = spec.renew_time.as_ref() else {
+            return true;
+        };
+        let duration = spec
+            .lease_duration_seconds
+            .map_or(self.lease_duration, |s| {
+                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            });
+        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed.0);
+        age.as_secs_f64() > duration.as_secs_f64()
+    }
+
+    /// Takes or renews the Lease; returns whether this candidate holds it now.
+    pub async fn try_acquire(&self) -> Result<bool, kube::Error> {
+        let seconds = i32::try_from(self.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = self.leases.get_opt(&self.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(Self::now()),
+                    renew_time: Some(Self::now()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.leases.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(other) => Err(other),
+            };
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        let ours = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let vacant = spec.holder_identity.as_deref().is_none_or(str::is_empty);
+        if !ours && !vacant && !self.expired(&spec) {
+            return Ok(false);
+        }
+        if !ours {
+            spec.holder_identity = Some(self.identity.clone());
+            spec.acquire_time = Some(Self::now());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(Self::now());
+        spec.lease_duration_seconds = Some(seconds);
+        lease.spec = Some(spec);
+        // `replace` carries the resourceVersion read above: a concurrent writer makes it fail.
+        match self
+            .leases
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Gives the Lease up (if held), so a standby takes over at once.
+    pub async fn step_down(&self) -> Result<(), kube::Error> {
+        let Some(mut lease) = self.leases.get_opt(&self.name).await? else {
+            return Ok(());
+        };
+        let mut spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        lease.spec = Some(spec);
+        match self
+            .leases
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Waits until this candidate leads, then runs `lead` with a token that is cancelled when
+    /// leadership is lost (renewal failing for a whole lease duration, or another holder) or
+    /// `shutdown` fires. Returns after `lead` has returned; steps down on shutdown.
+    /// Returns `true` if leadership was lost (the caller should exit and start over).
+    pub async fn run<F, Fut>(&self, shutdown: CancellationToken, lead: F) -> bool
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        loop {
+            match self.try_acquire().await {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(error) => tracing::warn!(%error, "leader election: lease unavailable"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(self.retry) => {}
+            }
+        }
+        tracing::info!(identity = %self.identity, "leading");
+        let leading = shutdown.child_token();
+        let renew = async {
+            let mut last_renewed = tokio::time::Instant::now();
+            loop {
+                tokio::select! {
+                    _ = leading.cancelled() => return false,
+                    _ = tokio::time::sleep(self.retry) => {}
+                }
+                match self.try_acquire().await {
+                    Ok(true) => last_renewed = tokio::time::Instant::now(),
+                    Ok(false) => {
+                        tracing::warn!("leader election: another replica holds the lease");
+                        leading.cancel();
+                        return true;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "leader election: renewal failed");
+                        // Stop before a standby may take over: it waits a whole lease duration.
+                        if last_renewed.elapsed() + self.retry >= self.lease_duration {
+                            leading.cancel();
+                            return true;
+                        }
+                    }
+                }
+            }
+        };
+        let (lost, ()) = tokio::join!(renew, async {
+            lead(leading.clone()).await;
+            leading.cancel();
+        });
+        if !lost && let Err(error) = self.step_down().await {
+            tracing::warn!(%error, "leader election: could not step down");
+        }
+        lost
+    }
+}

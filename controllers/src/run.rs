@@ -1,0 +1,179 @@
+//! Wires the whole management plane together: the hub client, the controllers, the status
+//! router, the revocation floors and fleet health. [`run`] assumes leadership; the binary wraps
+//! it in [`crate::leader::Election`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kubenest_contracts::TokenSigner;
+use kubenest_crds::cluster::Cluster;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{self, health};
+use crate::history::History;
+use crate::hub_client::{DispatchError, HubClient, HubClientConfig};
+use crate::intents::Intents;
+use crate::organization::{self, ORG_LABEL};
+use crate::plane::Plane;
+use crate::status::{self, Caches, Router};
+use crate::{addon, app, project};
+
+/// How often floors are recomputed and silent clusters looked for.
+const FLOORS_EVERY: Duration = Duration::from_millis(500);
+const HEALTH_EVERY: Duration = Duration::from_secs(2);
+
+/// Everything the management plane needs.
+pub struct Config {
+    pub client: kube::Client,
+    pub history: History,
+    /// `ws(s)://host:port/v1/connect` of every hub replica.
+    pub hub_urls: Vec<String>,
+    /// Signs cluster tokens and the controllers' backend tokens.
+    pub signer: Arc<TokenSigner>,
+    /// Where the hub replicas keep their session Leases.
+    pub session_namespace: String,
+    /// Where global AddonDefinitions and StackTemplates live.
+    pub system_namespace: String,
+    /// A cluster silent for longer turns its checks `Unknown` with a critical condition.
+    pub heartbeat_window: chrono::Duration,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("hub_urls", &self.hub_urls)
+            .field("session_namespace", &self.session_namespace)
+            .field("system_namespace", &self.system_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs every controller until `shutdown` is cancelled.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), DispatchError> {
+    let client = config.client.clone();
+    let sessions: Api<Lease> = Api::namespaced(client.clone(), &config.session_namespace);
+    let (hub, statuses) = HubClient::start(
+        HubClientConfig {
+            urls: config.hub_urls.clone(),
+            signer: config.signer.clone(),
+            leases: sessions.clone(),
+        },
+        shutdown.child_token(),
+    )?;
+    let (triggers, trigger_rx) = mpsc::channel(4096);
+    let plane = Arc::new(Plane {
+        client: client.clone(),
+        history: config.history.clone(),
+        hub: hub.clone(),
+        intents: Intents::default(),
+        system_namespace: config.system_namespace.clone(),
+        app_triggers: triggers,
+    });
+    let caches = Caches::start(&client, &shutdown).await;
+    let stop = || {
+        let shutdown = shutdown.clone();
+        async move { shutdown.cancelled().await }
+    };
+    let router = Router::new(plane.clone(), caches.clone());
+    tokio::join!(
+        organization::run(client.clone(), stop()),
+        cluster::run(
+            cluster::Context {
+                client: client.clone(),
+                signer: config.signer.clone(),
+            },
+            stop(),
+        ),
+        project::run(plane.clone(), stop()),
+        app::controller::run(plane.clone(), trigger_rx, stop()),
+        addon::run(plane.clone(), stop()),
+        async {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = router.run(statuses) => {}
+            }
+        },
+        status::resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
+        push_floors(&client, &hub, &caches, &shutdown),
+        fleet_health(&client, &sessions, config.heartbeat_window, &shutdown),
+    );
+    Ok(())
+}
+
+/// Keeps every hub replica's revocation floors in step with the Clusters: a new cluster can
+/// connect within a moment, and a raised token version cuts its old session at once.
+async fn push_floors(
+    client: &kube::Client,
+    hub: &HubClient,
+    caches: &Caches,
+    shutdown: &CancellationToken,
+) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut orgs: BTreeMap<String, String> = BTreeMap::new();
+    let mut pushed = None;
+    loop {
+        let clusters: Vec<Cluster> = caches
+            .clusters
+            .state()
+            .iter()
+            .map(|c| (**c).clone())
+            .collect();
+        let unknown = clusters
+            .iter()
+            .filter_map(ResourceExt::namespace)
+            .any(|ns| !orgs.contains_key(&ns));
+        if unknown {
+            match namespaces
+                .list(&ListParams::default().labels(ORG_LABEL))
+                .await
+            {
+                Ok(list) => {
+                    orgs = list
+                        .items
+                        .into_iter()
+                        .filter_map(|ns| Some((ns.name_any(), ns.labels().get(ORG_LABEL)?.clone())))
+                        .collect();
+                }
+                Err(error) => tracing::warn!(%error, "floors: namespaces unavailable"),
+            }
+        }
+        let floors = cluster::floors(&clusters, &orgs);
+        if pushed.as_ref() != Some(&floors) {
+            hub.push_floors(floors.clone());
+            pushed = Some(floors);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(FLOORS_EVERY) => {}
+        }
+    }
+}
+
+/// Marks silent clusters (`Unknown` checks, critical condition) and clusters whose hub session
+/// is gone (`disconnected`).
+async fn fleet_health(
+    client: &kube::Client,
+    sessions: &Api<Lease>,
+    window: chrono::Duration,
+    shutdown: &CancellationToken,
+) {
+    loop {
+        let now = chrono::Utc::now();
+        if let Err(error) = health::sweep(client, now, window).await {
+            tracing::warn!(%error, "fleet health: sweep failed");
+        }
+        if let Err(error) = health::sweep_sessions(client, sessions, now).await {
+            tracing::warn!(%error, "fleet health: session sweep failed");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(HEALTH_EVERY) => {}
+        }
+    }
+}
