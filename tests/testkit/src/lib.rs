@@ -39,6 +39,7 @@ pub use etcd::Etcd;
 pub use namespace::TestNamespace;
 pub use pki::Pki;
 pub use postgres::{Postgres, TestDatabase};
+pub use process::ManagedProcess;
 pub use wait::free_port;
 
 /// What went wrong starting or using the environment.
