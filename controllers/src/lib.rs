@@ -1,9 +1,22 @@
 //! `kubenest-controllers`: the management-plane controllers and the PostgreSQL history.
 //!
-//! So far: [`history`], the store of deployments, addon revisions and the audit log, and the
-//! pure core of the App controller ([`app`]): revision hashing and building `app.deploy`; the
-//! Organization controller ([`organization`]) with the kubenest roles as Kubernetes RBAC
-//! ([`rbac`]).
+//! # How the pieces fit
+//!
+//! - Desired state is the CRDs on the management cluster; history is PostgreSQL ([`history`]).
+//! - [`run::run`] starts everything once this replica leads ([`leader`]): the Organization,
+//!   Cluster, Project, App, AddonInstance and StackTemplate controllers, the status router
+//!   ([`status`]), the revocation floors pushed to every hub replica and fleet health.
+//! - Controllers send commands through [`plane::Plane::send`] (the [`hub_client`] routes each to
+//!   the replica holding the cluster's session Lease) and keep re-sending with backoff until the
+//!   agent reports what they asked for; [`intents`] is the in-memory bookkeeping of that (what
+//!   was sent for which object, backoffs, what snapshots say the clusters hold) and can be lost
+//!   at any time: the durable intent is the spec plus its history row.
+//! - Each status field has one writer: the status router writes what the agent observed
+//!   (`clusterPhase`, `observedRevision`, components, drift, acceptance/rejection), the
+//!   controllers derive `phase`, conditions and history outcomes from it.
+//! - Requests that are not spec changes (redeploy, rollback) are annotations, so kubectl, GitOps
+//!   and the REST facade share one path; the actor of a change is the REST facade's
+//!   `kubenest.io/actor` when that field manager wrote it, else the Kubernetes field manager.
 
 pub mod addon;
 pub mod app;
@@ -20,6 +33,7 @@ pub mod project;
 pub mod rbac;
 pub mod run;
 pub mod status;
+pub mod template;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};

@@ -22,7 +22,7 @@ use crate::intents::Intents;
 use crate::organization::{self, ORG_LABEL};
 use crate::plane::Plane;
 use crate::status::{self, Caches, Router};
-use crate::{addon, app, project};
+use crate::{addon, app, project, template};
 
 /// How often floors are recomputed and silent clusters looked for.
 const FLOORS_EVERY: Duration = Duration::from_millis(500);
@@ -93,6 +93,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         project::run(plane.clone(), stop()),
         app::controller::run(plane.clone(), trigger_rx, stop()),
         addon::run(plane.clone(), stop()),
+        template::run(client.clone(), stop()),
         async {
             tokio::select! {
                 _ = shutdown.cancelled() => {}

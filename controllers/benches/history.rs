@@ -1,0 +1,335 @@
+//! Deployment rows recorded per second while the controllers take on 1,000 new Apps, against
+//! pgbench's insert rate on the same PostgreSQL server in the same run.
+//!
+//! A real hub and the controllers register a cluster (its scripted agent answers like a
+//! well-behaved agent) and a project; then the controllers stop, 1,000 Apps are created, and a
+//! fresh set of controllers starts. The clock runs from the first deployment row to the 1,000th
+//! in PostgreSQL. Each row costs the controllers the placement lookups on the management API
+//! server, the row itself (insert plus superseding older pending rows, one transaction), the
+//! dispatch through the hub and a status write. pgbench inserts rows of the same width (a JSONB
+//! spec snapshot) with as many clients as the controllers have database connections.
+//! `make bench BENCH=history`; the last line is JSON.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark aborts on error
+
+#[path = "../tests/common/agent.rs"]
+#[allow(dead_code)] // the tests use the rest
+mod agent;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent::{Agent, Credentials};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubenest_contracts::TokenSigner;
+use kubenest_controllers::history::{DatabaseUrl, History};
+use kubenest_crds::app::App;
+use kubenest_crds::cluster::{Cluster, ClusterSpec};
+use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
+use tokio_util::sync::CancellationToken;
+
+const APPS: usize = 1000;
+const CONNECTIONS: u32 = 8;
+const SYSTEM: &str = "kubenest-system";
+
+async fn until<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
+    let start = Instant::now();
+    while !check().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn pgbench_rate(url: &str) -> f64 {
+    let bin = std::fs::read_dir("/usr/lib/postgresql")
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().join("bin/pgbench")))
+        .find(|p| p.exists())
+        .expect("pgbench (PostgreSQL server package)");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("insert.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO bench_rows (id, intent_key, org_id, app_id, revision, spec_after) \
+         VALUES (gen_random_uuid(), gen_random_uuid()::text, 'bench', gen_random_uuid()::text, \
+         'abcdef0123456789', '{\"project\":\"shop\",\"components\":[{\"name\":\"web\",\
+         \"workload\":{\"image\":\"nginx:1.27\",\"replicas\":2}}]}'::jsonb);\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let setup = std::process::Command::new(bin.with_file_name("psql"))
+        .arg(url)
+        .args([
+            "-qc",
+            "CREATE TABLE bench_rows (id uuid primary key, intent_key text unique, \
+                org_id text, app_id text, revision text, spec_after jsonb, \
+                created_at timestamptz default now())",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let out = std::process::Command::new(&bin)
+        .args([
+            "-n",
+            "-c",
+            &CONNECTIONS.to_string(),
+            "-j",
+            "2",
+            "-T",
+            "10",
+            "-f",
+        ])
+        .arg(&script)
+        .arg(url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .find_map(|l| l.strip_prefix("tps = "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("pgbench tps")
+}
+
+fn controllers(
+    client: &kube::Client,
+    history: History,
+    hub_url: &str,
+    signer: &Arc<TokenSigner>,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let config = kubenest_controllers::run::Config {
+        client: client.clone(),
+        history,
+        hub_urls: vec![hub_url.to_owned()],
+        signer: signer.clone(),
+        session_namespace: SYSTEM.into(),
+        system_namespace: SYSTEM.into(),
+        heartbeat_window: chrono::Duration::seconds(90),
+    };
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        kubenest_controllers::run::run(config, shutdown)
+            .await
+            .unwrap();
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    let mgmt = kubenest_testkit::shared_management().await.unwrap();
+    let postgres = kubenest_testkit::shared_postgres().await.unwrap();
+    let client = mgmt.client().await.unwrap();
+    kubenest_controllers::ensure_crds(&client).await.unwrap();
+    kubenest_controllers::rbac::ensure_cluster_roles(&client)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ns =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            SYSTEM,
+            &PatchParams::apply("bench").force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .unwrap();
+
+    // A hub replica and the signing key it trusts.
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hub.pub"), key.public_key_pem()).unwrap();
+    let signer =
+        Arc::new(TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hub_url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+    let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
+        "kubenest-hub".to_owned(),
+        format!("--jwt-public-key={}", dir.path().join("hub.pub").display()),
+        "--jwt-issuer=kubenest".to_owned(),
+        "--insecure-plaintext".to_owned(),
+        format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
+        format!("--lease-namespace={SYSTEM}"),
+    ])
+    .unwrap();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stop_hub = CancellationToken::new();
+    tokio::spawn(kubenest_hub::run(args, listener, admin, stop_hub.clone()));
+
+    // Registration with a first set of controllers.
+    let setup_db = postgres.fresh_database("history-setup").await.unwrap();
+    let setup_history = History::connect(&DatabaseUrl::new(setup_db.url), 2)
+        .await
+        .unwrap();
+    let stop_setup = CancellationToken::new();
+    let setup = controllers(&client, setup_history, &hub_url, &signer, &stop_setup);
+    let org = "bench";
+    let orgs: Api<Organization> = Api::all(client.clone());
+    let spec = OrganizationSpec {
+        display_name: "Bench".into(),
+        members: vec![],
+    };
+    orgs.create(&PostParams::default(), &Organization::new(org, spec))
+        .await
+        .unwrap();
+    let namespace = format!("org-{org}");
+    until("org namespace", async || {
+        orgs.get(org)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.namespace)
+            .is_some()
+    })
+    .await;
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
+    let spec = ClusterSpec {
+        display_name: None,
+        provider: Default::default(),
+        token_version: 1,
+        desired_node_count: None,
+        members: vec![],
+    };
+    clusters
+        .create(&PostParams::default(), &Cluster::new("east", spec))
+        .await
+        .unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), &namespace);
+    let mut secret = None;
+    until("token", async || {
+        secret = secrets.get_opt("cluster-east-token").await.unwrap();
+        secret.is_some()
+    })
+    .await;
+    let data = secret.unwrap().data.unwrap();
+    let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+    let credentials = Credentials {
+        token: text("token"),
+        cluster_id: text("cluster-id"),
+        org_id: text("org-id"),
+    };
+    let agent = Agent::connect_eventually(&hub_url, &credentials).await;
+    let projects: Api<Project> = Api::namespaced(client.clone(), &namespace);
+    let spec = ProjectSpec {
+        cluster: "east".into(),
+        namespace: "shop".into(),
+        registry_secret: None,
+        members: vec![],
+    };
+    projects
+        .create(&PostParams::default(), &Project::new("shop", spec))
+        .await
+        .unwrap();
+    until("project ready", async || {
+        projects
+            .get("shop")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| s.phase == ProjectPhase::Ready)
+    })
+    .await;
+    stop_setup.cancel();
+    setup.await.unwrap();
+
+    // 1,000 Apps while no controller runs.
+    let apps: Api<App> = Api::namespaced(client.clone(), &namespace);
+    let created = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut tasks = Vec::new();
+    for i in 0..APPS {
+        let apps = apps.clone();
+        let gate = gate.clone();
+        tasks.push(tokio::spawn(async move {
+            let _permit = gate.acquire().await.unwrap();
+            let app: App = serde_json::from_value(serde_json::json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+                "metadata": {"name": format!("app-{i:04}")},
+                "spec": {"project": "shop", "components": [{"name": "web", "workload": {"image": format!("nginx:1.{i}"), "replicas": 2}}]}
+            }))
+            .unwrap();
+            apps.create(&PostParams::default(), &app).await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    eprintln!("created {APPS} Apps in {:?}", created.elapsed());
+
+    // The timed set of controllers, recording into a database of its own.
+    let db = postgres.fresh_database("history-bench").await.unwrap();
+    let history = History::connect(&DatabaseUrl::new(db.url.clone()), CONNECTIONS)
+        .await
+        .unwrap();
+    let counter = History::connect(&DatabaseUrl::new(db.url.clone()), 1)
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let run = controllers(&client, history, &hub_url, &signer, &stop);
+    let count = async || -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM deployments WHERE org_id = 'bench'")
+            .fetch_one(counter.pool())
+            .await
+            .unwrap()
+    };
+    let mut first_row = None;
+    loop {
+        let n = count().await;
+        if n > 0 && first_row.is_none() {
+            first_row = Some(started.elapsed());
+        }
+        if n >= APPS as i64 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "only {n} rows after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first_row = first_row.unwrap_or_default();
+    let recording = started.elapsed() - first_row;
+    let deployed = agent.count("app.deploy");
+    stop.cancel();
+    let _ = run.await;
+    stop_hub.cancel();
+    let rows_per_s = APPS as f64 / recording.as_secs_f64();
+    eprintln!(
+        "{APPS} rows in {recording:?} after the first; {deployed} app.deploy commands reached the agent"
+    );
+
+    let pgbench = pgbench_rate(&db.url);
+    let report = serde_json::json!({
+        "benchmark": "history",
+        "apps": APPS,
+        "rows_per_s": (rows_per_s * 10.0).round() / 10.0,
+        "seconds_first_to_last_row": (recording.as_secs_f64() * 100.0).round() / 100.0,
+        "controllers_start_to_first_row_s": (first_row.as_secs_f64() * 100.0).round() / 100.0,
+        "pgbench_inserts_per_s": pgbench.round(),
+        "pgbench_clients": CONNECTIONS,
+        "ratio": (rows_per_s / pgbench * 1000.0).round() / 1000.0,
+    });
+    println!("{report}");
+    std::process::exit(0);
+}
