@@ -841,3 +841,72 @@ async fn the_app_deploy_reaches_only_its_own_cluster_and_foreign_reports_are_ign
         Some("Running")
     );
 }
+
+#[tokio::test]
+async fn drift_reports_reach_the_app_and_blocked_sync_is_recorded() {
+    let t = tenant("drift").await;
+    t.project("shop", "shop").await;
+    t.app("web", "shop", "nginx:1.27").await;
+    let app = t.running("web").await;
+    let revision = app.status.as_ref().unwrap().revision.clone().unwrap();
+    let report =
+        |class, details: Vec<kubenest_contracts::DriftDetail>| kubenest_contracts::DriftReport {
+            app_id: kubenest_contracts::Id::new(app.uid().unwrap()),
+            revision: revision.clone(),
+            class,
+            details,
+            observed_at: chrono::Utc::now(),
+        };
+    let scaled = kubenest_contracts::DriftDetail {
+        resource: "Deployment/web".into(),
+        field: "spec.replicas".into(),
+        desired: serde_json::json!(2),
+        observed: serde_json::json!(5),
+        manager: Some("kubectl-scale".into()),
+    };
+    t.agent.send(report(
+        kubenest_contracts::DriftClass::Recoverable,
+        vec![scaled],
+    ));
+    let drifted = t
+        .until("web", Duration::from_secs(15), |s| {
+            s.sync.as_ref().is_some_and(|s| s.drift_detected)
+        })
+        .await;
+    let sync = drifted.status.as_ref().unwrap().sync.clone().unwrap();
+    assert_eq!(sync.drift_class.as_deref(), Some("recoverable"));
+    assert_eq!(
+        sync.drift_details[0].manager.as_deref(),
+        Some("kubectl-scale")
+    );
+    assert_eq!(
+        (
+            sync.drift_details[0].desired.as_str(),
+            sync.drift_details[0].observed.as_str()
+        ),
+        ("2", "5")
+    );
+
+    t.agent
+        .send(report(kubenest_contracts::DriftClass::BlockedSync, vec![]));
+    let blocked = t
+        .until("web", Duration::from_secs(15), |s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Synced" && c.reason == "BlockedSync")
+        })
+        .await;
+    assert_eq!(
+        blocked.status.unwrap().sync.unwrap().drift_class.as_deref(),
+        Some("blocked_sync")
+    );
+
+    t.agent
+        .send(report(kubenest_contracts::DriftClass::Recoverable, vec![]));
+    t.until("web", Duration::from_secs(15), |s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Synced" && c.status == "True")
+    })
+    .await;
+}
