@@ -21,43 +21,18 @@ use serde_json::{Value, json};
 
 use crate::app::controller::{actor_of_fields, definition, resolved_addon};
 use crate::app::merge;
-use crate::conditions::{self, DELETION_BLOCKED, PROGRESSING, READY};
+use crate::conditions::{self, PROGRESSING, READY};
 use crate::history::{AddonOperation, AddonRevision, HistoryError, NewAddonRevision};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement};
-use crate::plane::{Plane, unrouted};
+use crate::plane::Plane;
+pub use crate::reconcile::Error;
+use crate::reconcile::{await_deletion, error_policy, key_of};
 
 /// Holds an addon's deletion until the agent confirms it is uninstalled.
 pub const FINALIZER: &str = "kubenest.io/addon-cleanup";
 /// Roll back to this revision number, once per distinct value.
 pub const ROLLBACK_ANNOTATION: &str = "kubenest.io/rollback-to";
-
-/// What stops a reconcile.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("history: {0}")]
-    History(#[from] HistoryError),
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("finalizer: {0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("waiting: {1}")]
-    Waiting(Duration, String),
-}
-
-fn key_of(addon: &AddonInstance) -> Result<ObjectKey, Error> {
-    Ok(ObjectKey {
-        namespace: addon
-            .namespace()
-            .ok_or_else(|| Error::Invalid("addon without namespace".into()))?,
-        name: addon.name_any(),
-        uid: addon
-            .uid()
-            .ok_or_else(|| Error::Invalid("addon without uid".into()))?,
-    })
-}
 
 fn addon_ref(key: &ObjectKey, placement: &Placement) -> wire::AddonRef {
     wire::AddonRef {
@@ -102,7 +77,7 @@ async fn write_status(
 }
 
 async fn reconcile(addon: Arc<AddonInstance>, plane: Arc<Plane>) -> Result<Action, Error> {
-    let key = key_of(&addon)?;
+    let key = key_of(&*addon)?;
     let api: Api<AddonInstance> = Api::namespaced(plane.client.clone(), &key.namespace);
     finalizer(&api, FINALIZER, addon, |event| async {
         match event {
@@ -205,35 +180,25 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
     let mut retry = None;
     let mut waiting = None;
     if !observed {
-        if plane.intents.due(&key.uid) {
-            let command = wire::AddonApply {
-                addon: addon_ref(key, &placement),
-                revision,
-                definition: wire::Name::new(&addon.spec.definition),
-                chart,
-                values,
-                exports: resolved.exports.clone(),
-            };
-            let sent = Sent::AddonApply {
-                addon: key.clone(),
-                revision,
-            };
-            waiting = Some(match plane.send(&placement, command, sent).await {
-                Ok(()) => (
-                    "AwaitingAgent".to_owned(),
-                    format!("revision {revision} was sent; waiting for the agent to install it"),
-                ),
-                Err(error) => {
-                    let (reason, message) = unrouted(&error);
-                    (reason.to_owned(), message)
-                }
-            });
-            retry = Some(plane.intents.backoff(&key.uid));
-        } else {
-            retry = Some(plane.intents.until_due(&key.uid));
-            waiting = conditions::get(&old.conditions, PROGRESSING)
-                .map(|c| (c.reason.clone(), c.message.clone()));
-        }
+        let command = wire::AddonApply {
+            addon: addon_ref(key, &placement),
+            revision,
+            definition: wire::Name::new(&addon.spec.definition),
+            chart,
+            values,
+            exports: resolved.exports.clone(),
+        };
+        let sent = Sent::AddonApply {
+            addon: key.clone(),
+            revision,
+        };
+        let routed = format!("revision {revision} was sent; waiting for the agent to install it");
+        let previous = conditions::get(&old.conditions, PROGRESSING);
+        let attempt = plane
+            .attempt(&key.uid, &placement, command, sent, routed, previous)
+            .await;
+        retry = Some(attempt.retry);
+        waiting = attempt.waiting;
     } else {
         plane.intents.settled(&key.uid);
     }
@@ -411,71 +376,24 @@ async fn cleanup(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Resul
     }
     let mut status = old.clone();
     status.phase = Some("Deleting".into());
-    let (reason, message) = if plane.intents.due(&key.uid) {
-        let command = wire::AddonDelete {
-            addon: addon_ref(key, &placement),
-        };
-        let outcome = plane
-            .send(
-                &placement,
-                command,
-                Sent::AddonDelete { addon: key.clone() },
-            )
-            .await;
-        plane.intents.backoff(&key.uid);
-        match outcome {
-            Ok(()) => (
-                "AwaitingAgent".to_owned(),
-                "addon.delete was sent; waiting for the agent to confirm".to_owned(),
-            ),
-            Err(error) => {
-                let (reason, message) = unrouted(&error);
-                (reason.to_owned(), message)
-            }
-        }
-    } else {
-        conditions::get(&old.conditions, DELETION_BLOCKED).map_or_else(
-            || {
-                (
-                    "AwaitingAgent".to_owned(),
-                    "waiting for the agent".to_owned(),
-                )
-            },
-            |c| (c.reason.clone(), c.message.clone()),
-        )
+    let command = wire::AddonDelete {
+        addon: addon_ref(key, &placement),
     };
-    conditions::set(
+    let sent = Sent::AddonDelete { addon: key.clone() };
+    let routed = "addon.delete was sent; waiting for the agent to confirm".to_owned();
+    let waiting = await_deletion(
+        plane,
+        &key.uid,
+        &placement,
+        command,
+        sent,
+        routed,
         &mut status.conditions,
-        DELETION_BLOCKED,
-        true,
-        &reason,
-        message.clone(),
         addon.metadata.generation,
-    );
+    )
+    .await;
     write_status(plane, key, &old, &status).await?;
-    Err(Error::Waiting(plane.intents.until_due(&key.uid), message))
-}
-
-fn error_policy(_addon: Arc<AddonInstance>, error: &Error, _plane: Arc<Plane>) -> Action {
-    match error {
-        Error::Finalizer(inner) => match &**inner {
-            kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting(delay, _)) => {
-                Action::requeue((*delay).max(Duration::from_secs(1)))
-            }
-            other => {
-                tracing::warn!(error = %other, "addon reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            }
-        },
-        Error::Invalid(reason) => {
-            tracing::warn!(reason, "addon cannot be reconciled until it changes");
-            Action::await_change()
-        }
-        other => {
-            tracing::warn!(error = %other, "addon reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
+    Err(waiting)
 }
 
 /// Runs the AddonInstance controller until `shutdown` resolves.
@@ -483,7 +401,7 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
     let addons: Api<AddonInstance> = Api::all(plane.client.clone());
     Controller::new(addons, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, plane)
+        .run(reconcile, error_policy::<AddonInstance>, plane)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "addon reconcile");

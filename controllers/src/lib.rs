@@ -31,6 +31,7 @@ pub mod placement;
 pub mod plane;
 pub mod project;
 pub mod rbac;
+pub mod reconcile;
 pub mod run;
 pub mod status;
 pub mod template;
@@ -47,4 +48,9 @@ pub async fn ensure_crds(client: &kube::Client) -> Result<(), kube::Error> {
         api.patch(&name, &params, &Patch::Apply(&crd)).await?;
     }
     Ok(())
+}
+
+/// A timestamp as the statuses write it: RFC 3339, whole seconds, `Z`.
+pub(crate) fn rfc3339(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

@@ -1,6 +1,9 @@
 //! What every reconciler of the management plane shares: the API client, the history store,
 //! the hub client and the work in flight.
 
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::ObjectRef;
 use kubenest_contracts::{Envelope, Id, Message};
 use kubenest_crds::app::App;
@@ -44,6 +47,62 @@ impl Plane {
             .for_cluster(Id::new(&placement.cluster_id), Id::new(&placement.org_id));
         self.intents.sent(envelope.id, what);
         self.hub.dispatch(envelope).await
+    }
+}
+
+/// What an attempt to send an object's command came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Why the object waits now (reason, message): the send's outcome, or when no send was due,
+    /// what the previous attempt recorded.
+    pub waiting: Option<(String, String)>,
+    /// When to try again.
+    pub retry: Duration,
+}
+
+impl Attempt {
+    /// [`Attempt::waiting`], or a plain "waiting for the agent" when nothing is recorded.
+    pub fn waiting_or_default(&self) -> (String, String) {
+        self.waiting.clone().unwrap_or_else(|| {
+            (
+                "AwaitingAgent".to_owned(),
+                "waiting for the agent".to_owned(),
+            )
+        })
+    }
+}
+
+impl Plane {
+    /// Sends the command of object `uid` when its backoff has run out, else leaves it for the
+    /// next attempt. `routed` is the message once the hub routed it; `previous` is the condition
+    /// in which the last attempt was recorded.
+    pub async fn attempt(
+        &self,
+        uid: &str,
+        placement: &Placement,
+        command: impl Into<Message>,
+        sent: Sent,
+        routed: String,
+        previous: Option<&Condition>,
+    ) -> Attempt {
+        if !self.intents.due(uid) {
+            return Attempt {
+                waiting: previous.map(|c| (c.reason.clone(), c.message.clone())),
+                retry: self.intents.until_due(uid),
+            };
+        }
+        let waiting = match self.send(placement, command, sent).await {
+            Ok(()) => ("AwaitingAgent".to_owned(), routed),
+            Err(error) => {
+                tracing::debug!(%error, "command not routed");
+                let (reason, message) = unrouted(&error);
+                (reason.to_owned(), message)
+            }
+        };
+        Attempt {
+            waiting: Some(waiting),
+            retry: self.intents.backoff(uid),
+        }
     }
 }
 

@@ -27,25 +27,14 @@ use serde_json::json;
 use crate::conditions::{self, DELETION_BLOCKED, PROGRESSING, READY};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement, Unplaced};
-use crate::plane::{Plane, unrouted};
+use crate::plane::Plane;
+pub use crate::reconcile::Error;
+use crate::reconcile::{await_deletion, error_policy, key_of};
 
 /// Holds a Project's deletion until its namespace is gone from the cluster.
 pub const FINALIZER: &str = "kubenest.io/project-cleanup";
 /// Labels every project namespace carries on its cluster.
 pub const PROJECT_LABEL: &str = "kubenest.io/project";
-
-/// What stops a reconcile.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("finalizer: {0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("waiting: {1}")]
-    Waiting(Duration, String),
-}
 
 /// The project that holds `namespace` on `cluster` among `projects` (pure): the oldest claim
 /// that is not being deleted, ties broken by name.
@@ -76,18 +65,6 @@ fn claimed(project: &Project) -> bool {
         .is_some()
 }
 
-fn key_of(project: &Project) -> Result<ObjectKey, Error> {
-    Ok(ObjectKey {
-        namespace: project
-            .namespace()
-            .ok_or_else(|| Error::Invalid("project without namespace".into()))?,
-        name: project.name_any(),
-        uid: project
-            .uid()
-            .ok_or_else(|| Error::Invalid("project without uid".into()))?,
-    })
-}
-
 async fn write_status(
     plane: &Plane,
     key: &ObjectKey,
@@ -105,7 +82,7 @@ async fn write_status(
 }
 
 async fn reconcile(project: Arc<Project>, plane: Arc<Plane>) -> Result<Action, Error> {
-    let key = key_of(&project)?;
+    let key = key_of(&*project)?;
     let api: Api<Project> = Api::namespaced(plane.client.clone(), &key.namespace);
     finalizer(&api, FINALIZER, project, |event| async {
         match event {
@@ -210,40 +187,21 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         old.cluster_phase.as_deref() == Some("Ready") && old.ensured_generation == Some(generation);
     let mut retry = None;
     if !confirmed {
-        let (reason, message) = if plane.intents.due(&key.uid) {
-            let sent = Sent::ProjectEnsure {
-                project: key.clone(),
-                generation,
-            };
-            let outcome = plane
-                .send(&placement, ensure_command(project, &placement), sent)
-                .await;
-            retry = Some(plane.intents.backoff(&key.uid));
-            match outcome {
-                Ok(()) => (
-                    "AwaitingAgent".to_owned(),
-                    format!(
-                        "namespace {} requested; waiting for the agent to confirm it",
-                        project.spec.namespace
-                    ),
-                ),
-                Err(error) => {
-                    let (reason, message) = unrouted(&error);
-                    (reason.to_owned(), message)
-                }
-            }
-        } else {
-            retry = Some(plane.intents.until_due(&key.uid));
-            conditions::get(&old.conditions, PROGRESSING).map_or_else(
-                || {
-                    (
-                        "AwaitingAgent".to_owned(),
-                        "waiting for the agent".to_owned(),
-                    )
-                },
-                |c| (c.reason.clone(), c.message.clone()),
-            )
+        let sent = Sent::ProjectEnsure {
+            project: key.clone(),
+            generation,
         };
+        let routed = format!(
+            "namespace {} requested; waiting for the agent to confirm it",
+            project.spec.namespace
+        );
+        let previous = conditions::get(&old.conditions, PROGRESSING);
+        let command = ensure_command(project, &placement);
+        let attempt = plane
+            .attempt(&key.uid, &placement, command, sent, routed, previous)
+            .await;
+        retry = Some(attempt.retry);
+        let (reason, message) = attempt.waiting_or_default();
         conditions::set(
             &mut status.conditions,
             PROGRESSING,
@@ -355,77 +313,30 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Ac
         }
     };
     status.phase = ProjectPhase::Terminating;
-    let (reason, message) = if plane.intents.due(&key.uid) {
-        let command = wire::ProjectDelete {
-            project_id: wire::Id::new(&key.uid),
-            namespace: wire::Name::new(&project.spec.namespace),
-        };
-        let outcome = plane
-            .send(
-                &placement,
-                command,
-                Sent::ProjectDelete {
-                    project: key.clone(),
-                },
-            )
-            .await;
-        plane.intents.backoff(&key.uid);
-        match outcome {
-            Ok(()) => (
-                "AwaitingAgent".to_owned(),
-                format!(
-                    "project.delete sent; waiting for the agent to remove namespace {}",
-                    project.spec.namespace
-                ),
-            ),
-            Err(error) => {
-                let (reason, message) = unrouted(&error);
-                (reason.to_owned(), message)
-            }
-        }
-    } else {
-        conditions::get(&old.conditions, DELETION_BLOCKED).map_or_else(
-            || {
-                (
-                    "AwaitingAgent".to_owned(),
-                    "waiting for the agent".to_owned(),
-                )
-            },
-            |c| (c.reason.clone(), c.message.clone()),
-        )
+    let command = wire::ProjectDelete {
+        project_id: wire::Id::new(&key.uid),
+        namespace: wire::Name::new(&project.spec.namespace),
     };
-    conditions::set(
-        &mut status.conditions,
-        DELETION_BLOCKED,
-        true,
-        &reason,
-        message.clone(),
-        project.metadata.generation,
+    let sent = Sent::ProjectDelete {
+        project: key.clone(),
+    };
+    let routed = format!(
+        "project.delete sent; waiting for the agent to remove namespace {}",
+        project.spec.namespace
     );
+    let waiting = await_deletion(
+        plane,
+        &key.uid,
+        &placement,
+        command,
+        sent,
+        routed,
+        &mut status.conditions,
+        project.metadata.generation,
+    )
+    .await;
     write_status(plane, key, &old, &status).await?;
-    Err(Error::Waiting(plane.intents.until_due(&key.uid), message))
-}
-
-fn error_policy(_project: Arc<Project>, error: &Error, _plane: Arc<Plane>) -> Action {
-    match error {
-        Error::Finalizer(inner) => match &**inner {
-            kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting(delay, _)) => {
-                Action::requeue((*delay).max(Duration::from_secs(1)))
-            }
-            other => {
-                tracing::warn!(error = %other, "project reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            }
-        },
-        Error::Invalid(reason) => {
-            tracing::warn!(reason, "project cannot be reconciled until it changes");
-            Action::await_change()
-        }
-        other => {
-            tracing::warn!(error = %other, "project reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
+    Err(waiting)
 }
 
 /// Runs the Project controller until `shutdown` resolves.
@@ -448,7 +359,7 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
             move |addon| to_project(addon.namespace(), &addon.spec.project),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, plane)
+        .run(reconcile, error_policy::<Project>, plane)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "project reconcile");

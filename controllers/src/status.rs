@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -29,10 +28,7 @@ use crate::cluster::health;
 use crate::history::DeploymentStatus;
 use crate::intents::{Held, ObjectKey, Sent};
 use crate::plane::Plane;
-
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
+use crate::rfc3339;
 
 /// Caches of the objects events are about.
 #[derive(Clone)]

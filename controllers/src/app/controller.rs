@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
+
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -37,8 +38,11 @@ use crate::conditions::{self, PROGRESSING, READY};
 use crate::history::{DeploymentStatus, HistoryError, NewDeployment, Operation};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement, Unplaced};
-use crate::plane::{Plane, unrouted};
+use crate::plane::Plane;
 use crate::rbac::FIELD_MANAGER;
+pub use crate::reconcile::Error;
+use crate::reconcile::{await_deletion, error_policy, key_of};
+use crate::rfc3339;
 
 /// Holds an App's deletion until its agent confirms the cluster side is gone.
 pub const FINALIZER: &str = "kubenest.io/app-cleanup";
@@ -56,38 +60,6 @@ pub const API_FIELD_MANAGER: &str = "kubenest-apiserver";
 pub const SYNCED: &str = "Synced";
 /// Condition type of a rollback request that cannot be carried out.
 pub const ROLLBACK_FAILED: &str = "RollbackFailed";
-
-/// What stops a reconcile.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("history: {0}")]
-    History(#[from] HistoryError),
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("finalizer: {0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-    /// Deletion waits for the agent; try again after this long.
-    #[error("waiting for the cluster: {1}")]
-    Waiting(Duration, String),
-}
-
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-fn key_of(app: &App) -> Result<ObjectKey, Error> {
-    Ok(ObjectKey {
-        namespace: app
-            .namespace()
-            .ok_or_else(|| Error::Invalid("app without namespace".into()))?,
-        name: app.name_any(),
-        uid: app
-            .uid()
-            .ok_or_else(|| Error::Invalid("app without uid".into()))?,
-    })
-}
 
 /// The outcome of weighing what the App wants against what is known of the cluster (pure).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,7 +322,7 @@ pub fn resolved_addon(definition: &AddonDefinition) -> ResolvedAddon {
 
 #[tracing::instrument(skip(app, plane), fields(app = %app.name_any()))]
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
-    let key = key_of(&app)?;
+    let key = key_of(&*app)?;
     let api: Api<App> = Api::namespaced(plane.client.clone(), &key.namespace);
     finalizer(&api, FINALIZER, app, |event| async {
         match event {
@@ -462,30 +434,22 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
     let mut retry = None;
     if rejected.is_none() && !expired && (!observed || differs) {
         if plane.intents.due(&key.uid) {
-            let sent = Sent::AppDeploy {
-                app: key.clone(),
-                revision: revision.clone(),
-            };
             // Forgotten before sending: a snapshot that arrives meanwhile is newer and stays.
             plane.intents.clear_held(&key.uid);
-            waiting = Some(match plane.send(&placement, deploy, sent).await {
-                Ok(()) => (
-                    "AwaitingAgent".into(),
-                    format!(
-                        "revision {revision} was sent to the cluster; waiting for the agent to report it"
-                    ),
-                ),
-                Err(error) => {
-                    let (reason, message) = unrouted(&error);
-                    tracing::debug!(%error, "app.deploy not routed");
-                    (reason.into(), message)
-                }
-            });
-            retry = Some(plane.intents.backoff(&key.uid));
-        } else {
-            waiting = previous_wait.clone();
-            retry = Some(plane.intents.until_due(&key.uid));
         }
+        let sent = Sent::AppDeploy {
+            app: key.clone(),
+            revision: revision.clone(),
+        };
+        let routed = format!(
+            "revision {revision} was sent to the cluster; waiting for the agent to report it"
+        );
+        let previous = conditions::get(&status.conditions, PROGRESSING);
+        let attempt = plane
+            .attempt(&key.uid, &placement, deploy, sent, routed, previous)
+            .await;
+        waiting = attempt.waiting;
+        retry = Some(attempt.retry);
     } else if observed {
         plane.intents.settled(&key.uid);
     }
@@ -919,71 +883,29 @@ async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Er
     }
     let mut status = old.clone();
     status.phase = Some("Deleting".into());
-    let (reason, message) = if plane.intents.due(&key.uid) {
-        let command = wire::AppDelete {
-            app: wire::AppRef {
-                app_id: wire::Id::new(&key.uid),
-                name: wire::Name::new(&key.name),
-                project_id: wire::Id::new(&placement.project_id),
-                namespace: wire::Name::new(&placement.namespace),
-            },
-        };
-        let sent = Sent::AppDelete { app: key.clone() };
-        let outcome = plane.send(&placement, command, sent).await;
-        plane.intents.backoff(&key.uid);
-        match outcome {
-            Ok(()) => (
-                "AwaitingAgent".to_owned(),
-                "app.delete was sent; waiting for the agent to confirm".to_owned(),
-            ),
-            Err(error) => {
-                let (reason, message) = unrouted(&error);
-                (reason.to_owned(), message)
-            }
-        }
-    } else {
-        conditions::get(&old.conditions, crate::conditions::DELETION_BLOCKED).map_or_else(
-            || {
-                (
-                    "AwaitingAgent".to_owned(),
-                    "waiting for the agent".to_owned(),
-                )
-            },
-            |c| (c.reason.clone(), c.message.clone()),
-        )
-    };
-    conditions::set(
-        &mut status.conditions,
-        crate::conditions::DELETION_BLOCKED,
-        true,
-        &reason,
-        message.clone(),
-        app.metadata.generation,
-    );
-    write_status(plane, key, &old, &status).await?;
-    Err(Error::Waiting(plane.intents.until_due(&key.uid), message))
-}
-
-fn error_policy(_app: Arc<App>, error: &Error, _plane: Arc<Plane>) -> Action {
-    match error {
-        Error::Finalizer(inner) => match &**inner {
-            kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting(delay, _)) => {
-                Action::requeue((*delay).max(Duration::from_secs(1)))
-            }
-            other => {
-                tracing::warn!(error = %other, "app reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            }
+    let command = wire::AppDelete {
+        app: wire::AppRef {
+            app_id: wire::Id::new(&key.uid),
+            name: wire::Name::new(&key.name),
+            project_id: wire::Id::new(&placement.project_id),
+            namespace: wire::Name::new(&placement.namespace),
         },
-        Error::Invalid(reason) => {
-            tracing::warn!(reason, "app cannot be reconciled until it changes");
-            Action::await_change()
-        }
-        other => {
-            tracing::warn!(error = %other, "app reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
+    };
+    let sent = Sent::AppDelete { app: key.clone() };
+    let routed = "app.delete was sent; waiting for the agent to confirm".to_owned();
+    let waiting = await_deletion(
+        plane,
+        &key.uid,
+        &placement,
+        command,
+        sent,
+        routed,
+        &mut status.conditions,
+        app.metadata.generation,
+    )
+    .await;
+    write_status(plane, key, &old, &status).await?;
+    Err(waiting)
 }
 
 /// Runs the App controller until `shutdown` resolves; `triggers` asks for extra reconciles.
@@ -997,7 +919,7 @@ pub async fn run(
     Controller::new(apps, watcher::Config::default())
         .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, plane)
+        .run(reconcile, error_policy::<App>, plane)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "app reconcile");

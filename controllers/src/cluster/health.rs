@@ -2,7 +2,7 @@
 //! that stops reporting is not shown as healthy from stale data — once the report window passes,
 //! every check turns `unknown` and a critical `HeartbeatMissed` condition is raised.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -11,14 +11,12 @@ use kubenest_crds::cluster::{
     Capacity, CheckStatus, Cluster, ClusterState, ClusterStatus, HealthCheck,
 };
 
+use crate::rfc3339;
+
 /// The critical condition of a silent cluster.
 pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
 /// Share of CPU or memory requested above which capacity is a warning.
 const CAPACITY_WARNING: f64 = 0.9;
-
-fn rfc3339(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
 
 fn now_time() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::core::ObjectMeta;
@@ -26,7 +26,6 @@ use kubenest_crds::cluster::{Cluster, ClusterStatus};
 
 use kubenest_crds::project::Project;
 
-use crate::organization::ORG_LABEL;
 use crate::rbac::FIELD_MANAGER;
 
 /// Holds a Cluster's deletion until no project uses it.
@@ -86,14 +85,6 @@ pub fn floors(clusters: &[Cluster], org_of_namespace: &BTreeMap<String, String>)
         .collect()
 }
 
-async fn org_of(client: &kube::Client, namespace: &str) -> Result<String, Error> {
-    let ns = Api::<Namespace>::all(client.clone()).get(namespace).await?;
-    ns.labels()
-        .get(ORG_LABEL)
-        .cloned()
-        .ok_or_else(|| Error::Invalid(format!("namespace {namespace} belongs to no organization")))
-}
-
 #[tracing::instrument(skip(cluster, ctx), fields(cluster = %cluster.name_any()))]
 async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = cluster
@@ -115,7 +106,11 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
     let cluster_id = cluster
         .uid()
         .ok_or_else(|| Error::Invalid("cluster without uid".into()))?;
-    let org = org_of(&ctx.client, namespace).await?;
+    let org = crate::placement::org_of(&ctx.client, namespace)
+        .await?
+        .ok_or_else(|| {
+            Error::Invalid(format!("namespace {namespace} belongs to no organization"))
+        })?;
     let status = cluster.status.clone().unwrap_or_default();
     let secret_name = token_secret_name(&name);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);

@@ -1,0 +1,104 @@
+//! What the Project, App and AddonInstance reconcilers share: their error, its retry policy, the
+//! object key, and the wait for an agent to confirm a deletion.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kubenest_contracts::Message;
+
+use crate::conditions::{self, DELETION_BLOCKED};
+use crate::history::HistoryError;
+use crate::intents::{ObjectKey, Sent};
+use crate::placement::Placement;
+use crate::plane::Plane;
+
+/// What stops a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("history: {0}")]
+    History(#[from] HistoryError),
+    /// The object cannot be reconciled until it changes.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    #[error("finalizer: {0}")]
+    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    /// Deletion waits for the cluster (or for dependents); try again after this long.
+    #[error("waiting: {1}")]
+    Waiting(Duration, String),
+}
+
+/// The namespace, name and uid of a namespaced object.
+pub fn key_of<K: ResourceExt>(object: &K) -> Result<ObjectKey, Error> {
+    Ok(ObjectKey {
+        namespace: object
+            .namespace()
+            .ok_or_else(|| Error::Invalid("object without namespace".into()))?,
+        name: object.name_any(),
+        uid: object
+            .uid()
+            .ok_or_else(|| Error::Invalid("object without uid".into()))?,
+    })
+}
+
+/// Retries a failed reconcile: a waiting deletion when its next attempt is due, an invalid
+/// object when it changes, anything else after 5 s.
+pub fn error_policy<K>(_object: Arc<K>, error: &Error, _plane: Arc<Plane>) -> Action
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let kind = K::kind(&());
+    match error {
+        Error::Finalizer(inner) => match &**inner {
+            kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting(delay, _)) => {
+                Action::requeue((*delay).max(Duration::from_secs(1)))
+            }
+            other => {
+                tracing::warn!(%kind, error = %other, "reconcile failed; retrying");
+                Action::requeue(Duration::from_secs(5))
+            }
+        },
+        Error::Invalid(reason) => {
+            tracing::warn!(%kind, reason, "cannot be reconciled until it changes");
+            Action::await_change()
+        }
+        other => {
+            tracing::warn!(%kind, error = %other, "reconcile failed; retrying");
+            Action::requeue(Duration::from_secs(5))
+        }
+    }
+}
+
+/// Sends a deletion command when it is due and records in `DeletionBlocked` what the deletion
+/// waits for. Returns the error that keeps the finalizer until the next attempt; the caller
+/// writes the conditions.
+#[allow(clippy::too_many_arguments)] // one call per controller, every argument distinct
+pub async fn await_deletion(
+    plane: &Plane,
+    uid: &str,
+    placement: &Placement,
+    command: impl Into<Message>,
+    sent: Sent,
+    routed: String,
+    conditions: &mut Vec<Condition>,
+    generation: Option<i64>,
+) -> Error {
+    let previous = conditions::get(conditions, DELETION_BLOCKED).cloned();
+    let attempt = plane
+        .attempt(uid, placement, command, sent, routed, previous.as_ref())
+        .await;
+    let (reason, message) = attempt.waiting_or_default();
+    conditions::set(
+        conditions,
+        DELETION_BLOCKED,
+        true,
+        &reason,
+        message.clone(),
+        generation,
+    );
+    Error::Waiting(attempt.retry, message)
+}
