@@ -17,6 +17,7 @@ use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::watcher;
 use kubenest_contracts as wire;
 use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
+use kubenest_crds::project::Project;
 use serde_json::{Value, json};
 
 use crate::app::controller::{actor_of_fields, definition, resolved_addon};
@@ -93,23 +94,23 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
     let generation = addon.metadata.generation.unwrap_or(0);
     let old = addon.status.clone().unwrap_or_default();
     let mut status = old.clone();
-    let placement =
-        match placement::place(&plane.client, &key.namespace, &addon.spec.project, true).await? {
-            Ok(placement) => placement,
-            Err(unplaced) => {
-                status.phase = Some("Pending".into());
-                conditions::set(
-                    &mut status.conditions,
-                    READY,
-                    false,
-                    unplaced.reason(),
-                    unplaced.message(),
-                    Some(generation),
-                );
-                write_status(plane, key, &old, &status).await?;
-                return Ok(Action::requeue(Duration::from_secs(10)));
-            }
-        };
+    let placement = match placement::place(&plane.caches, &key.namespace, &addon.spec.project, true)
+    {
+        Ok(placement) => placement,
+        Err(unplaced) => {
+            status.phase = Some("Pending".into());
+            conditions::set(
+                &mut status.conditions,
+                READY,
+                false,
+                unplaced.reason(),
+                unplaced.message(),
+                Some(generation),
+            );
+            write_status(plane, key, &old, &status).await?;
+            return Ok(Action::requeue(Duration::from_secs(10)));
+        }
+    };
     let actor = actor_of_fields(addon.managed_fields(), addon.annotations());
 
     if let Some(target) = addon.annotations().get(ROLLBACK_ANNOTATION)
@@ -118,7 +119,7 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
         return rollback(addon, plane, key, &placement, target, &actor, &old).await;
     }
 
-    let Some(found) = definition(plane, &key.namespace, &addon.spec.definition).await? else {
+    let Some(found) = definition(plane, &key.namespace, &addon.spec.definition) else {
         status.phase = Some("Failed".into());
         conditions::set(
             &mut status.conditions,
@@ -363,7 +364,7 @@ async fn rollback(
 async fn cleanup(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
     let old = addon.status.clone().unwrap_or_default();
     let placement =
-        match placement::place(&plane.client, &key.namespace, &addon.spec.project, false).await? {
+        match placement::place(&plane.caches, &key.namespace, &addon.spec.project, false) {
             Ok(placement) => placement,
             Err(_) => {
                 plane.intents.forget(&key.uid);
@@ -399,7 +400,17 @@ async fn cleanup(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Resul
 /// Runs the AddonInstance controller until `shutdown` resolves.
 pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let addons: Api<AddonInstance> = Api::all(plane.client.clone());
+    let caches = plane.caches.clone();
     Controller::new(addons, watcher::Config::default())
+        // A project turning Ready (or going away) moves its addons on.
+        .watches(
+            Api::<Project>::all(plane.client.clone()),
+            watcher::Config::default(),
+            move |project| {
+                let namespace = project.namespace().unwrap_or_default();
+                caches.addons_of(&namespace, &project.name_any())
+            },
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy::<AddonInstance>, plane)
         .for_each(|result| async move {

@@ -1,13 +1,14 @@
 //! Where an object in an organization's namespace goes: its organization, its Project and that
-//! project's Cluster (with the cluster's id), looked up on each reconcile from the API server.
+//! project's Cluster (with the cluster's id), looked up in the controllers' caches.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::{Project, ProjectPhase};
 
 use crate::organization::ORG_LABEL;
+use crate::status::Caches;
 
 /// A resolved destination.
 #[derive(Debug, Clone)]
@@ -70,55 +71,54 @@ pub async fn org_of(client: &kube::Client, namespace: &str) -> Result<Option<Str
     Ok(ns.and_then(|ns| ns.labels().get(ORG_LABEL).cloned()))
 }
 
-/// The id of Cluster `name` in `namespace`, if it exists and has one.
-pub async fn cluster(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Result<String, Unplaced>, kube::Error> {
-    let cluster = Api::<Cluster>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await?;
-    Ok(match cluster {
-        None => Err(Unplaced::ClusterNotFound(name.to_owned())),
-        Some(c) => c
-            .status
-            .and_then(|s| s.cluster_id)
-            .ok_or_else(|| Unplaced::ClusterNotRegistered(name.to_owned())),
-    })
+/// The organization owning `namespace`, from the cached organization namespaces.
+pub fn org_in(caches: &Caches, namespace: &str) -> Option<String> {
+    caches
+        .namespaces
+        .get(&ObjectRef::new(namespace))?
+        .labels()
+        .get(ORG_LABEL)
+        .cloned()
 }
 
-/// Resolves project `project` in `namespace`. With `ready`, the project must be Ready (its
-/// namespace confirmed by the agent).
-pub async fn place(
-    client: &kube::Client,
+/// The id of Cluster `name` in `namespace`, if it exists and has one.
+pub fn cluster(caches: &Caches, namespace: &str, name: &str) -> Result<String, Unplaced> {
+    let cluster = caches
+        .clusters
+        .get(&ObjectRef::new(name).within(namespace))
+        .ok_or_else(|| Unplaced::ClusterNotFound(name.to_owned()))?;
+    cluster
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_id.clone())
+        .ok_or_else(|| Unplaced::ClusterNotRegistered(name.to_owned()))
+}
+
+/// Resolves project `project` in `namespace` from the caches. With `ready`, the project must be
+/// Ready (its namespace confirmed by the agent).
+pub fn place(
+    caches: &Caches,
     namespace: &str,
     project: &str,
     ready: bool,
-) -> Result<Result<Placement, Unplaced>, kube::Error> {
-    let Some(org_id) = org_of(client, namespace).await? else {
-        return Ok(Err(Unplaced::NotInOrganization(namespace.to_owned())));
-    };
-    let Some(found) = Api::<Project>::namespaced(client.clone(), namespace)
-        .get_opt(project)
-        .await?
-    else {
-        return Ok(Err(Unplaced::ProjectNotFound(project.to_owned())));
-    };
+) -> Result<Placement, Unplaced> {
+    let org_id = org_in(caches, namespace)
+        .ok_or_else(|| Unplaced::NotInOrganization(namespace.to_owned()))?;
+    let found = caches
+        .projects
+        .get(&ObjectRef::new(project).within(namespace))
+        .ok_or_else(|| Unplaced::ProjectNotFound(project.to_owned()))?;
     let phase = found.status.as_ref().map(|s| s.phase).unwrap_or_default();
     if ready && (phase != ProjectPhase::Ready || found.meta().deletion_timestamp.is_some()) {
-        return Ok(Err(Unplaced::ProjectNotReady(project.to_owned())));
+        return Err(Unplaced::ProjectNotReady(project.to_owned()));
     }
-    let cluster_id = match cluster(client, namespace, &found.spec.cluster).await? {
-        Ok(id) => id,
-        Err(unplaced) => return Ok(Err(unplaced)),
-    };
-    Ok(Ok(Placement {
+    let cluster_id = cluster(caches, namespace, &found.spec.cluster)?;
+    Ok(Placement {
         org_id,
         project_id: found.uid().unwrap_or_default(),
         cluster_name: found.spec.cluster.clone(),
         namespace: found.spec.namespace.clone(),
         cluster_id,
-        project: found,
-    }))
+        project: (*found).clone(),
+    })
 }

@@ -13,6 +13,7 @@ use crate::history::History;
 use crate::hub_client::{DispatchError, HubClient};
 use crate::intents::{Intents, Sent};
 use crate::placement::Placement;
+use crate::status::Caches;
 
 /// Shared by the App, Project and AddonInstance controllers and the status router.
 pub struct Plane {
@@ -22,6 +23,8 @@ pub struct Plane {
     pub intents: Intents,
     /// Where global AddonDefinitions and StackTemplates live.
     pub system_namespace: String,
+    /// The objects placements and lookups read (kept current by watches).
+    pub caches: Caches,
     /// Asks the App controller to reconcile an App now (e.g. a snapshot says it differs).
     pub app_triggers: mpsc::Sender<ObjectRef<App>>,
 }

@@ -21,6 +21,7 @@ use kube::{Resource, ResourceExt};
 use kubenest_contracts as wire;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::app::App;
+use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 use serde_json::json;
 
@@ -95,27 +96,18 @@ async fn reconcile(project: Arc<Project>, plane: Arc<Plane>) -> Result<Action, E
 }
 
 /// The placement of a project itself (its cluster and organization).
-async fn place(
-    plane: &Plane,
-    project: &Project,
-    key: &ObjectKey,
-) -> Result<Result<Placement, Unplaced>, Error> {
-    let Some(org_id) = placement::org_of(&plane.client, &key.namespace).await? else {
-        return Ok(Err(Unplaced::NotInOrganization(key.namespace.clone())));
-    };
-    let cluster_id =
-        match placement::cluster(&plane.client, &key.namespace, &project.spec.cluster).await? {
-            Ok(id) => id,
-            Err(unplaced) => return Ok(Err(unplaced)),
-        };
-    Ok(Ok(Placement {
+fn place(plane: &Plane, project: &Project, key: &ObjectKey) -> Result<Placement, Unplaced> {
+    let org_id = placement::org_in(&plane.caches, &key.namespace)
+        .ok_or_else(|| Unplaced::NotInOrganization(key.namespace.clone()))?;
+    let cluster_id = placement::cluster(&plane.caches, &key.namespace, &project.spec.cluster)?;
+    Ok(Placement {
         org_id,
         project: project.clone(),
         project_id: key.uid.clone(),
         cluster_name: project.spec.cluster.clone(),
         cluster_id,
         namespace: project.spec.namespace.clone(),
-    }))
+    })
 }
 
 fn ensure_command(project: &Project, placement: &Placement) -> wire::ProjectEnsure {
@@ -140,6 +132,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
     let old = project.status.clone().unwrap_or_default();
     let mut status = old.clone();
 
+    // Listed from the API server, not the cache: a claim must see every project that exists.
     let siblings = Api::<Project>::namespaced(plane.client.clone(), &key.namespace)
         .list(&ListParams::default())
         .await?
@@ -166,7 +159,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
 
-    let placement = match place(plane, project, key).await? {
+    let placement = match place(plane, project, key) {
         Ok(placement) => placement,
         Err(unplaced) => {
             status.phase = ProjectPhase::Pending;
@@ -261,7 +254,8 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
     ))
 }
 
-/// Names of the Apps and AddonInstances in the project (pure filter over listed objects).
+/// Names of the Apps and AddonInstances in the project, listed from the API server (not the
+/// cache), so a namespace is never removed under an object the cache has not seen yet.
 async fn dependents(plane: &Plane, key: &ObjectKey) -> Result<Vec<String>, Error> {
     let apps = Api::<App>::namespaced(plane.client.clone(), &key.namespace)
         .list(&ListParams::default())
@@ -305,7 +299,7 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Ac
         plane.intents.forget(&key.uid);
         return Ok(Action::await_change());
     }
-    let placement = match place(plane, project, key).await? {
+    let placement = match place(plane, project, key) {
         Ok(placement) => placement,
         Err(_) => {
             plane.intents.forget(&key.uid);
@@ -343,6 +337,7 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Ac
 pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let client = plane.client.clone();
     let projects: Api<Project> = Api::all(client.clone());
+    let caches = plane.caches.clone();
     let to_project = |namespace: Option<String>, project: &str| {
         Some(ObjectRef::<Project>::new(project).within(&namespace?))
     };
@@ -354,9 +349,18 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
             move |app| to_project(app.namespace(), &app.spec.project),
         )
         .watches(
-            Api::<AddonInstance>::all(client),
+            Api::<AddonInstance>::all(client.clone()),
             watcher::Config::default(),
             move |addon| to_project(addon.namespace(), &addon.spec.project),
+        )
+        // A cluster getting its id places its projects.
+        .watches(
+            Api::<Cluster>::all(client),
+            watcher::Config::default(),
+            move |cluster| {
+                let namespace = cluster.namespace().unwrap_or_default();
+                caches.projects_on(&namespace, &cluster.name_any())
+            },
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy::<Project>, plane)

@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kubenest_contracts::TokenSigner;
 use kubenest_crds::cluster::Cluster;
 use tokio::sync::mpsc;
@@ -67,6 +66,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         shutdown.child_token(),
     )?;
     let (triggers, trigger_rx) = mpsc::channel(4096);
+    let caches = Caches::start(&client, &shutdown).await;
     let plane = Arc::new(Plane {
         client: client.clone(),
         history: config.history.clone(),
@@ -74,8 +74,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         intents: Intents::default(),
         system_namespace: config.system_namespace.clone(),
         app_triggers: triggers,
+        caches: caches.clone(),
     });
-    let caches = Caches::start(&client, &shutdown).await;
     let stop = || {
         let shutdown = shutdown.clone();
         async move { shutdown.cancelled().await }
@@ -101,7 +101,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             }
         },
         status::resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
-        push_floors(&client, &hub, &caches, &shutdown),
+        push_floors(&hub, &caches, &shutdown),
         fleet_health(&client, &sessions, config.heartbeat_window, &shutdown),
     );
     Ok(())
@@ -109,14 +109,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
 
 /// Keeps every hub replica's revocation floors in step with the Clusters: a new cluster can
 /// connect within a moment, and a raised token version cuts its old session at once.
-async fn push_floors(
-    client: &kube::Client,
-    hub: &HubClient,
-    caches: &Caches,
-    shutdown: &CancellationToken,
-) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let mut orgs: BTreeMap<String, String> = BTreeMap::new();
+async fn push_floors(hub: &HubClient, caches: &Caches, shutdown: &CancellationToken) {
     let mut pushed = None;
     loop {
         let clusters: Vec<Cluster> = caches
@@ -125,25 +118,12 @@ async fn push_floors(
             .iter()
             .map(|c| (**c).clone())
             .collect();
-        let unknown = clusters
+        let orgs: BTreeMap<String, String> = caches
+            .namespaces
+            .state()
             .iter()
-            .filter_map(ResourceExt::namespace)
-            .any(|ns| !orgs.contains_key(&ns));
-        if unknown {
-            match namespaces
-                .list(&ListParams::default().labels(ORG_LABEL))
-                .await
-            {
-                Ok(list) => {
-                    orgs = list
-                        .items
-                        .into_iter()
-                        .filter_map(|ns| Some((ns.name_any(), ns.labels().get(ORG_LABEL)?.clone())))
-                        .collect();
-                }
-                Err(error) => tracing::warn!(%error, "floors: namespaces unavailable"),
-            }
-        }
+            .filter_map(|ns| Some((ns.name_any(), ns.labels().get(ORG_LABEL)?.clone())))
+            .collect();
         let floors = cluster::floors(&clusters, &orgs);
         if pushed.as_ref() != Some(&floors) {
             hub.push_floors(floors.clone());

@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kubenest_contracts::{self as wire, Envelope, Message};
-use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::addon::{AddonDefinition, AddonInstance};
 use kubenest_crds::app::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::health;
 use crate::history::DeploymentStatus;
 use crate::intents::{Held, ObjectKey, Sent};
+use crate::organization::ORG_LABEL;
 use crate::plane::Plane;
 use crate::rfc3339;
 
@@ -37,6 +39,9 @@ pub struct Caches {
     pub projects: Store<Project>,
     pub addons: Store<AddonInstance>,
     pub clusters: Store<Cluster>,
+    /// Organization namespaces (labelled with their organization).
+    pub namespaces: Store<Namespace>,
+    pub definitions: Store<AddonDefinition>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -45,7 +50,7 @@ impl std::fmt::Debug for Caches {
     }
 }
 
-fn cache<K>(api: Api<K>, shutdown: &CancellationToken) -> Store<K>
+fn cache<K>(api: Api<K>, config: watcher::Config, shutdown: &CancellationToken) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -56,7 +61,7 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+    let stream = reflector::reflector(writer, watcher(api, config))
         .default_backoff()
         .applied_objects();
     let shutdown = shutdown.clone();
@@ -70,22 +75,60 @@ where
     reader
 }
 
+fn all() -> watcher::Config {
+    watcher::Config::default()
+}
+
 impl Caches {
     /// Starts the caches and waits until each has listed once.
     pub async fn start(client: &kube::Client, shutdown: &CancellationToken) -> Self {
         let caches = Self {
-            apps: cache(Api::all(client.clone()), shutdown),
-            projects: cache(Api::all(client.clone()), shutdown),
-            addons: cache(Api::all(client.clone()), shutdown),
-            clusters: cache(Api::all(client.clone()), shutdown),
+            apps: cache(Api::all(client.clone()), all(), shutdown),
+            projects: cache(Api::all(client.clone()), all(), shutdown),
+            addons: cache(Api::all(client.clone()), all(), shutdown),
+            clusters: cache(Api::all(client.clone()), all(), shutdown),
+            namespaces: cache(Api::all(client.clone()), all().labels(ORG_LABEL), shutdown),
+            definitions: cache(Api::all(client.clone()), all(), shutdown),
         };
         let _ = tokio::join!(
             caches.apps.wait_until_ready(),
             caches.projects.wait_until_ready(),
             caches.addons.wait_until_ready(),
             caches.clusters.wait_until_ready(),
+            caches.namespaces.wait_until_ready(),
+            caches.definitions.wait_until_ready(),
         );
         caches
+    }
+
+    /// The Apps of project `project` in `namespace`.
+    pub fn apps_of(&self, namespace: &str, project: &str) -> Vec<ObjectRef<App>> {
+        self.apps
+            .state()
+            .iter()
+            .filter(|a| a.namespace().as_deref() == Some(namespace) && a.spec.project == project)
+            .map(|a| ObjectRef::from_obj(&**a))
+            .collect()
+    }
+
+    /// The AddonInstances of project `project` in `namespace`.
+    pub fn addons_of(&self, namespace: &str, project: &str) -> Vec<ObjectRef<AddonInstance>> {
+        self.addons
+            .state()
+            .iter()
+            .filter(|a| a.namespace().as_deref() == Some(namespace) && a.spec.project == project)
+            .map(|a| ObjectRef::from_obj(&**a))
+            .collect()
+    }
+
+    /// The Projects on Cluster `cluster` in `namespace`.
+    pub fn projects_on(&self, namespace: &str, cluster: &str) -> Vec<ObjectRef<Project>> {
+        self.projects
+            .state()
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(namespace) && p.spec.cluster == cluster)
+            .map(|p| ObjectRef::from_obj(&**p))
+            .collect()
     }
 
     /// The id of the cluster that project `project` in `namespace` lives on.
@@ -508,7 +551,7 @@ pub async fn resync_on_reconnect(plane: Arc<Plane>, caches: Caches, shutdown: Ca
             let Some(namespace) = cluster.namespace() else {
                 continue;
             };
-            let Ok(Some(org)) = crate::placement::org_of(&plane.client, &namespace).await else {
+            let Some(org) = crate::placement::org_in(&caches, &namespace) else {
                 continue;
             };
             let request = Envelope::new(wire::ResyncRequest {

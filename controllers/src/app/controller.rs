@@ -29,6 +29,7 @@ use kube::runtime::watcher;
 use kubenest_contracts as wire;
 use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::{App, AppSpec, AppStatus};
+use kubenest_crds::project::Project;
 use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -282,7 +283,7 @@ async fn resolve_addons(
         if resolved.contains_key(&addon.definition) {
             continue;
         }
-        if let Some(definition) = definition(plane, namespace, &addon.definition).await? {
+        if let Some(definition) = definition(plane, namespace, &addon.definition) {
             resolved.insert(addon.definition.clone(), resolved_addon(&definition));
         }
     }
@@ -290,20 +291,15 @@ async fn resolve_addons(
 }
 
 /// AddonDefinition `name`, from `namespace` or else the system namespace.
-pub async fn definition(
-    plane: &Plane,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<AddonDefinition>, kube::Error> {
-    for ns in [namespace, plane.system_namespace.as_str()] {
-        let found = Api::<AddonDefinition>::namespaced(plane.client.clone(), ns)
-            .get_opt(name)
-            .await?;
-        if found.is_some() {
-            return Ok(found);
-        }
-    }
-    Ok(None)
+pub fn definition(plane: &Plane, namespace: &str, name: &str) -> Option<Arc<AddonDefinition>> {
+    [namespace, plane.system_namespace.as_str()]
+        .into_iter()
+        .find_map(|ns| {
+            plane
+                .caches
+                .definitions
+                .get(&ObjectRef::new(name).within(ns))
+        })
 }
 
 /// An AddonDefinition as the wire needs it.
@@ -343,11 +339,10 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
         return rollback(app, plane, key, target, &old).await;
     }
 
-    let placement =
-        match placement::place(&plane.client, &key.namespace, &app.spec.project, true).await? {
-            Ok(placement) => placement,
-            Err(unplaced) => return unplaced_app(plane, key, &old, &unplaced, generation).await,
-        };
+    let placement = match placement::place(&plane.caches, &key.namespace, &app.spec.project, true) {
+        Ok(placement) => placement,
+        Err(unplaced) => return unplaced_app(plane, key, &old, &unplaced, generation).await,
+    };
     let addons = resolve_addons(plane, &key.namespace, &app.spec).await?;
     let identity = AppIdentity {
         app_id: key.uid.clone(),
@@ -710,11 +705,11 @@ async fn rollback(
         )
         .await;
     };
-    let placement =
-        match placement::place(&plane.client, &key.namespace, &app.spec.project, false).await? {
-            Ok(p) => p,
-            Err(unplaced) => return refuse(unplaced.reason(), unplaced.message()).await,
-        };
+    let placement = match placement::place(&plane.caches, &key.namespace, &app.spec.project, false)
+    {
+        Ok(p) => p,
+        Err(unplaced) => return refuse(unplaced.reason(), unplaced.message()).await,
+    };
     let snapshot = match plane.history.deployment(&placement.org_id, target_id).await {
         Ok(found) if found.deployment.app_id == key.uid => found.deployment,
         Ok(_) | Err(HistoryError::NotFound) => {
@@ -840,15 +835,15 @@ async fn redeploy(
 
 async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
     let old = app.status.clone().unwrap_or_default();
-    let placement =
-        match placement::place(&plane.client, &key.namespace, &app.spec.project, false).await? {
-            Ok(placement) => placement,
-            // No project or cluster: nothing of the App can be left on a cluster we can reach.
-            Err(_) => {
-                plane.intents.forget(&key.uid);
-                return Ok(Action::await_change());
-            }
-        };
+    let placement = match placement::place(&plane.caches, &key.namespace, &app.spec.project, false)
+    {
+        Ok(placement) => placement,
+        // No project or cluster: nothing of the App can be left on a cluster we can reach.
+        Err(_) => {
+            plane.intents.forget(&key.uid);
+            return Ok(Action::await_change());
+        }
+    };
     if old.revision.is_none() {
         plane.intents.forget(&key.uid);
         return Ok(Action::await_change()); // never recorded, so never sent
@@ -916,7 +911,17 @@ pub async fn run(
 ) {
     let apps: Api<App> = Api::all(plane.client.clone());
     let triggers = tokio_stream::wrappers::ReceiverStream::new(triggers);
+    let caches = plane.caches.clone();
     Controller::new(apps, watcher::Config::default())
+        // A project turning Ready (or going away) moves its Apps on.
+        .watches(
+            Api::<Project>::all(plane.client.clone()),
+            watcher::Config::default(),
+            move |project| {
+                let namespace = project.namespace().unwrap_or_default();
+                caches.apps_of(&namespace, &project.name_any())
+            },
+        )
         .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy::<App>, plane)
