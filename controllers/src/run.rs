@@ -102,7 +102,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         },
         status::resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
         push_floors(&hub, &caches, &shutdown),
-        fleet_health(&client, &sessions, config.heartbeat_window, &shutdown),
+        fleet_health(
+            &client,
+            &caches,
+            &sessions,
+            config.heartbeat_window,
+            &shutdown
+        ),
     );
     Ok(())
 }
@@ -140,16 +146,18 @@ async fn push_floors(hub: &HubClient, caches: &Caches, shutdown: &CancellationTo
 /// is gone (`disconnected`).
 async fn fleet_health(
     client: &kube::Client,
+    caches: &Caches,
     sessions: &Api<Lease>,
     window: chrono::Duration,
     shutdown: &CancellationToken,
 ) {
     loop {
         let now = chrono::Utc::now();
-        if let Err(error) = health::sweep(client, now, window).await {
+        let clusters = caches.clusters.state();
+        if let Err(error) = health::sweep_clusters(client, &clusters, now, window).await {
             tracing::warn!(%error, "fleet health: sweep failed");
         }
-        if let Err(error) = health::sweep_sessions(client, sessions, now).await {
+        if let Err(error) = health::sweep_sessions(client, &clusters, sessions, now).await {
             tracing::warn!(%error, "fleet health: session sweep failed");
         }
         tokio::select! {

@@ -13,8 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kubenest_contracts::{ClientType, Id, Identity, TokenVerifier};
 use kubenest_controllers::cluster;
-use kubenest_crds::cluster::{Cluster, ClusterSpec};
-use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::{Project, ProjectSpec};
 
 async fn setup(client: &Client) -> &'static TokenVerifier {
@@ -29,50 +28,6 @@ async fn token(secrets: &Api<Secret>, name: &str) -> Option<String> {
         .unwrap()?;
     let bytes = secret.data?.get("token")?.0.clone();
     Some(String::from_utf8(bytes).unwrap())
-}
-
-/// A new organization (Ready, with its namespace) holding a new Cluster `name`; returns the
-/// organization, its namespace and the Clusters API there.
-async fn org_with_cluster(
-    client: &Client,
-    prefix: &str,
-    name: &str,
-) -> (String, String, Api<Cluster>) {
-    let org = format!(
-        "{prefix}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..6]
-    );
-    let orgs: Api<Organization> = Api::all(client.clone());
-    let spec = OrganizationSpec {
-        display_name: prefix.to_uppercase(),
-        members: vec![],
-    };
-    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
-        .await
-        .unwrap();
-    let namespace = format!("org-{org}");
-    eventually("the org namespace", async || {
-        orgs.get(&org)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.namespace)
-            .is_some()
-    })
-    .await;
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
-    let spec = ClusterSpec {
-        display_name: None,
-        provider: Default::default(),
-        token_version: 1,
-        desired_node_count: None,
-        members: vec![],
-    };
-    clusters
-        .create(&PostParams::default(), &Cluster::new(name, spec))
-        .await
-        .unwrap();
-    (org, namespace, clusters)
 }
 
 /// The cluster's id (its uid), once the Cluster controller has recorded it in the status.
@@ -108,7 +63,7 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
     let client = mgmt.client().await.unwrap();
     let verifier = setup(&client).await;
 
-    let (org, namespace, clusters) = org_with_cluster(&client, "acme", "east").await;
+    let (org, namespace, clusters) = common::org_with_cluster(&client, "acme", "east").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     eventually("the token secret", async || {
         token(&secrets, "east").await.is_some()
@@ -208,7 +163,7 @@ async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
     let client = mgmt.client().await.unwrap();
     setup(&client).await;
-    let (_org, _namespace, clusters) = org_with_cluster(&client, "initech", "west").await;
+    let (_org, _namespace, clusters) = common::org_with_cluster(&client, "initech", "west").await;
     let uid = cluster_id(&clusters, "west").await;
 
     let beat = heartbeat(3, 3000);

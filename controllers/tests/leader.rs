@@ -9,7 +9,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{eventually, eventually_within};
+use common::eventually_within;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
@@ -61,7 +61,7 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() {
     };
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns.name());
     let first = replica("replica-a");
-    eventually("replica-a to lead", async || {
+    eventually_within("replica-a to lead", Duration::from_secs(30), async || {
         holder(&leases).await.as_deref() == Some("replica-a")
     })
     .await;
@@ -112,9 +112,11 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() {
 
     // A clean stop hands the lease back at once.
     second.terminate();
-    eventually("the lease released", async || {
+    let stopping = Instant::now();
+    eventually_within("the lease released", Duration::from_secs(30), async || {
         holder(&leases).await.is_none()
     })
     .await;
+    println!("released {:?} after SIGTERM", stopping.elapsed());
     second.stop();
 }

@@ -16,8 +16,7 @@ use kube::{Client, ResourceExt};
 use kubenest_contracts::{AppPhase, RejectReason};
 use kubenest_controllers::history::{DatabaseUrl, DeploymentStatus, History, Operation};
 use kubenest_crds::app::{App, AppSpec, AppStatus};
-use kubenest_crds::cluster::{Cluster, ClusterSpec, ClusterState};
-use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kubenest_crds::cluster::{Cluster, ClusterState};
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
 
 /// An organization with a registered cluster whose scripted agent is connected.
@@ -51,40 +50,7 @@ async fn token(client: &Client, namespace: &str, cluster: &str) -> Credentials {
 async fn tenant(prefix: &str) -> Tenant {
     let plane = shared_plane().await;
     let client = plane.mgmt.client().await.unwrap();
-    let org = format!(
-        "{prefix}-{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..6]
-    );
-    let orgs: Api<Organization> = Api::all(client.clone());
-    let spec = OrganizationSpec {
-        display_name: prefix.into(),
-        members: vec![],
-    };
-    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
-        .await
-        .unwrap();
-    let namespace = format!("org-{org}");
-    eventually("the org namespace", async || {
-        orgs.get(&org)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.namespace)
-            .is_some()
-    })
-    .await;
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
-    let spec = ClusterSpec {
-        display_name: None,
-        provider: Default::default(),
-        token_version: 1,
-        desired_node_count: None,
-        members: vec![],
-    };
-    clusters
-        .create(&PostParams::default(), &Cluster::new("east", spec))
-        .await
-        .unwrap();
+    let (org, namespace, clusters) = common::org_with_cluster(&client, prefix, "east").await;
     let token = token(&client, &namespace, "east").await;
     let agent = Agent::connect_eventually(&plane.hub_url, &token).await;
     let cluster_id = clusters.get("east").await.unwrap().uid().unwrap();

@@ -2,6 +2,8 @@
 //! that stops reporting is not shown as healthy from stale data — once the report window passes,
 //! every check turns `unknown` and a critical `HeartbeatMissed` condition is raised.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
@@ -181,11 +183,22 @@ pub async fn sweep(
     now: DateTime<Utc>,
     window: chrono::Duration,
 ) -> Result<usize, kube::Error> {
+    let clusters: Vec<Arc<Cluster>> = clusters(client).await?.into_iter().map(Arc::new).collect();
+    sweep_clusters(client, &clusters, now, window).await
+}
+
+/// [`sweep`] over clusters the caller already has (e.g. from a cache).
+pub async fn sweep_clusters(
+    client: &kube::Client,
+    clusters: &[Arc<Cluster>],
+    now: DateTime<Utc>,
+    window: chrono::Duration,
+) -> Result<usize, kube::Error> {
     let mut marked = 0;
-    for cluster in clusters(client).await? {
+    for cluster in clusters {
         let mut status = cluster.status.clone().unwrap_or_default();
         if evaluate(&mut status, now, window) {
-            write(client, &cluster, &status).await?;
+            write(client, cluster, &status).await?;
             marked += 1;
         }
     }
@@ -233,6 +246,7 @@ pub fn lease_live(lease: &k8s_openapi::api::coordination::v1::Lease, now: DateTi
 /// disconnected. Returns how many changed.
 pub async fn sweep_sessions(
     client: &kube::Client,
+    clusters: &[Arc<Cluster>],
     sessions: &Api<k8s_openapi::api::coordination::v1::Lease>,
     now: DateTime<Utc>,
 ) -> Result<usize, kube::Error> {
@@ -250,11 +264,11 @@ pub async fn sweep_sessions(
         })
         .collect();
     let mut marked = 0;
-    for cluster in clusters(client).await? {
+    for cluster in clusters {
         let mut status = cluster.status.clone().unwrap_or_default();
         let has_session = cluster.uid().is_some_and(|uid| live.contains(&uid));
         if session_lost(&mut status, has_session, now) {
-            write(client, &cluster, &status).await?;
+            write(client, cluster, &status).await?;
             marked += 1;
         }
     }

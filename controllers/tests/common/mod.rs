@@ -105,6 +105,57 @@ pub fn shared_controllers(
 
 pub mod agent;
 
+/// A new organization (Ready, with its namespace) holding a new Cluster `name`; returns the
+/// organization, its namespace and the Clusters API there.
+pub async fn org_with_cluster(
+    client: &kube::Client,
+    prefix: &str,
+    name: &str,
+) -> (String, String, Api<kubenest_crds::cluster::Cluster>) {
+    let org = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let orgs: Api<kubenest_crds::organization::Organization> = Api::all(client.clone());
+    let spec = kubenest_crds::organization::OrganizationSpec {
+        display_name: prefix.to_uppercase(),
+        members: vec![],
+    };
+    orgs.create(
+        &kube::api::PostParams::default(),
+        &kubenest_crds::organization::Organization::new(&org, spec),
+    )
+    .await
+    .unwrap();
+    let namespace = format!("org-{org}");
+    eventually("the org namespace", async || {
+        orgs.get(&org)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.namespace)
+            .is_some()
+    })
+    .await;
+    let clusters: Api<kubenest_crds::cluster::Cluster> =
+        Api::namespaced(client.clone(), &namespace);
+    let spec = kubenest_crds::cluster::ClusterSpec {
+        display_name: None,
+        provider: Default::default(),
+        token_version: 1,
+        desired_node_count: None,
+        members: vec![],
+    };
+    clusters
+        .create(
+            &kube::api::PostParams::default(),
+            &kubenest_crds::cluster::Cluster::new(name, spec),
+        )
+        .await
+        .unwrap();
+    (org, namespace, clusters)
+}
+
 /// The whole management plane, started once per test binary on a runtime of its own: a real
 /// hub replica (session Leases on the management cluster) and every controller (`run::run`)
 /// with the history on a fresh PostgreSQL database.
