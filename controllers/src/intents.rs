@@ -69,6 +69,7 @@ pub enum Held {
 #[derive(Debug)]
 struct Backoff {
     attempt: u32,
+    sent_at: Instant,
     next_at: Instant,
 }
 
@@ -111,6 +112,7 @@ impl Intents {
         let mut attempts = lock(&self.attempts);
         let backoff = attempts.entry(uid.to_owned()).or_insert(Backoff {
             attempt: 0,
+            sent_at: Instant::now(),
             next_at: Instant::now(),
         });
         let ceiling = RESEND_BASE
@@ -118,8 +120,17 @@ impl Intents {
             .min(RESEND_CAP);
         backoff.attempt = backoff.attempt.saturating_add(1);
         let delay = (RESEND_BASE + ceiling.mul_f64(rand::random::<f64>())).min(RESEND_CAP);
-        backoff.next_at = Instant::now() + delay;
+        backoff.sent_at = Instant::now();
+        backoff.next_at = backoff.sent_at + delay;
         delay
+    }
+
+    /// Holds `uid`'s next send until at least `at_least` after its last one (e.g. the agent has
+    /// stored the command durably, so re-sending is only a safety net). Idempotent.
+    pub fn hold_since_sent(&self, uid: &str, at_least: Duration) {
+        if let Some(backoff) = lock(&self.attempts).get_mut(uid) {
+            backoff.next_at = backoff.next_at.max(backoff.sent_at + at_least);
+        }
     }
 
     /// How long until `uid`'s command may be sent again (zero when due).
@@ -180,6 +191,10 @@ mod tests {
         assert!(delays[0] <= RESEND_BASE * 2);
         intents.settled("a");
         assert!(intents.due("a"));
+        intents.backoff("a");
+        intents.hold_since_sent("a", Duration::from_secs(60));
+        assert!(intents.until_due("a") > Duration::from_secs(50));
+        intents.settled("a");
         assert!(intents.backoff("a") <= RESEND_BASE * 2);
     }
 

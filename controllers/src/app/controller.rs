@@ -57,6 +57,9 @@ pub const RESTORED_ANNOTATION: &str = "kubenest.io/restored-from";
 pub const ACTOR_ANNOTATION: &str = "kubenest.io/actor";
 /// The field manager of the REST facade.
 pub const API_FIELD_MANAGER: &str = "kubenest-apiserver";
+/// How long after a send an accepted (durably stored) revision is sent again if still not
+/// reported observed.
+const ACCEPTED_RESEND: Duration = Duration::from_secs(20);
 /// Condition type of drift.
 pub const SYNCED: &str = "Synced";
 /// Condition type of a rollback request that cannot be carried out.
@@ -428,6 +431,12 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
     let mut waiting: Option<(String, String)> = None;
     let mut retry = None;
     if rejected.is_none() && !expired && (!observed || differs) {
+        let accepted = status.accepted_revision.as_deref() == Some(revision.as_str());
+        if accepted && !differs {
+            // The agent stored this revision durably and converges on its own: re-sending is
+            // only a safety net now, not a retry.
+            plane.intents.hold_since_sent(&key.uid, ACCEPTED_RESEND);
+        }
         if plane.intents.due(&key.uid) {
             // Forgotten before sending: a snapshot that arrives meanwhile is newer and stays.
             plane.intents.clear_held(&key.uid);
