@@ -12,37 +12,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark aborts on error
 
-#[path = "../tests/common/agent.rs"]
-#[allow(dead_code)] // the tests use the rest
-mod agent;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent::{Agent, Credentials};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use common::agent::Agent;
+use common::{Hub, SYSTEM_NAMESPACE as SYSTEM};
+use kube::api::{Api, PostParams};
 use kubenest_contracts::TokenSigner;
 use kubenest_controllers::history::{DatabaseUrl, History};
 use kubenest_crds::app::App;
-use kubenest_crds::cluster::{Cluster, ClusterSpec};
-use kubenest_crds::organization::{Organization, OrganizationSpec};
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
 use tokio_util::sync::CancellationToken;
 
 const APPS: usize = 1000;
 const CONNECTIONS: u32 = 8;
-const SYSTEM: &str = "kubenest-system";
-
-async fn until<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn pgbench_rate(url: &str) -> f64 {
     let bin = std::fs::read_dir("/usr/lib/postgresql")
@@ -138,42 +124,12 @@ async fn main() {
     let mgmt = kubenest_testkit::shared_management().await.unwrap();
     let postgres = kubenest_testkit::shared_postgres().await.unwrap();
     let client = mgmt.client().await.unwrap();
-    kubenest_controllers::ensure_crds(&client).await.unwrap();
-    kubenest_controllers::rbac::ensure_cluster_roles(&client)
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let ns =
-        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}});
-    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
-        .patch(
-            SYSTEM,
-            &PatchParams::apply("bench").force(),
-            &Patch::Apply(&ns),
-        )
-        .await
-        .unwrap();
-
-    // A hub replica and the signing key it trusts.
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hub.pub"), key.public_key_pem()).unwrap();
-    let signer =
-        Arc::new(TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let hub_url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
-    let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
-        "kubenest-hub".to_owned(),
-        format!("--jwt-public-key={}", dir.path().join("hub.pub").display()),
-        "--jwt-issuer=kubenest".to_owned(),
-        "--insecure-plaintext".to_owned(),
-        format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
-        format!("--lease-namespace={SYSTEM}"),
-    ])
-    .unwrap();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    common::install(&client).await;
+    common::system_namespace(&client).await;
+    let hub = Hub::prepare(mgmt, SYSTEM);
+    let (hub_url, signer) = (hub.url.clone(), hub.signer.clone());
     let stop_hub = CancellationToken::new();
-    tokio::spawn(kubenest_hub::run(args, listener, admin, stop_hub.clone()));
+    hub.start(stop_hub.clone());
 
     // Registration with a first set of controllers.
     let setup_db = postgres.fresh_database("history-setup").await.unwrap();
@@ -182,52 +138,8 @@ async fn main() {
         .unwrap();
     let stop_setup = CancellationToken::new();
     let setup = controllers(&client, setup_history, &hub_url, &signer, &stop_setup);
-    let org = "bench";
-    let orgs: Api<Organization> = Api::all(client.clone());
-    let spec = OrganizationSpec {
-        display_name: "Bench".into(),
-        members: vec![],
-    };
-    orgs.create(&PostParams::default(), &Organization::new(org, spec))
-        .await
-        .unwrap();
-    let namespace = format!("org-{org}");
-    until("org namespace", async || {
-        orgs.get(org)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.namespace)
-            .is_some()
-    })
-    .await;
-    let clusters: Api<Cluster> = Api::namespaced(client.clone(), &namespace);
-    let spec = ClusterSpec {
-        display_name: None,
-        provider: Default::default(),
-        token_version: 1,
-        desired_node_count: None,
-        members: vec![],
-    };
-    clusters
-        .create(&PostParams::default(), &Cluster::new("east", spec))
-        .await
-        .unwrap();
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), &namespace);
-    let mut secret = None;
-    until("token", async || {
-        secret = secrets.get_opt("cluster-east-token").await.unwrap();
-        secret.is_some()
-    })
-    .await;
-    let data = secret.unwrap().data.unwrap();
-    let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
-    let credentials = Credentials {
-        token: text("token"),
-        cluster_id: text("cluster-id"),
-        org_id: text("org-id"),
-    };
+    let (org, namespace, _) = common::org_with_cluster(&client, "bench", "east").await;
+    let credentials = common::credentials(&client, &namespace, "east").await;
     let agent = Agent::connect_eventually(&hub_url, &credentials).await;
     let projects: Api<Project> = Api::namespaced(client.clone(), &namespace);
     let spec = ProjectSpec {
@@ -240,7 +152,7 @@ async fn main() {
         .create(&PostParams::default(), &Project::new("shop", spec))
         .await
         .unwrap();
-    until("project ready", async || {
+    common::eventually_within("project ready", Duration::from_secs(60), async || {
         projects
             .get("shop")
             .await
@@ -288,7 +200,8 @@ async fn main() {
     let started = Instant::now();
     let run = controllers(&client, history, &hub_url, &signer, &stop);
     let count = async || -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM deployments WHERE org_id = 'bench'")
+        sqlx::query_scalar("SELECT count(*) FROM deployments WHERE org_id = $1")
+            .bind(&org)
             .fetch_one(counter.pool())
             .await
             .unwrap()

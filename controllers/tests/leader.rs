@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::eventually_within;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, PostParams};
-use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kube::api::Api;
 use kubenest_testkit::ManagedProcess;
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
@@ -91,24 +90,7 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() {
     assert!(failover < Duration::from_secs(20));
 
     // The new leader runs the controllers: an organization gets its namespace.
-    let org = format!("lead-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
-    let orgs: Api<Organization> = Api::all(client.clone());
-    let spec = OrganizationSpec {
-        display_name: "Lead".into(),
-        members: vec![],
-    };
-    orgs.create(&PostParams::default(), &Organization::new(&org, spec))
-        .await
-        .unwrap();
-    eventually_within("the org namespace", Duration::from_secs(30), async || {
-        orgs.get(&org)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.namespace)
-            .is_some()
-    })
-    .await;
+    common::organization(&client, "lead").await;
 
     // A clean stop hands the lease back at once.
     second.terminate();

@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::agent::{Agent, Credentials};
+use common::agent::Agent;
 use common::{eventually, eventually_within, shared_plane};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -29,29 +29,11 @@ struct Tenant {
     history: History,
 }
 
-async fn token(client: &Client, namespace: &str, cluster: &str) -> Credentials {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let name = kubenest_controllers::cluster::token_secret_name(cluster);
-    let mut found = None;
-    eventually("the cluster token", async || {
-        found = secrets.get_opt(&name).await.unwrap();
-        found.is_some()
-    })
-    .await;
-    let data = found.unwrap().data.unwrap();
-    let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
-    Credentials {
-        token: text("token"),
-        cluster_id: text("cluster-id"),
-        org_id: text("org-id"),
-    }
-}
-
 async fn tenant(prefix: &str) -> Tenant {
     let plane = shared_plane().await;
     let client = plane.mgmt.client().await.unwrap();
     let (org, namespace, clusters) = common::org_with_cluster(&client, prefix, "east").await;
-    let token = token(&client, &namespace, "east").await;
+    let token = common::credentials(&client, &namespace, "east").await;
     let agent = Agent::connect_eventually(&plane.hub_url, &token).await;
     let cluster_id = clusters.get("east").await.unwrap().uid().unwrap();
     let history = History::connect(&DatabaseUrl::new(plane.database_url.clone()), 2)
@@ -139,12 +121,20 @@ impl Tenant {
         .await
     }
 
-    async fn annotate(&self, name: &str, key: &str, value: &str) {
-        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+    /// Merge-patches App `name`.
+    async fn merge(&self, name: &str, patch: serde_json::Value) {
         self.apps()
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
+    }
+
+    async fn annotate(&self, name: &str, key: &str, value: &str) {
+        self.merge(
+            name,
+            serde_json::json!({"metadata": {"annotations": {key: value}}}),
+        )
+        .await;
     }
 }
 
@@ -290,10 +280,7 @@ async fn updates_pause_resume_redeploy_and_rollback_are_each_a_deployment() {
     let first_revision = first_status.revision.unwrap();
 
     let patch = serde_json::json!({"spec": {"components": [{"name": "web", "workload": {"image": "nginx:1.28", "replicas": 3}}]}});
-    t.apps()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    t.merge("web", patch).await;
     let second = t
         .until("web", Duration::from_secs(30), |s| {
             s.deployment_id.as_deref() != Some(first_id.as_str())
@@ -303,28 +290,16 @@ async fn updates_pause_resume_redeploy_and_rollback_are_each_a_deployment() {
         .await;
     assert_eq!(second.status.unwrap().components[0].desired_replicas, 3);
 
-    t.apps()
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"paused": true}})),
-        )
-        .await
-        .unwrap();
+    t.merge("web", serde_json::json!({"spec": {"paused": true}}))
+        .await;
     let paused = t
         .until("web", Duration::from_secs(30), |s| {
             s.phase.as_deref() == Some("Paused")
         })
         .await;
     assert_eq!(paused.status.unwrap().components[0].ready_replicas, 0);
-    t.apps()
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(&serde_json::json!({"spec": {"paused": false}})),
-        )
-        .await
-        .unwrap();
+    t.merge("web", serde_json::json!({"spec": {"paused": false}}))
+        .await;
     t.until("web", Duration::from_secs(30), |s| {
         s.phase.as_deref() == Some("Running") && s.observed_revision == s.revision
     })
@@ -557,10 +532,7 @@ async fn a_refused_command_fails_the_revision_with_the_agents_reason_and_field()
     // A new revision is tried afresh.
     t.agent.behave(|b| b.reject_deploys = None);
     let patch = serde_json::json!({"spec": {"components": [{"name": "web", "workload": {"image": "nginx:1.28"}}]}});
-    t.apps()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    t.merge("web", patch).await;
     t.running("web").await;
 }
 
@@ -626,7 +598,7 @@ async fn rotating_the_token_cuts_the_session_and_the_new_token_connects() {
         s.data.unwrap()["token-version"].0 == b"2"
     })
     .await;
-    let fresh = token(&t.client, &t.namespace, "east").await;
+    let fresh = common::credentials(&t.client, &t.namespace, "east").await;
     let plane = shared_plane().await;
     Agent::connect_eventually(&plane.hub_url, &fresh).await;
 }

@@ -105,13 +105,9 @@ pub fn shared_controllers(
 
 pub mod agent;
 
-/// A new organization (Ready, with its namespace) holding a new Cluster `name`; returns the
-/// organization, its namespace and the Clusters API there.
-pub async fn org_with_cluster(
-    client: &kube::Client,
-    prefix: &str,
-    name: &str,
-) -> (String, String, Api<kubenest_crds::cluster::Cluster>) {
+/// A new organization named `{prefix}-<random>`, once it has its namespace; returns its name
+/// and namespace.
+pub async fn organization(client: &kube::Client, prefix: &str) -> (String, String) {
     let org = format!(
         "{prefix}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..6]
@@ -128,7 +124,7 @@ pub async fn org_with_cluster(
     .await
     .unwrap();
     let namespace = format!("org-{org}");
-    eventually("the org namespace", async || {
+    eventually_within("the org namespace", Duration::from_secs(30), async || {
         orgs.get(&org)
             .await
             .unwrap()
@@ -137,6 +133,17 @@ pub async fn org_with_cluster(
             .is_some()
     })
     .await;
+    (org, namespace)
+}
+
+/// A new organization (with its namespace) holding a new Cluster `name`; returns the
+/// organization, its namespace and the Clusters API there.
+pub async fn org_with_cluster(
+    client: &kube::Client,
+    prefix: &str,
+    name: &str,
+) -> (String, String, Api<kubenest_crds::cluster::Cluster>) {
+    let (org, namespace) = organization(client, prefix).await;
     let clusters: Api<kubenest_crds::cluster::Cluster> =
         Api::namespaced(client.clone(), &namespace);
     let spec = kubenest_crds::cluster::ClusterSpec {
@@ -171,7 +178,7 @@ pub const SYSTEM_NAMESPACE: &str = "kubenest-system";
 
 /// Starts (once) and returns the shared plane.
 pub async fn shared_plane() -> &'static PlaneFixture {
-    use std::sync::{Arc, OnceLock};
+    use std::sync::OnceLock;
     static PLANE: OnceLock<PlaneFixture> = OnceLock::new();
     if let Some(plane) = PLANE.get() {
         return plane;
@@ -181,43 +188,18 @@ pub async fn shared_plane() -> &'static PlaneFixture {
     let database_url = postgres.fresh_database("plane").await.unwrap().url;
     let client = mgmt.client().await.unwrap();
     install(&client).await;
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
-    namespaces
-        .patch(
-            SYSTEM_NAMESPACE,
-            &kube::api::PatchParams::apply("tests").force(),
-            &kube::api::Patch::Apply(&ns),
-        )
-        .await
-        .unwrap();
+    system_namespace(&client).await;
     PLANE.get_or_init(|| {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-        let dir = tempfile::tempdir().unwrap().keep();
-        std::fs::write(dir.join("hub.pub"), key.public_key_pem()).unwrap();
-        let signer = Arc::new(
-            kubenest_contracts::TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest")
-                .unwrap(),
-        );
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let hub_url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
-        let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
-            "kubenest-hub".to_owned(),
-            format!("--jwt-public-key={}", dir.join("hub.pub").display()),
-            "--jwt-issuer=kubenest".to_owned(),
-            "--insecure-plaintext".to_owned(),
-            format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
-            format!("--lease-namespace={SYSTEM_NAMESPACE}"),
-        ])
-        .unwrap();
+        let hub = Hub::prepare(mgmt, SYSTEM_NAMESPACE);
+        let hub_url = hub.url.clone();
+        let signer = hub.signer.clone();
         let urls = vec![hub_url.clone()];
         let db = database_url.clone();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().unwrap();
             runtime.block_on(async move {
                 let shutdown = tokio_util::sync::CancellationToken::new();
-                tokio::spawn(kubenest_hub::run(args, listener, admin, shutdown.clone()));
+                hub.start(shutdown.clone());
                 let client = mgmt.client().await.unwrap();
                 let history = kubenest_controllers::history::History::connect(
                     &kubenest_controllers::history::DatabaseUrl::new(db),
@@ -245,4 +227,94 @@ pub async fn shared_plane() -> &'static PlaneFixture {
             database_url,
         }
     })
+}
+
+/// Creates the system namespace (hub session Leases, global definitions) if missing.
+pub async fn system_namespace(client: &kube::Client) {
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            SYSTEM_NAMESPACE,
+            &kube::api::PatchParams::apply("tests").force(),
+            &kube::api::Patch::Apply(&ns),
+        )
+        .await
+        .unwrap();
+}
+
+/// A hub replica ready to start: plaintext on a free loopback port, session Leases on the
+/// management cluster, trusting a fresh Ed25519 key whose signer it carries.
+pub struct Hub {
+    /// The replica's `ws://…/v1/connect`.
+    pub url: String,
+    pub signer: std::sync::Arc<kubenest_contracts::TokenSigner>,
+    args: kubenest_hub::Args,
+    listener: std::net::TcpListener,
+    admin: std::net::TcpListener,
+}
+
+impl Hub {
+    pub fn prepare(mgmt: &kubenest_testkit::Cluster, lease_namespace: &str) -> Self {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let dir = tempfile::tempdir().unwrap().keep();
+        std::fs::write(dir.join("hub.pub"), key.public_key_pem()).unwrap();
+        let signer = std::sync::Arc::new(
+            kubenest_contracts::TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest")
+                .unwrap(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+        let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
+            "kubenest-hub".to_owned(),
+            format!("--jwt-public-key={}", dir.join("hub.pub").display()),
+            "--jwt-issuer=kubenest".to_owned(),
+            "--insecure-plaintext".to_owned(),
+            format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
+            format!("--lease-namespace={lease_namespace}"),
+        ])
+        .unwrap();
+        Self {
+            url,
+            signer,
+            args,
+            listener,
+            admin,
+        }
+    }
+
+    /// Runs the replica on the current runtime until `shutdown`.
+    pub fn start(self, shutdown: tokio_util::sync::CancellationToken) {
+        tokio::spawn(kubenest_hub::run(
+            self.args,
+            self.listener,
+            self.admin,
+            shutdown,
+        ));
+    }
+}
+
+/// The credentials the Cluster controller minted for Cluster `cluster` in `namespace` (waits
+/// for its token Secret).
+pub async fn credentials(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+) -> agent::Credentials {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), namespace);
+    let name = kubenest_controllers::cluster::token_secret_name(cluster);
+    let mut found = None;
+    eventually("the cluster token", async || {
+        found = secrets.get_opt(&name).await.unwrap();
+        found.is_some()
+    })
+    .await;
+    let data = found.unwrap().data.unwrap();
+    let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    agent::Credentials {
+        token: text("token"),
+        cluster_id: text("cluster-id"),
+        org_id: text("org-id"),
+    }
 }
