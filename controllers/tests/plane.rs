@@ -848,3 +848,56 @@ async fn drift_reports_reach_the_app_and_blocked_sync_is_recorded() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_stack_template_is_marked_valid_or_told_what_is_wrong() {
+    use kubenest_crds::template::StackTemplate;
+    let t = tenant("tpl").await;
+    let templates: Api<StackTemplate> = Api::namespaced(t.client.clone(), &t.namespace);
+    let template: StackTemplate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "StackTemplate",
+        "metadata": {"name": "web"},
+        "spec": {
+            "scope": "global",
+            "parameters": [{"name": "image", "type": "string", "required": true}],
+            "components": [{"name": "web", "workload": {"image": "${image}", "replicas": "${replicas}"}}]
+        }
+    }))
+    .unwrap();
+    templates
+        .create(&PostParams::default(), &template)
+        .await
+        .unwrap();
+    let ready = async |status: &str| {
+        let mut found = None;
+        eventually("the template's Ready condition", async || {
+            let t = templates.get("web").await.unwrap();
+            found = t
+                .status
+                .unwrap_or_default()
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.status == status);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    };
+    let invalid = ready("False").await;
+    assert_eq!(invalid.reason, "InvalidTemplate");
+    assert!(
+        invalid.message.contains("components[0].workload.replicas")
+            && invalid.message.contains("${replicas}"),
+        "{}",
+        invalid.message
+    );
+    let patch = serde_json::json!({"spec": {"parameters": [
+        {"name": "image", "type": "string", "required": true},
+        {"name": "replicas", "type": "integer", "default": "2"}
+    ]}});
+    templates
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(ready("True").await.reason, "Valid");
+}
