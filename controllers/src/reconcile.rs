@@ -62,6 +62,7 @@ where
                 Action::requeue(Duration::from_secs(5))
             }
         },
+        Error::Waiting(delay, _) => Action::requeue((*delay).max(Duration::from_secs(1))),
         Error::Invalid(reason) => {
             tracing::warn!(%kind, reason, "cannot be reconciled until it changes");
             Action::await_change()

@@ -23,7 +23,6 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kubenest_contracts as wire;
@@ -191,27 +190,6 @@ pub fn assess(facts: &Facts<'_>) -> Assessment {
     }
 }
 
-/// Which operation a change of `before` into `after` is.
-pub fn operation_of(before: Option<&serde_json::Value>, after: &serde_json::Value) -> Operation {
-    let Some(before) = before else {
-        return Operation::Create;
-    };
-    let paused =
-        |spec: &serde_json::Value| spec.get("paused").and_then(|p| p.as_bool()) == Some(true);
-    let mut unpaused_before = before.clone();
-    let mut unpaused_after = after.clone();
-    for spec in [&mut unpaused_before, &mut unpaused_after] {
-        if let Some(map) = spec.as_object_mut() {
-            map.remove("paused");
-        }
-    }
-    match (paused(before), paused(after)) {
-        (false, true) if unpaused_before == unpaused_after => Operation::Pause,
-        (true, false) if unpaused_before == unpaused_after => Operation::Resume,
-        _ => Operation::Update,
-    }
-}
-
 /// Who made the App's current spec: the REST facade's `kubenest.io/actor` when that field
 /// manager wrote it, else the Kubernetes field manager that last changed the spec.
 pub fn actor_of(app: &App) -> String {
@@ -322,15 +300,68 @@ pub fn resolved_addon(definition: &AddonDefinition) -> ResolvedAddon {
 #[tracing::instrument(skip(app, plane), fields(app = %app.name_any()))]
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*app)?;
-    let api: Api<App> = Api::namespaced(plane.client.clone(), &key.namespace);
-    finalizer(&api, FINALIZER, app, |event| async {
-        match event {
-            Event::Apply(app) => apply(&app, &plane, &key).await,
-            Event::Cleanup(app) => cleanup(&app, &plane, &key).await,
+    let held = app.finalizers().iter().any(|f| f == FINALIZER);
+    if app.metadata.deletion_timestamp.is_some() {
+        if !held {
+            return Ok(Action::await_change());
         }
-    })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+        let action = cleanup(&app, &plane, &key).await?;
+        release(&app, &plane, &key).await?;
+        return Ok(action);
+    }
+    apply(&app, &plane, &key).await
+}
+
+/// Adds the cleanup finalizer, guarded so that a concurrent change of the list is not lost.
+/// The App controller does this itself (not with kube-runtime's `finalizer` helper, which adds it
+/// in a reconcile of its own) so that the deployment row of a new App is written in its first
+/// reconcile, before any write to the API server: the row is the durable intent.
+async fn hold(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
+    let patch = match app.metadata.finalizers.as_deref() {
+        None | Some([]) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": app.metadata.finalizers},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        Some(existing) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": existing},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    patch_finalizers(plane, key, patch).await
+}
+
+/// Removes the cleanup finalizer once the cluster side is gone.
+async fn release(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
+    let Some(index) = app.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let path = format!("/metadata/finalizers/{index}");
+    let patch = json!([
+        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "remove", "path": path},
+    ]);
+    match patch_finalizers(plane, key, patch).await {
+        // Already gone with the App.
+        Err(Error::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(()),
+        other => other,
+    }
+}
+
+async fn patch_finalizers(
+    plane: &Plane,
+    key: &ObjectKey,
+    patch: serde_json::Value,
+) -> Result<(), Error> {
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| Error::Invalid(e.to_string()))?;
+    Api::<App>::namespaced(plane.client.clone(), &key.namespace)
+        .patch(
+            &key.name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
+        .await?;
+    Ok(())
 }
 
 async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
@@ -397,7 +428,10 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
         status.rejection = None;
     }
 
-    // 2. Send what the cluster does not have yet.
+    // 2. Send what the cluster does not have yet, once its deletion is sure to be cleaned up.
+    if !app.finalizers().iter().any(|f| f == FINALIZER) {
+        hold(app, plane, key).await?;
+    }
     let observed = status.observed_revision.as_deref() == Some(revision.as_str());
     let rejected = status
         .rejection
@@ -623,14 +657,9 @@ async fn record(
     revision: &str,
     generation: i64,
 ) -> Result<crate::history::Deployment, Error> {
-    let previous = plane
-        .history
-        .app_history(&placement.org_id, &key.uid, 1)
-        .await?
-        .into_iter()
-        .next();
     let spec_after = serde_json::to_value(&app.spec).map_err(|e| Error::Invalid(e.to_string()))?;
-    let spec_before = previous.map(|p| p.spec_after);
+    // The spec before and the operation follow from the App's latest deployment, looked up in
+    // the same transaction that writes this one.
     let new = NewDeployment {
         intent_key: format!("{}/g{generation}", key.uid),
         org_id: placement.org_id.clone(),
@@ -639,15 +668,15 @@ async fn record(
         app_id: key.uid.clone(),
         app_name: key.name.clone(),
         revision: revision.to_owned(),
-        operation: operation_of(spec_before.as_ref(), &spec_after),
+        operation: Operation::Create,
         actor: actor_of(app),
-        spec_before,
+        spec_before: None,
         spec_after,
         rollback_of: None,
     };
-    let (row, inserted) = plane.history.record_deployment(&new).await?;
+    let (row, inserted) = plane.history.record_change(new).await?;
     if inserted {
-        tracing::info!(%revision, operation = new.operation.as_str(), "deployment recorded");
+        tracing::info!(%revision, operation = row.operation.as_str(), "deployment recorded");
     }
     Ok(row)
 }
@@ -1014,9 +1043,9 @@ mod tests {
         let base = json!({"project": "p", "components": [], "paused": false});
         let paused = json!({"project": "p", "components": [], "paused": true});
         let other = json!({"project": "q", "components": [], "paused": true});
-        assert_eq!(operation_of(None, &base), Operation::Create);
-        assert_eq!(operation_of(Some(&base), &paused), Operation::Pause);
-        assert_eq!(operation_of(Some(&paused), &base), Operation::Resume);
-        assert_eq!(operation_of(Some(&base), &other), Operation::Update);
+        assert_eq!(Operation::between(None, &base), Operation::Create);
+        assert_eq!(Operation::between(Some(&base), &paused), Operation::Pause);
+        assert_eq!(Operation::between(Some(&paused), &base), Operation::Resume);
+        assert_eq!(Operation::between(Some(&base), &other), Operation::Update);
     }
 }

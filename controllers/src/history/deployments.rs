@@ -46,6 +46,30 @@ text_enum! {
     }
 }
 
+impl Operation {
+    /// Which operation a change of an App's spec from `before` into `after` is: pausing and
+    /// resuming when only `paused` flips, creating when there was nothing before.
+    pub fn between(before: Option<&Value>, after: &Value) -> Self {
+        let Some(before) = before else {
+            return Self::Create;
+        };
+        let paused = |spec: &Value| spec.get("paused").and_then(Value::as_bool) == Some(true);
+        let without_paused = |spec: &Value| {
+            let mut spec = spec.clone();
+            if let Some(map) = spec.as_object_mut() {
+                map.remove("paused");
+            }
+            spec
+        };
+        let same_otherwise = without_paused(before) == without_paused(after);
+        match (paused(before), paused(after)) {
+            (false, true) if same_otherwise => Self::Pause,
+            (true, false) if same_otherwise => Self::Resume,
+            _ => Self::Update,
+        }
+    }
+}
+
 /// A deployment about to be dispatched.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewDeployment {
@@ -94,25 +118,25 @@ pub struct DeploymentWithDiff {
     pub diff: json_patch::Patch,
 }
 
-#[derive(sqlx::FromRow)]
-struct Row {
-    id: Uuid,
-    intent_key: String,
-    org_id: String,
-    project_id: String,
-    cluster_id: String,
-    app_id: String,
-    app_name: String,
-    revision: String,
-    operation: String,
-    actor: String,
-    spec_before: Option<Value>,
-    spec_after: Value,
-    rollback_of: Option<Uuid>,
-    status: String,
-    message: String,
-    created_at: DateTime<Utc>,
-    finished_at: Option<DateTime<Utc>>,
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(super) struct Row {
+    pub(super) id: Uuid,
+    pub(super) intent_key: String,
+    pub(super) org_id: String,
+    pub(super) project_id: String,
+    pub(super) cluster_id: String,
+    pub(super) app_id: String,
+    pub(super) app_name: String,
+    pub(super) revision: String,
+    pub(super) operation: String,
+    pub(super) actor: String,
+    pub(super) spec_before: Option<Value>,
+    pub(super) spec_after: Value,
+    pub(super) rollback_of: Option<Uuid>,
+    pub(super) status: String,
+    pub(super) message: String,
+    pub(super) created_at: DateTime<Utc>,
+    pub(super) finished_at: Option<DateTime<Utc>>,
 }
 
 impl TryFrom<Row> for Deployment {
@@ -144,59 +168,23 @@ impl TryFrom<Row> for Deployment {
 impl History {
     /// Records a deployment before it is dispatched, and marks the App's older pending
     /// deployments superseded. Idempotent on `intent_key`: recording the same intent again
-    /// returns the existing row and `false`.
+    /// returns the existing row and `false`. Concurrent calls share transactions (see
+    /// [`super::recorder`]); each returns only once its row is committed.
     pub async fn record_deployment(
         &self,
         new: &NewDeployment,
     ) -> Result<(Deployment, bool), HistoryError> {
-        let mut tx = self.pool.begin().await?;
-        let inserted: Option<Row> = sqlx::query_as(
-            "INSERT INTO deployments (id, intent_key, org_id, project_id, cluster_id, app_id, app_name,
-                 revision, operation, actor, spec_before, spec_after, rollback_of)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-             ON CONFLICT (intent_key) DO NOTHING
-             RETURNING *",
-        )
-        .bind(Uuid::new_v4())
-        .bind(&new.intent_key)
-        .bind(&new.org_id)
-        .bind(&new.project_id)
-        .bind(&new.cluster_id)
-        .bind(&new.app_id)
-        .bind(&new.app_name)
-        .bind(&new.revision)
-        .bind(new.operation.as_str())
-        .bind(&new.actor)
-        .bind(&new.spec_before)
-        .bind(&new.spec_after)
-        .bind(new.rollback_of)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = inserted else {
-            tx.rollback().await?;
-            let existing: Row = sqlx::query_as("SELECT * FROM deployments WHERE intent_key = $1")
-                .bind(&new.intent_key)
-                .fetch_one(&self.pool)
-                .await?;
-            if existing.org_id != new.org_id || existing.app_id != new.app_id {
-                return Err(HistoryError::Conflict {
-                    constraint: "deployments_intent_key_unique".into(),
-                });
-            }
-            return Ok((existing.try_into()?, false));
-        };
-        sqlx::query(
-            "UPDATE deployments SET status = 'superseded', finished_at = now(),
-                 message = 'superseded by deployment ' || $3::text
-             WHERE org_id = $1 AND app_id = $2 AND status = 'pending' AND id <> $3",
-        )
-        .bind(&new.org_id)
-        .bind(&new.app_id)
-        .bind(row.id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok((row.try_into()?, true))
+        self.recorder.record(new.clone(), false).await
+    }
+
+    /// [`Self::record_deployment`] for the App's next change: `spec_before` becomes the spec of
+    /// the App's latest deployment and `operation` is derived from the two specs
+    /// ([`Operation::between`]); what `new` holds in those fields is ignored.
+    pub async fn record_change(
+        &self,
+        new: NewDeployment,
+    ) -> Result<(Deployment, bool), HistoryError> {
+        self.recorder.record(new, true).await
     }
 
     /// Records a pending deployment's outcome. Repeating the same outcome is harmless (status

@@ -9,6 +9,7 @@
 mod addons;
 mod audit;
 mod deployments;
+mod recorder;
 mod url;
 
 use sqlx::PgPool;
@@ -33,6 +34,9 @@ pub enum HistoryError {
     InvalidTransition(String),
     #[error("database: {0}")]
     Database(sqlx::Error),
+    /// The history store is shutting down.
+    #[error("the history store is closed")]
+    Closed,
     #[error("migration: {0}")]
     Migration(#[from] sqlx::migrate::MigrateError),
 }
@@ -53,6 +57,7 @@ impl From<sqlx::Error> for HistoryError {
 #[derive(Debug, Clone)]
 pub struct History {
     pool: PgPool,
+    recorder: recorder::Recorder,
 }
 
 impl History {
@@ -64,7 +69,10 @@ impl History {
             .await
             .map_err(HistoryError::Database)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+        // Half the connections write deployment batches; the rest stay free for everything else.
+        let writers = usize::try_from(max_connections / 2).unwrap_or(1);
+        let recorder = recorder::Recorder::start(pool.clone(), writers);
+        Ok(Self { pool, recorder })
     }
 
     /// The connection pool (for health checks).
