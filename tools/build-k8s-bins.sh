@@ -14,11 +14,13 @@ cache=${KUBENEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubenest}
 k8s_dir=$cache/k8s/$K8S_VERSION
 kwok_dir=$cache/kwok/$KWOK_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
+# Named by revision: a change to the stages below must not be hidden by a cached older file.
+stages_file=stages-2.yaml
 
 if [[ ${1:-} == --print-env ]]; then
   echo "KUBENEST_K8S_BIN=$k8s_dir"
   echo "KUBENEST_KWOK_BIN=$kwok_dir/kwok"
-  echo "KUBENEST_KWOK_STAGES=$kwok_dir/stages.yaml"
+  echo "KUBENEST_KWOK_STAGES=$kwok_dir/$stages_file"
   echo "KUBENEST_HELM_BIN=$helm_dir/helm"
   exit 0
 fi
@@ -62,7 +64,10 @@ go_install() {
 }
 
 # kwok ships its "fast" simulation stages (nodes Ready, pods Running and Ready, deletions honoured)
-# as YAML in its module, not in the binary: gather them into one config file beside it.
+# as YAML in its module, not in the binary: gather them into one config file beside it. One
+# change: pods whose first container's image is tagged `never-ready` are never made Ready, so
+# tests can exercise rollouts that miss their progress deadline (a real kubelet would leave such
+# a pod unready too, e.g. when its image cannot be pulled or its readiness probe fails).
 kwok_stages() {
   local src
   src=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage
@@ -70,10 +75,19 @@ kwok_stages() {
   {
     for f in node/fast/node-initialize pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
       echo "---"
-      cat "$src/$f.yaml"
+      if [[ $f == pod/fast/pod-ready ]]; then
+        awk '{ print } /^    matchExpressions:$/ && !done {
+          print "    - key: '"'"'.spec.containers.[0].image | endswith(\":never-ready\")'"'"'"
+          print "      operator: '"'"'NotIn'"'"'"
+          print "      values:"
+          print "      - '"'"'true'"'"'"
+          done = 1 }' "$src/$f.yaml"
+      else
+        cat "$src/$f.yaml"
+      fi
     done
-  } >"$kwok_dir/stages.yaml.tmp"
-  mv "$kwok_dir/stages.yaml.tmp" "$kwok_dir/stages.yaml"
+  } >"$kwok_dir/$stages_file.tmp"
+  mv "$kwok_dir/$stages_file.tmp" "$kwok_dir/$stages_file"
 }
 
 for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
@@ -81,6 +95,6 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 step "kwok $KWOK_VERSION" "$kwok_dir/kwok" go_install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "$kwok_dir" \
   "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
-step "kwok stages" "$kwok_dir/stages.yaml" kwok_stages
+step "kwok stages" "$kwok_dir/$stages_file" kwok_stages
 step "helm $HELM_VERSION" "$helm_dir/helm" go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_dir" \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"

@@ -69,7 +69,7 @@ impl Binaries {
             kube_scheduler: k8s.join("kube-scheduler"),
             kubectl: k8s.join("kubectl"),
             kwok: from_env_or("KUBENEST_KWOK_BIN", kwok_dir.join("kwok")),
-            kwok_stages: from_env_or("KUBENEST_KWOK_STAGES", kwok_dir.join("stages.yaml")),
+            kwok_stages: from_env_or("KUBENEST_KWOK_STAGES", kwok_dir.join("stages-2.yaml")),
             helm: from_env_or(
                 "KUBENEST_HELM_BIN",
                 cache

@@ -1,0 +1,385 @@
+//! Addons: a pinned chart rendered with helm, applied by the agent, recorded in the GitOps
+//! repository, with its connection facts published in an export Secret.
+//!
+//! The same steps serve an App's addon components (inside the StackDeploy controller) and
+//! standalone addons (the AddonRelease controller below, with its own revision history).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kubenest_contracts as wire;
+use serde_json::{Value, json};
+
+use crate::apply::{ObjectId, id_of};
+use crate::context::Context;
+use crate::crd::AddonRelease;
+use crate::exports::{self, Facts};
+use crate::gitops::{GitOps, addon_files};
+use crate::render::{ADDON_ID_LABEL, MANAGED_BY, object_name};
+
+/// What went wrong with an addon.
+#[derive(Debug, thiserror::Error)]
+pub enum AddonError {
+    #[error(transparent)]
+    Helm(#[from] crate::helm::HelmError),
+    #[error(transparent)]
+    Apply(#[from] crate::apply::ApplyError),
+    #[error(transparent)]
+    Export(#[from] exports::ExportError),
+    #[error("gitops: {0}")]
+    Git(#[from] crate::gitops::GitError),
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("the chart renders {0}, which is outside the project's namespace")]
+    ClusterScoped(String),
+}
+
+/// One addon to bring to its desired state.
+#[derive(Debug, Clone)]
+pub struct AddonTarget<'a> {
+    /// The Helm release name (and prefix of its objects).
+    pub release: String,
+    pub namespace: &'a str,
+    /// Labels every object of the addon carries (the owner's, for pruning).
+    pub labels: BTreeMap<String, String>,
+    pub export_secret: String,
+    /// The component or addon name, for people and the GitOps folder.
+    pub name: &'a str,
+    pub definition: &'a str,
+    pub chart: &'a wire::ChartRef,
+    pub values: &'a wire::HelmValues,
+    pub exports: &'a wire::ExportMapping,
+}
+
+/// Where an addon stands after it was applied.
+#[derive(Debug, Clone)]
+pub struct AddonOutcome {
+    pub objects: BTreeSet<ObjectId>,
+    pub ready: bool,
+    pub ready_replicas: u32,
+    pub desired_replicas: u32,
+    pub message: String,
+    pub export: wire::PublishedExport,
+    pub git_commit: Option<String>,
+}
+
+/// The export Secret's values: the password kept from before (or generated now) and every
+/// export expanded.
+async fn export_values(
+    ctx: &Context,
+    target: &AddonTarget<'_>,
+) -> Result<BTreeMap<String, String>, AddonError> {
+    let existing = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace)
+        .get_opt(&target.export_secret)
+        .await?;
+    let password = existing
+        .and_then(|s| s.data?.get("password").cloned())
+        .and_then(|b| String::from_utf8(b.0).ok())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(exports::generate_password);
+    let facts = Facts {
+        release: &target.release,
+        namespace: target.namespace,
+        password: &password,
+    };
+    let mut values = exports::expand(target.exports, &facts)?;
+    values.entry("password".into()).or_insert(password);
+    Ok(values)
+}
+
+/// Renders, applies and records one addon.
+pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutcome, AddonError> {
+    let values = export_values(ctx, target).await?;
+    let engine = base64::engine::general_purpose::STANDARD;
+    let data: serde_json::Map<String, Value> = values
+        .iter()
+        .map(|(k, v)| (k.clone(), engine.encode(v).into()))
+        .collect();
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": target.export_secret, "namespace": target.namespace, "labels": target.labels},
+        "data": data,
+    });
+    let mut objects = BTreeSet::new();
+    ctx.applier.apply(&secret).await?;
+    objects.extend(id_of(&secret));
+
+    let mut chart_values = Value::Object(target.values.clone());
+    chart_values["fullnameOverride"] = target.release.clone().into();
+    chart_values["kubenest"] = json!({"exportSecret": target.export_secret});
+    let rendered = ctx
+        .helm
+        .template(
+            &target.release,
+            target.namespace,
+            target.chart,
+            &chart_values,
+        )
+        .await?;
+    let mut ready = true;
+    let (mut ready_replicas, mut desired_replicas) = (0, 0);
+    for mut object in rendered {
+        let Some(id) = id_of(&object) else { continue };
+        if matches!(
+            id.1.as_str(),
+            "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition"
+        ) {
+            return Err(AddonError::ClusterScoped(format!("{}/{}", id.1, id.2)));
+        }
+        object["metadata"]["namespace"] = target.namespace.into();
+        let labels = object["metadata"]["labels"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut labels: BTreeMap<String, Value> = labels.into_iter().collect();
+        for (k, v) in &target.labels {
+            labels.insert(k.clone(), v.clone().into());
+        }
+        object["metadata"]["labels"] = json!(labels);
+        let live = ctx.applier.apply(&object).await?;
+        if matches!(id.1.as_str(), "StatefulSet" | "Deployment") {
+            let (is_ready, have, want) = workload_ready(&live);
+            ready &= is_ready;
+            ready_replicas += have;
+            desired_replicas += want;
+        }
+        objects.insert(id);
+    }
+
+    let git_commit = match &ctx.gitops {
+        Some(gitops) => {
+            let dir = GitOps::addon_dir(&ctx.cluster_id, target.namespace, &target.release);
+            let files = addon_files(
+                &target.release,
+                target.chart,
+                &Value::Object(target.values.clone()),
+            );
+            let message = format!(
+                "{} {} {} for {} in namespace {}",
+                target.definition,
+                target.chart.name,
+                target.chart.version,
+                target.name,
+                target.namespace
+            );
+            Some(gitops.commit_addon(&dir, &files, &message).await?)
+        }
+        None => None,
+    };
+    Ok(AddonOutcome {
+        objects,
+        ready,
+        ready_replicas,
+        desired_replicas,
+        message: if ready {
+            String::new()
+        } else {
+            format!("{ready_replicas}/{desired_replicas} replicas ready")
+        },
+        export: wire::PublishedExport {
+            component: wire::Name::new(target.name),
+            secret: wire::Name::new(&target.export_secret),
+            keys: values.keys().cloned().collect(),
+        },
+        git_commit,
+    })
+}
+
+/// Removes an addon's folder from the GitOps repository.
+pub async fn forget(
+    ctx: &Context,
+    namespace: &str,
+    release: &str,
+    name: &str,
+) -> Result<(), AddonError> {
+    if let Some(gitops) = &ctx.gitops {
+        let dir = GitOps::addon_dir(&ctx.cluster_id, namespace, release);
+        gitops
+            .remove_addon(
+                &dir,
+                &format!("Remove addon {name} from namespace {namespace}"),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// (ready, ready replicas, desired replicas) of a live Deployment or StatefulSet.
+pub fn workload_ready(live: &Value) -> (bool, u32, u32) {
+    let number = |path: &str| {
+        live.pointer(path)
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+    };
+    let desired = number("/spec/replicas").unwrap_or(1);
+    let ready = number("/status/readyReplicas").unwrap_or(0);
+    let updated = number("/status/updatedReplicas").unwrap_or(0);
+    let generation = live.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = live
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    let current = generation.is_some() && observed >= generation;
+    (
+        current && ready >= desired && updated >= desired,
+        ready.min(desired),
+        desired,
+    )
+}
+
+/// The `addon.status` of a standalone addon as its status stands.
+pub fn release_status(release: &AddonRelease) -> Option<wire::AddonStatus> {
+    let status = release.status.as_ref()?;
+    let phase = match status.phase.as_deref()? {
+        "Ready" => wire::AddonPhase::Ready,
+        "Failed" => wire::AddonPhase::Failed,
+        "Deleting" => wire::AddonPhase::Deleting,
+        "Installing" => wire::AddonPhase::Installing,
+        _ => wire::AddonPhase::Pending,
+    };
+    let apply = &release.spec.apply;
+    Some(wire::AddonStatus {
+        addon_id: apply.addon.addon_id.clone(),
+        observed_revision: status.observed_revision.unwrap_or(apply.revision),
+        phase,
+        message: status.message.clone(),
+        export: Some(wire::PublishedExport {
+            component: apply.addon.name.clone(),
+            secret: wire::Name::new(release_export_secret(&apply.addon)),
+            keys: apply.exports.keys().cloned().collect(),
+        }),
+        git_commit: status.git_commit.clone(),
+        observed_at: chrono::Utc::now(),
+    })
+}
+
+fn release_export_secret(addon: &wire::AddonRef) -> String {
+    object_name(&[addon.name.as_str(), "exports"])
+}
+
+/// Finalizer of AddonReleases: the addon's objects and GitOps folder go before it does.
+pub const RELEASE_FINALIZER: &str = "kubenest.io/addon-release";
+
+async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Action, AddonError> {
+    let apply = &release.spec.apply;
+    let namespace = apply.addon.namespace.as_str();
+    let selector = format!("{ADDON_ID_LABEL}={}", apply.addon.addon_id);
+    let api = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let name = release.name_any();
+    if release.metadata.deletion_timestamp.is_some() {
+        let remaining = ctx
+            .applier
+            .prune(namespace, &selector, &BTreeSet::new())
+            .await?;
+        if remaining > 0 {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        forget(
+            &ctx,
+            namespace,
+            apply.addon.name.as_str(),
+            apply.addon.name.as_str(),
+        )
+        .await?;
+        ctx.reporter.report(wire::AddonStatus {
+            addon_id: apply.addon.addon_id.clone(),
+            observed_revision: apply.revision,
+            phase: wire::AddonPhase::Deleted,
+            message: String::new(),
+            export: None,
+            git_commit: None,
+            observed_at: chrono::Utc::now(),
+        });
+        crate::stack::release_finalizer(&api, &name, release.finalizers(), RELEASE_FINALIZER)
+            .await?;
+        return Ok(Action::await_change());
+    }
+    crate::stack::hold_finalizer(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
+    let labels = BTreeMap::from([
+        (ADDON_ID_LABEL.to_owned(), apply.addon.addon_id.to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
+        (
+            "app.kubernetes.io/instance".to_owned(),
+            apply.addon.name.as_str().to_owned(),
+        ),
+    ]);
+    let target = AddonTarget {
+        release: apply.addon.name.as_str().to_owned(),
+        namespace,
+        labels,
+        export_secret: release_export_secret(&apply.addon),
+        name: apply.addon.name.as_str(),
+        definition: apply.definition.as_str(),
+        chart: &apply.chart,
+        values: &apply.values,
+        exports: &apply.exports,
+    };
+    let (phase, message, commit, keep) = match self::apply(&ctx, &target).await {
+        Ok(outcome) => (
+            if outcome.ready { "Ready" } else { "Installing" },
+            outcome.message,
+            outcome.git_commit,
+            Some(outcome.objects),
+        ),
+        Err(error) => ("Failed", error.to_string(), None, None),
+    };
+    if let Some(keep) = &keep {
+        ctx.applier.prune(namespace, &selector, keep).await?;
+    }
+    let status = json!({
+        "phase": phase,
+        "observedRevision": apply.revision,
+        "message": message,
+        "gitCommit": commit,
+    });
+    let old = release.status.clone().unwrap_or_default();
+    let changed = old.phase.as_deref() != Some(phase)
+        || old.observed_revision != Some(apply.revision)
+        || old.message != message
+        || old.git_commit != commit;
+    if changed {
+        let updated = api
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await?;
+        if let Some(event) = release_status(&updated) {
+            ctx.reporter.report(event);
+        }
+    }
+    Ok(match phase {
+        "Ready" => Action::requeue(Duration::from_secs(60)),
+        _ => Action::requeue(Duration::from_secs(2)),
+    })
+}
+
+fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, "addon release reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Runs the AddonRelease controller until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
+    Controller::new(releases, watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "addon release reconcile");
+            }
+        })
+        .await;
+}

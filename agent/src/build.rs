@@ -1,0 +1,371 @@
+//! Image builds from Git: a BuildRequest becomes a Job in the App's namespace (Kaniko with the
+//! repository's Dockerfile, or the Cloud Native Buildpacks lifecycle), whose outcome the agent
+//! reports as `build.status`. A Git workload asks for the build of its revision and runs the
+//! image once the build succeeded.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kubenest_contracts as wire;
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::crd::{BuildRequest, build_request_name};
+use crate::render::{APP_ID_LABEL, MANAGED_BY, object_name};
+
+/// Set on a build's Job: the build id.
+pub const BUILD_ID_LABEL: &str = "kubenest.io/build-id";
+/// Set on a build's Job: the App it builds for (not the App's own label: a build Job is not
+/// part of what a revision renders, so pruning leaves it alone).
+pub const BUILD_OF_LABEL: &str = "kubenest.io/build-of";
+
+/// A Git workload's image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Image {
+    Ready(String),
+    Building(String),
+    Failed(String),
+}
+
+/// Stores a BuildRequest (idempotent), labelled with its App.
+pub async fn store(ctx: &Context, request: wire::BuildRequest) -> Result<(), kube::Error> {
+    let name = build_request_name(request.build_id.as_str());
+    let mut object = BuildRequest::new(
+        &name,
+        crate::crd::BuildRequestSpec {
+            request: request.clone(),
+        },
+    );
+    object.metadata.labels = Some(BTreeMap::from([
+        (APP_ID_LABEL.to_owned(), request.app.app_id.to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_owned(),
+            MANAGED_BY.to_owned(),
+        ),
+    ]));
+    Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .patch(
+            &name,
+            &PatchParams::apply(crate::commands::COMMAND_MANAGER).force(),
+            &Patch::Apply(&object),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Removes an App's builds: its BuildRequests and their Jobs.
+pub async fn forget_app(ctx: &Context, app: &wire::AppRef) -> Result<(), kube::Error> {
+    let selector = format!("{APP_ID_LABEL}={}", app.app_id);
+    let params = kube::api::DeleteParams::background();
+    let list = kube::api::ListParams::default();
+    Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .delete_collection(&params, &list.clone().labels(&selector))
+        .await?;
+    let jobs = format!("{BUILD_OF_LABEL}={}", app.app_id);
+    Api::<Job>::namespaced(ctx.client.clone(), app.namespace.as_str())
+        .delete_collection(&params, &list.labels(&jobs))
+        .await?;
+    Ok(())
+}
+
+/// The build id of a Git workload at a revision.
+pub fn build_id(app: &wire::AppRef, component: &str, revision: &str) -> String {
+    let short = &revision[..revision.len().min(12)];
+    object_name(&[app.name.as_str(), component, short])
+}
+
+/// The image of a Git workload: asks for its build when there is none yet.
+pub async fn image_for(
+    ctx: &Context,
+    deploy: &wire::AppDeploy,
+    workload: &wire::Workload,
+    git: &wire::GitSource,
+) -> Result<Image, kube::Error> {
+    let id = build_id(&deploy.app, workload.name.as_str(), &deploy.revision);
+    let name = build_request_name(&id);
+    let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let Some(found) = api.get_opt(&name).await? else {
+        let image = format!(
+            "{}/{}/{}:{}",
+            ctx.builders.push_prefix,
+            deploy.app.namespace.as_str(),
+            crate::render::component_object(&deploy.app, workload.name.as_str()),
+            &deploy.revision[..deploy.revision.len().min(12)]
+        );
+        store(
+            ctx,
+            wire::BuildRequest {
+                build_id: wire::Id::new(&id),
+                app: deploy.app.clone(),
+                component: workload.name.clone(),
+                source: git.clone(),
+                image,
+            },
+        )
+        .await?;
+        return Ok(Image::Building("the image build is queued".into()));
+    };
+    let status = found.status.unwrap_or_default();
+    Ok(match status.phase.as_deref() {
+        Some("Succeeded") => Image::Ready(status.image.unwrap_or(found.spec.request.image)),
+        Some("Failed") => Image::Failed(format!("the image build failed: {}", status.message)),
+        _ => Image::Building(format!(
+            "building the image ({})",
+            status.phase.as_deref().unwrap_or("Pending")
+        )),
+    })
+}
+
+/// The build Job of a request (pure).
+pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) -> Value {
+    let name = build_request_name(request.build_id.as_str());
+    let source = &request.source;
+    let context = format!(
+        "git://{}#{}",
+        source
+            .repository
+            .trim_start_matches("https://")
+            .trim_start_matches("ssh://"),
+        source.git_ref
+    );
+    let container = match source.mode {
+        wire::BuildMode::Dockerfile => json!({
+            "name": "kaniko",
+            "image": builders.kaniko,
+            "args": [
+                format!("--context={context}"),
+                format!("--context-sub-path={}", source.context_dir.clone().unwrap_or_default()),
+                "--dockerfile=Dockerfile",
+                format!("--destination={}", request.image),
+            ],
+        }),
+        wire::BuildMode::Buildpack => json!({
+            "name": "buildpacks",
+            "image": builders.buildpacks,
+            "command": ["/cnb/lifecycle/creator"],
+            "args": [
+                format!("-app=/workspace/{}", source.context_dir.clone().unwrap_or_default()),
+                request.image.clone(),
+            ],
+            "env": [
+                {"name": "GIT_REPOSITORY", "value": source.repository},
+                {"name": "GIT_REF", "value": source.git_ref},
+            ],
+        }),
+    };
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": request.app.namespace.as_str(),
+            "labels": {
+                BUILD_OF_LABEL: request.app.app_id.as_str(),
+                BUILD_ID_LABEL: request.build_id.as_str(),
+                "app.kubernetes.io/managed-by": MANAGED_BY,
+            },
+        },
+        "spec": {
+            "backoffLimit": 1,
+            "activeDeadlineSeconds": 3600,
+            "ttlSecondsAfterFinished": 86400,
+            "template": {
+                "metadata": {"labels": {BUILD_ID_LABEL: request.build_id.as_str()}},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+            },
+        },
+    })
+}
+
+/// (phase, message) of a build from its Job (pure).
+pub fn progress(job: &Value) -> (&'static str, String) {
+    let count = |field: &str| {
+        job.pointer(&format!("/status/{field}"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let failed_condition = job
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.get("type").and_then(Value::as_str) == Some("Failed")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+        .map(|c| {
+            c.get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the build job failed")
+                .to_owned()
+        });
+    if count("succeeded") > 0 {
+        ("Succeeded", String::new())
+    } else if let Some(message) = failed_condition {
+        ("Failed", message)
+    } else if count("active") > 0 {
+        ("Running", "the build is running".into())
+    } else {
+        ("Pending", "waiting for the build pod".into())
+    }
+}
+
+fn phase(name: &str) -> wire::BuildPhase {
+    match name {
+        "Running" => wire::BuildPhase::Running,
+        "Succeeded" => wire::BuildPhase::Succeeded,
+        "Failed" => wire::BuildPhase::Failed,
+        _ => wire::BuildPhase::Pending,
+    }
+}
+
+async fn reconcile(
+    held: Arc<BuildRequest>,
+    ctx: Arc<Context>,
+) -> Result<Action, crate::apply::ApplyError> {
+    let request = &held.spec.request;
+    let old = held.status.clone().unwrap_or_default();
+    if matches!(old.phase.as_deref(), Some("Succeeded" | "Failed")) {
+        return Ok(Action::await_change());
+    }
+    let live = ctx.applier.apply(&job(request, &ctx.builders)).await?;
+    let (phase_name, message) = progress(&live);
+    let image = (phase_name == "Succeeded").then(|| request.image.clone());
+    if old.phase.as_deref() != Some(phase_name) || old.message != message {
+        let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
+        let status = json!({"status": {"phase": phase_name, "image": image, "message": message}});
+        api.patch_status(
+            &held.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .map_err(|source| crate::apply::ApplyError::Kube {
+            kind: "BuildRequest".into(),
+            name: held.name_any(),
+            source,
+        })?;
+        ctx.reporter.report(wire::BuildStatus {
+            build_id: request.build_id.clone(),
+            phase: phase(phase_name),
+            image,
+            message: message.chars().take(4096).collect(),
+            observed_at: chrono::Utc::now(),
+        });
+    }
+    Ok(Action::requeue(Duration::from_secs(10)))
+}
+
+fn error_policy(
+    _held: Arc<BuildRequest>,
+    error: &crate::apply::ApplyError,
+    _ctx: Arc<Context>,
+) -> Action {
+    tracing::warn!(%error, "build reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Runs the BuildRequest controller until `shutdown`.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let held = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let namespace = ctx.namespace.clone();
+    Controller::new(held, watcher::Config::default())
+        .watches(
+            Api::<Job>::all(ctx.client.clone()),
+            watcher::Config::default().labels(BUILD_ID_LABEL),
+            move |job| {
+                let id = job.labels().get(BUILD_ID_LABEL)?;
+                Some(
+                    kube::runtime::reflector::ObjectRef::new(&build_request_name(id))
+                        .within(&namespace),
+                )
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "build reconcile");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(mode: wire::BuildMode) -> wire::BuildRequest {
+        wire::BuildRequest {
+            build_id: "shop-web-abc".into(),
+            app: wire::AppRef {
+                app_id: "a1".into(),
+                name: "shop".into(),
+                project_id: "p1".into(),
+                namespace: "shop".into(),
+            },
+            component: "web".into(),
+            source: wire::GitSource {
+                repository: "https://git.example.test/shop.git".into(),
+                git_ref: "main".into(),
+                context_dir: Some("web".into()),
+                mode,
+            },
+            image: "builds/shop/web:abc".into(),
+        }
+    }
+
+    fn builders() -> crate::context::Builders {
+        crate::context::Builders {
+            kaniko: "kaniko-executor:v1".into(),
+            buildpacks: "buildpacks-lifecycle:v1".into(),
+            push_prefix: "builds".into(),
+        }
+    }
+
+    #[test]
+    fn a_dockerfile_build_is_a_kaniko_job_pushing_the_requested_image() {
+        let job = job(&request(wire::BuildMode::Dockerfile), &builders());
+        let container = &job["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "kaniko-executor:v1");
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert!(args.contains(&"--context=git://git.example.test/shop.git#main"));
+        assert!(args.contains(&"--destination=builds/shop/web:abc"));
+        assert_eq!(job["metadata"]["namespace"], "shop");
+    }
+
+    #[test]
+    fn a_buildpack_build_runs_the_lifecycle_creator() {
+        let job = job(&request(wire::BuildMode::Buildpack), &builders());
+        let container = &job["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["command"][0], "/cnb/lifecycle/creator");
+    }
+
+    #[test]
+    fn job_status_maps_to_build_phases() {
+        assert_eq!(progress(&json!({})).0, "Pending");
+        assert_eq!(progress(&json!({"status": {"active": 1}})).0, "Running");
+        assert_eq!(
+            progress(&json!({"status": {"succeeded": 1}})).0,
+            "Succeeded"
+        );
+        let failed = json!({"status": {"failed": 2, "conditions": [
+            {"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}]}});
+        assert_eq!(
+            progress(&failed),
+            ("Failed", "BackoffLimitExceeded".to_owned())
+        );
+    }
+}

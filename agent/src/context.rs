@@ -1,0 +1,42 @@
+//! What every part of the agent shares.
+
+use crate::apply::Applier;
+use crate::gitops::GitOps;
+use crate::helm::Helm;
+use crate::uplink::Reporter;
+
+/// The agent's shared context: the local API server, where its own objects live, and the
+/// uplink's reporter.
+pub struct Context {
+    pub client: kube::Client,
+    /// Namespace of the agent's StackDeploys, AddonReleases and BuildRequests.
+    pub namespace: String,
+    pub cluster_id: String,
+    pub applier: Applier,
+    pub reporter: Reporter,
+    pub helm: Helm,
+    /// The cluster's GitOps repository, where addons' charts and values are committed.
+    pub gitops: Option<GitOps>,
+    /// The local API server's version, for `hello`.
+    pub kubernetes_version: String,
+    /// Images of the build Jobs.
+    pub builders: Builders,
+}
+
+/// The images that build from source.
+#[derive(Debug, Clone)]
+pub struct Builders {
+    pub kaniko: String,
+    pub buildpacks: String,
+    /// Where Git workloads' images are pushed.
+    pub push_prefix: String,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("namespace", &self.namespace)
+            .field("cluster_id", &self.cluster_id)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,235 @@
+//! The cluster's GitOps repository: every addon's `Chart.yaml` and `values.yaml` under
+//! `clusters/{cluster-id}/addons/{namespace}-{addon}/`, committed with a message that says what
+//! changed, and pushed. The agent keeps a working clone of its own; commits are serialized, and
+//! a push that lost a race is redone on the new head.
+
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+use tokio::sync::Mutex;
+
+/// Why the repository could not be updated.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("git {args}: {stderr}")]
+    Failed { args: String, stderr: String },
+    #[error("running git: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One addon's files as committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddonFiles {
+    pub chart_yaml: String,
+    pub values_yaml: String,
+}
+
+/// A GitOps repository and the agent's working clone of it.
+#[derive(Debug)]
+pub struct GitOps {
+    remote: String,
+    branch: String,
+    work: PathBuf,
+    lock: Mutex<()>,
+    /// What each folder last held and the commit holding it: unchanged files cost no git work.
+    committed: std::sync::Mutex<std::collections::HashMap<String, (AddonFiles, String)>>,
+}
+
+const AUTHOR: [(&str, &str); 4] = [
+    ("GIT_AUTHOR_NAME", "kubenest-agent"),
+    ("GIT_AUTHOR_EMAIL", "agent@kubenest.invalid"),
+    ("GIT_COMMITTER_NAME", "kubenest-agent"),
+    ("GIT_COMMITTER_EMAIL", "agent@kubenest.invalid"),
+];
+
+impl GitOps {
+    /// A repository at `remote` (a URL or a path), cloned into `work` on first use.
+    pub fn new(remote: impl Into<String>, branch: impl Into<String>, work: PathBuf) -> Self {
+        Self {
+            remote: remote.into(),
+            branch: branch.into(),
+            work,
+            lock: Mutex::new(()),
+            committed: Default::default(),
+        }
+    }
+
+    /// The folder of an addon in the repository.
+    pub fn addon_dir(cluster_id: &str, namespace: &str, addon: &str) -> String {
+        format!("clusters/{cluster_id}/addons/{namespace}-{addon}")
+    }
+
+    async fn git(&self, dir: &Path, args: &[&str]) -> Result<String, GitError> {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .envs(AUTHOR)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .await?;
+        if !output.status.success() {
+            return Err(GitError::Failed {
+                args: args.join(" "),
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+
+    /// Clones on first use, then brings the clone to the remote's head (dropping anything local
+    /// that never got pushed: the remote is the record).
+    async fn refresh(&self) -> Result<(), GitError> {
+        if !self.work.join(".git").exists() {
+            if let Some(parent) = self.work.parent() {
+                tokio::fs::create_dir_all(parent).await?;
+            }
+            let work = self.work.display().to_string();
+            let parent = self.work.parent().unwrap_or(Path::new("/"));
+            self.git(parent, &["clone", "--quiet", &self.remote, &work])
+                .await?;
+        }
+        self.git(&self.work, &["fetch", "--quiet", "origin"])
+            .await?;
+        let remote_head = format!("origin/{}", self.branch);
+        let has_branch = self
+            .git(
+                &self.work,
+                &["rev-parse", "--verify", "--quiet", &remote_head],
+            )
+            .await
+            .is_ok();
+        if has_branch {
+            self.git(
+                &self.work,
+                &["checkout", "--quiet", "-B", &self.branch, &remote_head],
+            )
+            .await?;
+            self.git(&self.work, &["reset", "--quiet", "--hard", &remote_head])
+                .await?;
+        } else {
+            // An empty repository: the first commit starts the branch.
+            self.git(
+                &self.work,
+                &["checkout", "--quiet", "--orphan", &self.branch],
+            )
+            .await
+            .or_else(|e| match e {
+                GitError::Failed { .. } => Ok(String::new()),
+                other => Err(other),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes an addon's files and commits them with `message`; returns the commit holding them
+    /// (the current head when nothing changed).
+    pub async fn commit_addon(
+        &self,
+        dir: &str,
+        files: &AddonFiles,
+        message: &str,
+    ) -> Result<String, GitError> {
+        let cached = self.committed.lock().ok().and_then(|c| {
+            c.get(dir)
+                .filter(|(held, _)| held == files)
+                .map(|(_, sha)| sha.clone())
+        });
+        if let Some(sha) = cached {
+            return Ok(sha);
+        }
+        let _serial = self.lock.lock().await;
+        let mut attempt = 0;
+        loop {
+            self.refresh().await?;
+            let folder = self.work.join(dir);
+            tokio::fs::create_dir_all(&folder).await?;
+            tokio::fs::write(folder.join("Chart.yaml"), &files.chart_yaml).await?;
+            tokio::fs::write(folder.join("values.yaml"), &files.values_yaml).await?;
+            self.git(&self.work, &["add", "--", dir]).await?;
+            match self.commit_and_push(message).await {
+                Err(GitError::Failed { args, stderr })
+                    if args.starts_with("push") && attempt < 3 =>
+                {
+                    tracing::info!(%stderr, "gitops push lost a race; redoing on the new head");
+                    attempt += 1;
+                }
+                Ok(sha) => {
+                    if let Ok(mut committed) = self.committed.lock() {
+                        committed.insert(dir.to_owned(), (files.clone(), sha.clone()));
+                    }
+                    return Ok(sha);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Removes an addon's folder and commits that; returns the new head.
+    pub async fn remove_addon(&self, dir: &str, message: &str) -> Result<String, GitError> {
+        if let Ok(mut committed) = self.committed.lock() {
+            committed.remove(dir);
+        }
+        let _serial = self.lock.lock().await;
+        let mut attempt = 0;
+        loop {
+            self.refresh().await?;
+            if !self.work.join(dir).exists() {
+                return self.head().await;
+            }
+            self.git(&self.work, &["rm", "-r", "--quiet", "--", dir])
+                .await?;
+            match self.commit_and_push(message).await {
+                Err(GitError::Failed { args, .. }) if args.starts_with("push") && attempt < 3 => {
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn commit_and_push(&self, message: &str) -> Result<String, GitError> {
+        let unchanged = self
+            .git(&self.work, &["diff", "--cached", "--quiet"])
+            .await
+            .is_ok();
+        if unchanged {
+            return self.head().await;
+        }
+        self.git(&self.work, &["commit", "--quiet", "-m", message])
+            .await?;
+        let refspec = format!("HEAD:refs/heads/{}", self.branch);
+        self.git(&self.work, &["push", "--quiet", "origin", &refspec])
+            .await?;
+        self.head().await
+    }
+
+    async fn head(&self) -> Result<String, GitError> {
+        self.git(&self.work, &["rev-parse", "HEAD"]).await
+    }
+}
+
+/// The files of an addon: an umbrella chart that pins the addon's chart, and its values.
+pub fn addon_files(
+    name: &str,
+    chart: &kubenest_contracts::ChartRef,
+    values: &serde_json::Value,
+) -> AddonFiles {
+    let chart_yaml = serde_yaml::to_string(&serde_json::json!({
+        "apiVersion": "v2",
+        "name": name,
+        "version": chart.version,
+        "description": format!("{} {} managed by kubenest", chart.name, chart.version),
+        "dependencies": [{
+            "name": chart.name,
+            "version": chart.version,
+            "repository": chart.repository,
+        }],
+    }))
+    .unwrap_or_default();
+    let values_yaml = serde_yaml::to_string(&serde_json::json!({ chart.name.clone(): values }))
+        .unwrap_or_default();
+    AddonFiles {
+        chart_yaml,
+        values_yaml,
+    }
+}

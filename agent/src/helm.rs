@@ -1,0 +1,197 @@
+//! Rendering charts with helm (`helm template`): the agent applies the result itself, so there is
+//! no Tiller-like state on the cluster and pruning works the same as for workloads.
+
+use std::path::{Path, PathBuf};
+
+use kubenest_contracts as wire;
+use serde_json::Value;
+use tokio::process::Command;
+
+/// Why a chart could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum HelmError {
+    #[error("chart {name} {version} is not in the agent's catalog ({dir})")]
+    NotInCatalog {
+        name: String,
+        version: String,
+        dir: String,
+    },
+    #[error("chart {name} in the catalog is version {found}, not the pinned {version}")]
+    VersionMismatch {
+        name: String,
+        version: String,
+        found: String,
+    },
+    #[error("helm template failed: {0}")]
+    Render(String),
+    #[error("helm output is not YAML: {0}")]
+    Output(String),
+    #[error("running helm: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The helm binary and the local chart catalog.
+#[derive(Debug, Clone)]
+pub struct Helm {
+    pub bin: PathBuf,
+    /// Charts that `repository` values without a scheme refer to (e.g. `charts/addons`).
+    pub catalog: PathBuf,
+}
+
+/// Where a chart comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory of the catalog.
+    Local(PathBuf),
+    /// A chart repository or OCI registry, pinned by version.
+    Remote { repository: String },
+}
+
+impl Helm {
+    /// Where `chart` is: catalog paths (`charts/addons`, `charts/addons/postgres`) are looked up
+    /// in the catalog by the chart's name; URLs are passed to helm.
+    pub fn source(&self, chart: &wire::ChartRef) -> Result<Source, HelmError> {
+        let repository = chart.repository.as_str();
+        if repository.contains("://") {
+            return Ok(Source::Remote {
+                repository: repository.to_owned(),
+            });
+        }
+        let dir = self.catalog.join(&chart.name);
+        let manifest = dir.join("Chart.yaml");
+        let text = std::fs::read_to_string(&manifest).map_err(|_| HelmError::NotInCatalog {
+            name: chart.name.clone(),
+            version: chart.version.clone(),
+            dir: self.catalog.display().to_string(),
+        })?;
+        let found = chart_version(&text).unwrap_or_default();
+        if found.trim_start_matches('v') != chart.version.trim_start_matches('v') {
+            return Err(HelmError::VersionMismatch {
+                name: chart.name.clone(),
+                version: chart.version.clone(),
+                found,
+            });
+        }
+        Ok(Source::Local(dir))
+    }
+
+    /// Renders `chart` as release `release` in `namespace` with `values`; returns the objects.
+    pub async fn template(
+        &self,
+        release: &str,
+        namespace: &str,
+        chart: &wire::ChartRef,
+        values: &Value,
+    ) -> Result<Vec<Value>, HelmError> {
+        let source = self.source(chart)?;
+        let dir = tempfile::tempdir()?;
+        let values_file = dir.path().join("values.yaml");
+        let yaml = serde_yaml::to_string(values).map_err(|e| HelmError::Output(e.to_string()))?;
+        tokio::fs::write(&values_file, yaml).await?;
+        let mut command = Command::new(&self.bin);
+        command
+            .arg("template")
+            .arg(release)
+            .args(["--namespace", namespace])
+            .arg("--values")
+            .arg(&values_file)
+            .env("HELM_CACHE_HOME", dir.path().join("cache"))
+            .env("HELM_CONFIG_HOME", dir.path().join("config"))
+            .env("HELM_DATA_HOME", dir.path().join("data"));
+        match &source {
+            Source::Local(path) => {
+                command.arg(path);
+            }
+            Source::Remote { repository } if repository.starts_with("oci://") => {
+                command
+                    .arg(format!(
+                        "{}/{}",
+                        repository.trim_end_matches('/'),
+                        chart.name
+                    ))
+                    .args(["--version", &chart.version]);
+            }
+            Source::Remote { repository } => {
+                command
+                    .arg(&chart.name)
+                    .args(["--repo", repository, "--version", &chart.version]);
+            }
+        }
+        let output = command.output().await?;
+        if !output.status.success() {
+            return Err(HelmError::Render(
+                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            ));
+        }
+        parse_manifests(&String::from_utf8_lossy(&output.stdout))
+    }
+}
+
+/// The `version:` of a Chart.yaml.
+pub fn chart_version(chart_yaml: &str) -> Option<String> {
+    let value: Value = serde_yaml::from_str(chart_yaml).ok()?;
+    value.get("version")?.as_str().map(str::to_owned)
+}
+
+/// The objects of a multi-document YAML stream, skipping empty documents.
+pub fn parse_manifests(text: &str) -> Result<Vec<Value>, HelmError> {
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value: Value = serde::Deserialize::deserialize(document)
+            .map_err(|e: serde_yaml::Error| HelmError::Output(e.to_string()))?;
+        if value.is_object() {
+            objects.push(value);
+        }
+    }
+    Ok(objects)
+}
+
+/// The catalog directory shipped in this repository, for tests and the local environment.
+pub fn repository_catalog(repo_root: &Path) -> PathBuf {
+    repo_root.join("charts").join("addons")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_parse_and_empty_documents_are_skipped() {
+        let text = "---\n# Source: x\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: a\n---\n\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n";
+        let objects = parse_manifests(text).unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[1]["kind"], "ConfigMap");
+    }
+
+    #[test]
+    fn catalog_charts_are_found_by_name_and_pinned_by_version() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("postgres")).unwrap();
+        std::fs::write(
+            dir.path().join("postgres/Chart.yaml"),
+            "apiVersion: v2\nname: postgres\nversion: 1.2.0\n",
+        )
+        .unwrap();
+        let helm = Helm {
+            bin: "helm".into(),
+            catalog: dir.path().into(),
+        };
+        let chart = |repository: &str, version: &str| wire::ChartRef {
+            repository: repository.into(),
+            name: "postgres".into(),
+            version: version.into(),
+        };
+        assert_eq!(
+            helm.source(&chart("charts/addons", "1.2.0")).unwrap(),
+            Source::Local(dir.path().join("postgres"))
+        );
+        assert!(matches!(
+            helm.source(&chart("charts/addons", "1.3.0")),
+            Err(HelmError::VersionMismatch { .. })
+        ));
+        assert!(matches!(
+            helm.source(&chart("https://charts.example.test", "9.9.9")),
+            Ok(Source::Remote { .. })
+        ));
+    }
+}

@@ -1,0 +1,207 @@
+//! Projects: a namespace with kubenest's labels (and optionally a registry pull secret for its
+//! default service account). The agent never creates or deletes anything outside a project's
+//! namespace, and refuses a namespace that exists without being this project's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kubenest_contracts::{self as wire, ProjectPhase, RejectReason};
+use serde_json::json;
+
+use crate::commands::Refusal;
+use crate::context::Context;
+use crate::render::{MANAGED_BY, PROJECT_ID_LABEL};
+
+fn report(
+    ctx: &Context,
+    project_id: &wire::Id,
+    namespace: &wire::Name,
+    phase: ProjectPhase,
+    message: &str,
+) {
+    ctx.reporter.report(wire::ProjectStatus {
+        project_id: project_id.clone(),
+        namespace: namespace.clone(),
+        phase,
+        message: message.to_owned(),
+        observed_at: chrono::Utc::now(),
+    });
+}
+
+/// `project.ensure`: the namespace, its labels and the pull secret reference.
+pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result<(), Refusal> {
+    let namespaces = Api::<Namespace>::all(ctx.client.clone());
+    let name = command.namespace.as_str();
+    let project = command.project_id.as_str();
+    let existing = namespaces.get_opt(name).await.map_err(internal)?;
+    if let Some(existing) = &existing {
+        match existing.labels().get(PROJECT_ID_LABEL) {
+            Some(owner) if owner == project => {}
+            Some(_) => {
+                return Err(violation(format!(
+                    "namespace {name} belongs to another project"
+                )));
+            }
+            None => {
+                return Err(violation(format!(
+                    "namespace {name} already exists and is not managed by kubenest"
+                )));
+            }
+        }
+        if existing.metadata.deletion_timestamp.is_some() {
+            return Err(Refusal {
+                reason: RejectReason::Internal,
+                message: format!("namespace {name} is still being deleted; try again"),
+                field: Some("/namespace".into()),
+            });
+        }
+    }
+    let mut labels = serde_json::Map::new();
+    for (key, value) in &command.labels {
+        labels.insert(key.clone(), value.clone().into());
+    }
+    labels.insert(PROJECT_ID_LABEL.into(), project.into());
+    labels.insert("app.kubernetes.io/managed-by".into(), MANAGED_BY.into());
+    let object = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    });
+    namespaces
+        .patch(
+            name,
+            &PatchParams::apply(MANAGED_BY).force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .map_err(internal)?;
+    if let Some(secret) = &command.registry_secret {
+        let account = json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": name},
+            "imagePullSecrets": [{"name": secret.as_str()}],
+        });
+        Api::<ServiceAccount>::namespaced(ctx.client.clone(), name)
+            .patch(
+                "default",
+                &PatchParams::apply(MANAGED_BY).force(),
+                &Patch::Apply(&account),
+            )
+            .await
+            .map_err(internal)?;
+    }
+    report(
+        ctx,
+        &command.project_id,
+        &command.namespace,
+        ProjectPhase::Ready,
+        "",
+    );
+    Ok(())
+}
+
+/// `project.delete`: deletes the namespace (everything in it goes with it) and reports
+/// `Deleted` once it is gone.
+pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result<(), Refusal> {
+    let namespaces = Api::<Namespace>::all(ctx.client.clone());
+    let name = command.namespace.as_str();
+    match namespaces.get_opt(name).await.map_err(internal)? {
+        None => {
+            report(
+                ctx,
+                &command.project_id,
+                &command.namespace,
+                ProjectPhase::Deleted,
+                "",
+            );
+            return Ok(());
+        }
+        Some(ns)
+            if ns.labels().get(PROJECT_ID_LABEL).map(String::as_str)
+                != Some(command.project_id.as_str()) =>
+        {
+            return Err(violation(format!("namespace {name} is not this project's")));
+        }
+        Some(_) => {}
+    }
+    match namespaces.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(error) => return Err(internal(error)),
+    }
+    report(
+        ctx,
+        &command.project_id,
+        &command.namespace,
+        ProjectPhase::Terminating,
+        "the namespace is being deleted",
+    );
+    let ctx = ctx.clone();
+    let command = command.clone();
+    tokio::spawn(async move {
+        let namespaces = Api::<Namespace>::all(ctx.client.clone());
+        for _ in 0..600 {
+            match namespaces.get_opt(command.namespace.as_str()).await {
+                Ok(None) => {
+                    report(
+                        &ctx,
+                        &command.project_id,
+                        &command.namespace,
+                        ProjectPhase::Deleted,
+                        "",
+                    );
+                    return;
+                }
+                Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+            }
+        }
+    });
+    Ok(())
+}
+
+fn violation(message: String) -> Refusal {
+    Refusal {
+        reason: RejectReason::NamespaceViolation,
+        message,
+        field: Some("/namespace".into()),
+    }
+}
+
+fn internal(error: kube::Error) -> Refusal {
+    Refusal {
+        reason: RejectReason::Internal,
+        message: format!("the cluster refused the write: {error}"),
+        field: None,
+    }
+}
+
+/// The status of every project namespace, for a resync.
+pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
+    let listed = Api::<Namespace>::all(ctx.client.clone())
+        .list(&kube::api::ListParams::default().labels(PROJECT_ID_LABEL))
+        .await;
+    let Ok(listed) = listed else {
+        return vec![];
+    };
+    listed
+        .items
+        .into_iter()
+        .filter_map(|ns| {
+            let project = ns.labels().get(PROJECT_ID_LABEL)?.clone();
+            let terminating = ns.metadata.deletion_timestamp.is_some();
+            Some(wire::ProjectStatus {
+                project_id: wire::Id::new(project),
+                namespace: wire::Name::new(ns.name_any()),
+                phase: if terminating {
+                    ProjectPhase::Terminating
+                } else {
+                    ProjectPhase::Ready
+                },
+                message: String::new(),
+                observed_at: chrono::Utc::now(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,362 @@
+//! The uplink: the agent's one outbound connection to the hub.
+//!
+//! It dials the hub with the cluster JWT (TLS unless the URL says `ws://`), retries with capped
+//! exponential backoff and full jitter (and never sooner than a `503`'s `Retry-After`), and on
+//! every connect sends `hello`, a full `snapshot` and the current status of everything it holds,
+//! so events lost while it was away heal themselves. Commands go to [`crate::commands`], which
+//! stores them durably before they are answered; status events from the controllers reach the hub
+//! through the [`Reporter`]. While disconnected, events are dropped: they are level-based and
+//! the reconnect resync replaces them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use kubenest_contracts::{self as wire, Envelope, Message, Validator};
+use rand::Rng;
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::Message as Ws;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::Commands;
+
+/// The subprotocol that names an agent session.
+pub const SUBPROTOCOL: &str = "kubenest.agent.v1";
+
+/// How the uplink dials.
+#[derive(Clone)]
+pub struct UplinkConfig {
+    /// `ws(s)://host:port/v1/connect`.
+    pub url: String,
+    /// The cluster JWT.
+    pub token: String,
+    /// TLS roots for `wss://` (None: the built-in public roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub heartbeat_every: Duration,
+    /// First retry delay bound; doubles per failed attempt up to `backoff_max`.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// The cluster and org ids (from the token's claims).
+    pub cluster_id: wire::Id,
+    pub org_id: wire::Id,
+}
+
+impl std::fmt::Debug for UplinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UplinkConfig")
+            .field("url", &self.url)
+            .field("cluster_id", &self.cluster_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where status events go; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    events: mpsc::Sender<Message>,
+    connected: watch::Receiver<bool>,
+    sequence: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Reporter {
+    /// A reporter and the receiving end the uplink drains.
+    pub fn new() -> (Self, mpsc::Receiver<Message>, watch::Sender<bool>) {
+        let (events, receiver) = mpsc::channel(4096);
+        let (connected_tx, connected) = watch::channel(false);
+        let reporter = Self {
+            events,
+            connected,
+            sequence: Arc::default(),
+        };
+        (reporter, receiver, connected_tx)
+    }
+
+    /// Queues an event for the hub; dropped while disconnected or when the queue is full
+    /// (the next snapshot and resync carry the state instead).
+    pub fn report(&self, event: impl Into<Message>) {
+        if *self.connected.borrow() {
+            let _ = self.events.try_send(event.into());
+        }
+    }
+
+    /// Whether a session is up.
+    pub fn connected(&self) -> bool {
+        *self.connected.borrow()
+    }
+
+    /// The next `app.status` sequence number. The controllers drop events whose sequence is not
+    /// newer than the last one, across agent restarts too, so it is the wall clock in
+    /// microseconds, kept strictly rising within a process: no state to persist.
+    pub fn next_sequence(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        let now = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap_or(0);
+        let mut current = self.sequence.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(current + 1);
+            match self
+                .sequence
+                .compare_exchange(current, next, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return next,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+/// A refused or failed connection attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("the hub refused the session with HTTP {status}")]
+    Refused {
+        status: u16,
+        retry_after: Option<Duration>,
+    },
+    #[error("connection failed: {0}")]
+    Failed(String),
+}
+
+/// The delay before attempt `attempt` (0-based): uniformly random in
+/// `[0, min(max, base * 2^attempt)]` ("full jitter"), so many agents that lost the same hub do
+/// not come back at the same moment.
+pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let ceiling = base
+        .saturating_mul(2u32.saturating_pow(attempt.min(20)))
+        .min(max);
+    let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(rand::rng().random_range(0..=millis))
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(config: &UplinkConfig) -> Result<Socket, ConnectError> {
+    let mut request = config
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| ConnectError::Failed(e.to_string()))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_static(SUBPROTOCOL),
+    );
+    let bearer = HeaderValue::from_str(&format!("Bearer {}", config.token))
+        .map_err(|_| ConnectError::Failed("the token is not a valid header value".into()))?;
+    headers.insert("Authorization", bearer);
+    let connector = config.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+    let ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(4096)
+        .max_message_size(Some(1 << 20))
+        .max_frame_size(Some(1 << 20));
+    match tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        Some(ws_config),
+        false,
+        connector,
+    )
+    .await
+    {
+        Ok((socket, _)) => Ok(socket),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let retry_after = response
+                .headers()
+                .get("Retry-After")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            Err(ConnectError::Refused {
+                status: response.status().as_u16(),
+                retry_after,
+            })
+        }
+        Err(other) => Err(ConnectError::Failed(other.to_string())),
+    }
+}
+
+/// Runs the uplink until `shutdown`.
+pub async fn run(
+    config: UplinkConfig,
+    commands: Arc<Commands>,
+    mut events: mpsc::Receiver<Message>,
+    connected: watch::Sender<bool>,
+    shutdown: CancellationToken,
+) {
+    let mut attempt = 0u32;
+    loop {
+        let outcome = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            outcome = connect(&config) => outcome,
+        };
+        let delay = match outcome {
+            Ok(socket) => {
+                attempt = 0;
+                tracing::info!(url = %config.url, "connected to the hub");
+                // Whatever queued while disconnected is older than the resync about to be sent.
+                while events.try_recv().is_ok() {}
+                let _ = connected.send(true);
+                let reason = session(&config, &commands, socket, &mut events, &shutdown).await;
+                let _ = connected.send(false);
+                tracing::info!(%reason, "hub session ended");
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                backoff(0, config.backoff_base, config.backoff_max)
+            }
+            Err(ConnectError::Refused {
+                status,
+                retry_after,
+            }) => {
+                let delay = backoff(attempt, config.backoff_base, config.backoff_max);
+                attempt = attempt.saturating_add(1);
+                tracing::warn!(status, ?retry_after, "the hub refused the session");
+                retry_after.map_or(delay, |after| delay.max(after))
+            }
+            Err(error) => {
+                let delay = backoff(attempt, config.backoff_base, config.backoff_max);
+                attempt = attempt.saturating_add(1);
+                tracing::warn!(%error, ?delay, "cannot reach the hub; retrying");
+                delay
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+/// One session: hello, snapshot and resync, then commands in and events out until it ends.
+async fn session(
+    config: &UplinkConfig,
+    commands: &Arc<Commands>,
+    socket: Socket,
+    events: &mut mpsc::Receiver<Message>,
+    shutdown: &CancellationToken,
+) -> String {
+    let validator = match Validator::shared() {
+        Ok(v) => v,
+        Err(error) => return format!("validator: {error}"),
+    };
+    let (mut sink, mut stream) = socket.split();
+    let address = |message: Message| {
+        Envelope::new(message).for_cluster(config.cluster_id.clone(), config.org_id.clone())
+    };
+    let (replies_tx, mut replies) = mpsc::channel::<Envelope>(1024);
+    let mut greeting = vec![address(commands.hello().into())];
+    greeting.push(address(commands.snapshot().await.into()));
+    for status in commands.resync().await {
+        greeting.push(address(status));
+    }
+    for frame in greeting {
+        if let Err(reason) = send(&mut sink, validator, &frame).await {
+            return reason;
+        }
+    }
+    let mut heartbeat = tokio::time::interval(config.heartbeat_every);
+    loop {
+        let frame = tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = sink.send(Ws::Close(None)).await;
+                return "shutting down".into();
+            }
+            _ = heartbeat.tick() => match commands.heartbeat().await {
+                Ok(beat) => address(beat.into()),
+                Err(error) => {
+                    tracing::warn!(%error, "heartbeat: cannot read capacity");
+                    continue;
+                }
+            },
+            Some(event) = events.recv() => address(event),
+            Some(reply) = replies.recv() => reply,
+            incoming = stream.next() => match incoming {
+                Some(Ok(Ws::Text(text))) => {
+                    match validator.decode(text.as_bytes()) {
+                        Ok(envelope) => on_frame(commands, envelope, &replies_tx, config),
+                        Err(error) => tracing::warn!(%error, "the hub sent a frame that fails its contract"),
+                    }
+                    continue;
+                }
+                Some(Ok(Ws::Close(frame))) => {
+                    return format!("closed by the hub: {}", frame.map(|f| format!("{} {}", f.code, f.reason)).unwrap_or_default());
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return format!("read: {error}"),
+                None => return "connection closed".into(),
+            },
+        };
+        if let Err(reason) = send(&mut sink, validator, &frame).await {
+            return reason;
+        }
+    }
+}
+
+async fn send<S>(sink: &mut S, validator: &Validator, frame: &Envelope) -> Result<(), String>
+where
+    S: futures::Sink<Ws> + Unpin,
+    S::Error: std::fmt::Display,
+{
+    let text = validator
+        .encode(frame)
+        .map_err(|e| format!("refusing to send an invalid {}: {e}", frame.message_type()))?;
+    tokio::time::timeout(Duration::from_secs(10), sink.send(Ws::text(text)))
+        .await
+        .map_err(|_| "write timed out".to_owned())?
+        .map_err(|e| format!("write: {e}"))
+}
+
+/// Hands a command to the workers; control frames from the hub are only logged.
+fn on_frame(
+    commands: &Arc<Commands>,
+    envelope: Envelope,
+    replies: &mpsc::Sender<Envelope>,
+    config: &UplinkConfig,
+) {
+    if envelope.direction != wire::Direction::Command {
+        if let Message::Error(error) = &envelope.message {
+            tracing::warn!(?error, "the hub reported an error");
+        }
+        return;
+    }
+    let replies = replies.clone();
+    let (cluster, org) = (config.cluster_id.clone(), config.org_id.clone());
+    commands.submit(envelope, move |answer| {
+        let frame = Envelope::new(answer).for_cluster(cluster, org);
+        let _ = replies.try_send(frame);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_full_jitter_under_a_doubling_cap() {
+        let base = Duration::from_millis(500);
+        let max = Duration::from_secs(30);
+        for attempt in 0..12 {
+            let ceiling = (base * 2u32.pow(attempt)).min(max);
+            for _ in 0..50 {
+                assert!(backoff(attempt, base, max) <= ceiling);
+            }
+        }
+        // Spread, not a fixed delay: 200 draws at the cap are not all alike.
+        let draws: std::collections::BTreeSet<_> =
+            (0..200).map(|_| backoff(10, base, max)).collect();
+        assert!(draws.len() > 100);
+        assert!(backoff(u32::MAX, base, max) <= max);
+    }
+
+    #[test]
+    fn sequences_rise_strictly_and_start_from_the_clock() {
+        let (reporter, _rx, _tx) = Reporter::new();
+        let first = reporter.next_sequence();
+        let second = reporter.next_sequence();
+        assert!(second > first);
+        let micros = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap();
+        assert!(first <= micros && first > micros - 60_000_000);
+    }
+}

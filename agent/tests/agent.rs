@@ -1,0 +1,581 @@
+//! The agent against real parts: a real workload cluster with kwok nodes, a real hub (Leases on
+//! a real management cluster), a real bare git repository as the GitOps remote, and commands
+//! from the controllers' own hub client over real sockets. One agent serves the whole test
+//! binary; each test works in a project (namespace) of its own.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{Backend, app_ref, eventually, project, reference_app, web_app};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{Api, Patch, PatchParams};
+use kubenest_agent::crd::StackDeploy;
+use kubenest_contracts::{self as wire, AppPhase, Message, RejectReason};
+use serde_json::json;
+
+struct Fixture {
+    backend: Backend,
+    east: &'static kubenest_testkit::Cluster,
+    bare: PathBuf,
+    cluster_id: String,
+}
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// Starts (once) the clusters, the hub, the backend session and the agent on a runtime of their
+/// own, which outlives every test's runtime.
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async move {
+                let env = Box::leak(Box::new(
+                    kubenest_testkit::Environment::builder()
+                        .management("mgmt")
+                        .workload("east", kubenest_testkit::NodePool::default())
+                        .start()
+                        .await
+                        .unwrap(),
+                ));
+                let mgmt = env.management().unwrap();
+                let east = env.cluster("east").unwrap();
+                let mgmt_client = mgmt.client().await.unwrap();
+                common::system_namespace(&mgmt_client).await;
+                let hub = common::Hub::prepare(mgmt);
+                let (url, signer) = (hub.url.clone(), hub.signer.clone());
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                hub.start(shutdown.clone());
+                let (cluster_id, org_id) = ("c-east-1", "acme");
+                let backend = Backend::start(
+                    &url,
+                    signer.clone(),
+                    Api::namespaced(mgmt_client, common::SYSTEM),
+                    cluster_id,
+                    org_id,
+                    shutdown.clone(),
+                );
+                let bare = common::bare_repository();
+                let token = signer
+                    .cluster_token(&wire::Id::new(cluster_id), &wire::Id::new(org_id), 1)
+                    .unwrap();
+                let config =
+                    common::agent_config(east, &url, token, cluster_id, org_id, &bare).await;
+                tokio::spawn(kubenest_agent::run(config, shutdown.clone()));
+                tx.send(Fixture {
+                    backend,
+                    east,
+                    bare,
+                    cluster_id: cluster_id.into(),
+                })
+                .unwrap();
+                std::future::pending::<()>().await;
+            });
+        });
+        rx.recv().unwrap()
+    })
+}
+
+fn app_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[tokio::test]
+async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_committed_to_gitops() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "shop").await;
+    let client = f.east.client().await.unwrap();
+    let ns = Api::<Namespace>::all(client.clone())
+        .get(&namespace)
+        .await
+        .unwrap();
+    assert_eq!(
+        ns.metadata.labels.unwrap()["kubenest.io/project-id"],
+        project
+    );
+
+    let id = app_id();
+    let app = app_ref(&id, "shop", &project, &namespace);
+    let command = f
+        .backend
+        .send(reference_app(app.clone(), "r1", "nginx:1.27", 2))
+        .await;
+    f.backend.answer(command).await.unwrap();
+    // Durable before accepted: the StackDeploy holds the command.
+    let held = Api::<StackDeploy>::namespaced(client.clone(), common::SYSTEM)
+        .get(&format!("app-{id}"))
+        .await
+        .unwrap();
+    assert_eq!(held.spec.deploy.revision, "r1");
+
+    let running = f
+        .backend
+        .app_status("the App Running", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    assert_eq!(running.observed_revision, "r1");
+    let kinds: Vec<(&str, bool)> = running
+        .components
+        .iter()
+        .map(|c| (c.kind.as_str(), c.ready))
+        .collect();
+    assert_eq!(kinds, [("addon", true), ("workload", true)]);
+    assert_eq!(running.exports[0].secret.as_str(), "shop-db-exports");
+    assert!(running.exports[0].keys.contains(&"dsn".to_owned()));
+
+    // The web Deployment reads DATABASE_URL from the export Secret; the value never left it.
+    let web = Api::<Deployment>::namespaced(client.clone(), &namespace)
+        .get("shop-web")
+        .await
+        .unwrap();
+    let container = &web.spec.unwrap().template.spec.unwrap().containers[0];
+    let env = container.env.clone().unwrap();
+    let url = env.iter().find(|e| e.name == "DATABASE_URL").unwrap();
+    let key_ref = url.value_from.clone().unwrap().secret_key_ref.unwrap();
+    assert_eq!(
+        (key_ref.name.as_str(), key_ref.key.as_str()),
+        ("shop-db-exports", "dsn")
+    );
+    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
+        .get("shop-db-exports")
+        .await
+        .unwrap();
+    let data = secret.data.unwrap();
+    let dsn = String::from_utf8(data["dsn"].0.clone()).unwrap();
+    let password = String::from_utf8(data["password"].0.clone()).unwrap();
+    assert_eq!(
+        dsn,
+        format!("postgres://app:{password}@shop-db.{namespace}.svc:5432/app")
+    );
+    assert_eq!(password.len(), 32);
+
+    // The addon's files are committed in the cluster's GitOps repository.
+    let dir = format!("clusters/{}/addons/{namespace}-shop-db", f.cluster_id);
+    let chart = common::committed(&f.bare, &format!("{dir}/Chart.yaml")).expect("Chart.yaml");
+    assert!(
+        chart.contains("name: postgres") && chart.contains("version: 1.0.0"),
+        "{chart}"
+    );
+    let values = common::committed(&f.bare, &format!("{dir}/values.yaml")).expect("values.yaml");
+    assert!(values.contains("size: 2Gi"), "{values}");
+    assert!(
+        !values.contains(&password),
+        "the password never goes to git"
+    );
+
+    // Patch replicas: a new revision, applied and reported.
+    let command = f
+        .backend
+        .send(reference_app(app.clone(), "r2", "nginx:1.27", 3))
+        .await;
+    f.backend.answer(command).await.unwrap();
+    f.backend
+        .app_status("revision r2 Running", LONG, &id, |s| {
+            s.observed_revision == "r2" && s.phase == AppPhase::Running
+        })
+        .await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
+    assert_eq!(
+        deployments
+            .get("shop-web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(3)
+    );
+
+    // Scale behind the agent's back: drift is reported with the field and the manager, then
+    // healed.
+    deployments
+        .patch_scale(
+            "shop-web",
+            &PatchParams {
+                field_manager: Some("kubectl".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&json!({"spec": {"replicas": 7}})),
+        )
+        .await
+        .unwrap();
+    let drift = f
+        .backend
+        .wait_for("a drift report", LONG, |m| match m {
+            Message::DriftReport(r) if r.app_id.as_str() == id && !r.details.is_empty() => {
+                Some(r.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(drift.class, wire::DriftClass::Recoverable);
+    let detail = &drift.details[0];
+    assert_eq!(
+        (detail.resource.as_str(), detail.field.as_str()),
+        ("Deployment/shop-web", "spec.replicas")
+    );
+    assert_eq!(
+        (detail.desired.clone(), detail.observed.clone()),
+        (json!(3), json!(7))
+    );
+    assert_eq!(detail.manager.as_deref(), Some("kubectl"));
+    eventually("the drift healed", LONG, async || {
+        deployments
+            .get("shop-web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas
+            == Some(3)
+    })
+    .await;
+    f.backend
+        .wait_for("the drift cleared", LONG, |m| match m {
+            Message::DriftReport(r) if r.app_id.as_str() == id && r.details.is_empty() => Some(()),
+            _ => None,
+        })
+        .await;
+
+    // Pause and resume.
+    let command = f
+        .backend
+        .send(wire::AppPause {
+            app: app.clone(),
+            revision: "r2".into(),
+        })
+        .await;
+    f.backend.answer(command).await.unwrap();
+    f.backend
+        .app_status("paused", LONG, &id, |s| s.phase == AppPhase::Paused)
+        .await;
+    assert_eq!(
+        deployments
+            .get("shop-web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(0)
+    );
+    let command = f
+        .backend
+        .send(wire::AppResume {
+            app: app.clone(),
+            revision: "r2".into(),
+        })
+        .await;
+    f.backend.answer(command).await.unwrap();
+    f.backend
+        .app_status("resumed", LONG, &id, |s| s.phase == AppPhase::Running)
+        .await;
+    assert_eq!(
+        deployments
+            .get("shop-web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(3)
+    );
+
+    // Delete: everything the StackDeploy owned goes, the GitOps folder too.
+    let command = f.backend.send(wire::AppDelete { app: app.clone() }).await;
+    f.backend.answer(command).await.unwrap();
+    f.backend
+        .app_status("deleted", LONG, &id, |s| s.phase == AppPhase::Deleted)
+        .await;
+    assert!(deployments.get_opt("shop-web").await.unwrap().is_none());
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    assert!(secrets.get_opt("shop-db-exports").await.unwrap().is_none());
+    let sts =
+        Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client.clone(), &namespace);
+    assert!(sts.get_opt("shop-db").await.unwrap().is_none());
+    assert_eq!(
+        common::committed(&f.bare, &format!("{dir}/Chart.yaml")),
+        None
+    );
+}
+
+#[tokio::test]
+async fn an_image_that_never_becomes_ready_blocks_sync_after_the_deadline() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "stuck").await;
+    let id = app_id();
+    let app = app_ref(&id, "stuck", &project, &namespace);
+    let command = f
+        .backend
+        .send(web_app(app, "r1", "kubenest-test/web:never-ready", 2, 10))
+        .await;
+    f.backend.answer(command).await.unwrap();
+    let blocked = f
+        .backend
+        .wait_for("blocked_sync", LONG, |m| match m {
+            Message::DriftReport(r)
+                if r.app_id.as_str() == id && r.class == wire::DriftClass::BlockedSync =>
+            {
+                Some(r.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(
+        blocked.details[0].observed,
+        json!("ProgressDeadlineExceeded")
+    );
+    let failed = f
+        .backend
+        .app_status("Failed", LONG, &id, |s| s.phase == AppPhase::Failed)
+        .await;
+    assert!(!failed.components[0].ready);
+    assert!(
+        failed.components[0].message.contains("progress deadline"),
+        "{:?}",
+        failed.components
+    );
+}
+
+#[tokio::test]
+async fn a_deploy_into_a_namespace_outside_its_project_is_rejected_with_the_field() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "mine").await;
+    let (other_project, other_namespace) = common::project(&f.backend, "theirs").await;
+    assert_ne!(project, other_project);
+    // Another project's namespace, and one kubenest does not manage.
+    for target in [other_namespace.as_str(), "kube-system"] {
+        let app = app_ref(&app_id(), "intruder", &project, target);
+        let command = f
+            .backend
+            .send(web_app(app, "r1", "nginx:1.27", 1, 60))
+            .await;
+        let refused = f.backend.answer(command).await.unwrap_err();
+        assert_eq!(refused.reason, RejectReason::NamespaceViolation);
+        assert_eq!(refused.field.as_deref(), Some("/app/namespace"));
+    }
+    // A StackDeploy written on the cluster directly is refused by its controller too, and the
+    // refusal travels back as the App's status.
+    let client = f.east.client().await.unwrap();
+    let id = app_id();
+    let deploy = web_app(
+        app_ref(&id, "sneaky", &project, &other_namespace),
+        "r1",
+        "nginx:1.27",
+        1,
+        60,
+    );
+    let object = StackDeploy::new(
+        &format!("app-{id}"),
+        kubenest_agent::crd::StackDeploySpec {
+            deploy,
+            restart_id: None,
+        },
+    );
+    Api::<StackDeploy>::namespaced(client.clone(), common::SYSTEM)
+        .create(&Default::default(), &object)
+        .await
+        .unwrap();
+    let status = f
+        .backend
+        .app_status("refused", LONG, &id, |s| s.phase == AppPhase::Failed)
+        .await;
+    assert_eq!(status.conditions[0].reason, "NamespaceViolation");
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &other_namespace)
+            .get_opt("sneaky-web")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A bad export reference names its field.
+    let mut bad = reference_app(
+        app_ref(&app_id(), "bad", &project, &namespace),
+        "r1",
+        "nginx:1.27",
+        1,
+    );
+    if let wire::Component::Workload(w) = &mut bad.components[1] {
+        w.env[0].from = wire::EnvFrom::ExportRef(wire::ExportRef {
+            component: "db".into(),
+            export: "uri".into(),
+        });
+    }
+    let refused = f
+        .backend
+        .answer(f.backend.send(bad).await)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.reason, RejectReason::Invalid);
+    assert_eq!(
+        refused.field.as_deref(),
+        Some("/components/1/env/0/export_ref/export")
+    );
+}
+
+#[tokio::test]
+async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_namespaces() {
+    let f = fixture();
+    let (_, namespace) = project(&f.backend, "secrets").await;
+    let target = wire::SecretTarget {
+        namespace: wire::Name::new(&namespace),
+        secret: wire::Name::new("web-secrets"),
+        app_id: None,
+    };
+    let set = |values: &[(&str, &str)]| wire::SecretSet {
+        target: target.clone(),
+        values: values
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), wire::SecretValue((*v).to_owned())))
+            .collect(),
+    };
+    f.backend
+        .answer(f.backend.send(set(&[("API_KEY", "k1")])).await)
+        .await
+        .unwrap();
+    f.backend
+        .answer(f.backend.send(set(&[("TOKEN", "t1")])).await)
+        .await
+        .unwrap();
+    let client = f.east.client().await.unwrap();
+    let secrets = Api::<Secret>::namespaced(client.clone(), &namespace);
+    let keys = |s: Secret| s.data.unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        keys(secrets.get("web-secrets").await.unwrap()),
+        ["API_KEY", "TOKEN"]
+    );
+    let delete = wire::SecretDelete {
+        target: target.clone(),
+        keys: vec!["API_KEY".into()],
+    };
+    f.backend
+        .answer(f.backend.send(delete).await)
+        .await
+        .unwrap();
+    assert_eq!(keys(secrets.get("web-secrets").await.unwrap()), ["TOKEN"]);
+    // Nowhere but a project's namespace.
+    let outside = wire::SecretSet {
+        target: wire::SecretTarget {
+            namespace: wire::Name::new("kube-system"),
+            ..target.clone()
+        },
+        ..set(&[("X", "y")])
+    };
+    let refused = f
+        .backend
+        .answer(f.backend.send(outside).await)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.reason, RejectReason::NamespaceViolation);
+    // The agent never echoes a value: no event carries one.
+    let text = format!("{:?}", f.backend.events());
+    assert!(!text.contains("k1") || !text.contains("t1"));
+}
+
+#[tokio::test]
+async fn a_git_workload_is_built_by_a_job_and_then_runs_the_built_image() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "built").await;
+    let id = app_id();
+    let deploy: wire::AppDeploy = serde_json::from_value(json!({
+        "app": app_ref(&id, "api", &project, &namespace),
+        "revision": "abcdef0123456789",
+        "progress_deadline_seconds": 120,
+        "components": [{"kind": "workload", "name": "api", "replicas": 1, "port": 8080,
+            "source": {"type": "git", "repository": "https://git.example.test/api.git",
+                       "git_ref": "main", "mode": "dockerfile"}}]
+    }))
+    .unwrap();
+    f.backend
+        .answer(f.backend.send(deploy).await)
+        .await
+        .unwrap();
+    let built = f
+        .backend
+        .wait_for("the build succeeded", LONG, |m| match m {
+            Message::BuildStatus(b)
+                if b.phase == wire::BuildPhase::Succeeded
+                    && b.build_id.as_str().starts_with("api-api") =>
+            {
+                Some(b.clone())
+            }
+            _ => None,
+        })
+        .await;
+    let image = built.image.unwrap();
+    assert_eq!(
+        image,
+        format!("builds.test/{namespace}/api-api:abcdef012345")
+    );
+    f.backend
+        .app_status("running the built image", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    let client = f.east.client().await.unwrap();
+    let web = Api::<Deployment>::namespaced(client.clone(), &namespace)
+        .get("api-api")
+        .await
+        .unwrap();
+    assert_eq!(
+        web.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some(image.as_str())
+    );
+    let job = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(client, &namespace)
+        .get(&format!("build-{}", built.build_id.as_str()))
+        .await
+        .unwrap();
+    let args = job.spec.unwrap().template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    assert!(
+        args.contains(&"--context=git://git.example.test/api.git#main".to_owned()),
+        "{args:?}"
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_carry_the_clusters_capacity_and_a_resync_sends_a_snapshot() {
+    let f = fixture();
+    let beat = f
+        .backend
+        .wait_for("a heartbeat", LONG, |m| match m {
+            Message::Heartbeat(h) => Some(h.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(beat.node_count, 2);
+    assert_eq!(beat.cpu_allocatable_millis, 8000);
+    assert_eq!(beat.memory_allocatable_bytes, 16 * 1024 * 1024 * 1024);
+    let before = f
+        .backend
+        .events()
+        .iter()
+        .filter(|m| matches!(m, Message::Snapshot(_)))
+        .count();
+    f.backend
+        .send(wire::ResyncRequest {
+            reason: "test".into(),
+        })
+        .await;
+    eventually("a fresh snapshot", LONG, async || {
+        f.backend
+            .events()
+            .iter()
+            .filter(|m| matches!(m, Message::Snapshot(_)))
+            .count()
+            > before
+    })
+    .await;
+}

@@ -1,0 +1,397 @@
+//! The agent's test kit: a real hub replica (session Leases on a real management cluster), a
+//! real workload cluster with kwok nodes, a real bare git repository as the GitOps remote, the
+//! agent itself, and a backend session that speaks for the controllers (the controllers' own hub
+//! client: it pushes floors, dispatches commands to the replica holding the cluster's Lease and
+//! hands back every status event).
+
+#![allow(dead_code)] // each test binary uses part of this
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kubenest_contracts::{self as wire, Envelope, Message};
+use kubenest_controllers::hub_client::{HubClient, HubClientConfig};
+
+use tokio_util::sync::CancellationToken;
+
+pub const SYSTEM: &str = "kubenest-system";
+
+/// Polls `check` every 100 ms until it holds, for at most `within`.
+pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, within: Duration, mut check: F) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < within {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {within:?}: {what}");
+}
+
+/// A hub replica on a free loopback port, trusting a fresh key.
+pub struct Hub {
+    pub url: String,
+    pub signer: Arc<wire::TokenSigner>,
+    args: kubenest_hub::Args,
+    listener: std::net::TcpListener,
+    admin: std::net::TcpListener,
+}
+
+impl Hub {
+    pub fn prepare(mgmt: &kubenest_testkit::Cluster) -> Self {
+        let key = rcgen_key();
+        let dir = tempfile::tempdir().unwrap().keep();
+        std::fs::write(dir.join("hub.pub"), &key.1).unwrap();
+        let signer = Arc::new(wire::TokenSigner::from_pem(key.0.as_bytes(), "kubenest").unwrap());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+        let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
+            "kubenest-hub".to_owned(),
+            format!("--jwt-public-key={}", dir.join("hub.pub").display()),
+            "--jwt-issuer=kubenest".to_owned(),
+            "--insecure-plaintext".to_owned(),
+            format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
+            format!("--lease-namespace={SYSTEM}"),
+        ])
+        .unwrap();
+        Self {
+            url,
+            signer,
+            args,
+            listener,
+            admin,
+        }
+    }
+
+    /// Runs the replica on the current runtime until `shutdown`.
+    pub fn start(self, shutdown: CancellationToken) {
+        tokio::spawn(kubenest_hub::run(
+            self.args,
+            self.listener,
+            self.admin,
+            shutdown,
+        ));
+    }
+}
+
+/// (private PEM, public PEM) of a fresh Ed25519 key.
+fn rcgen_key() -> (String, String) {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    (key.serialize_pem(), key.public_key_pem())
+}
+
+/// The controllers' side of the hub: sends commands, collects every status event.
+#[derive(Clone)]
+pub struct Backend {
+    /// Dispatches on the fixture's runtime (the hub client's Kubernetes client lives there).
+    dispatch: tokio::sync::mpsc::UnboundedSender<(Envelope, tokio::sync::oneshot::Sender<bool>)>,
+    pub events: Arc<Mutex<Vec<Envelope>>>,
+    pub cluster_id: wire::Id,
+    pub org_id: wire::Id,
+}
+
+impl Backend {
+    pub fn start(
+        hub_url: &str,
+        signer: Arc<wire::TokenSigner>,
+        leases: Api<k8s_openapi::api::coordination::v1::Lease>,
+        cluster_id: &str,
+        org_id: &str,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let (hub, mut statuses) = HubClient::start(
+            HubClientConfig {
+                urls: vec![hub_url.to_owned()],
+                signer,
+                leases,
+            },
+            shutdown,
+        )
+        .unwrap();
+        hub.push_floors(vec![wire::Floor {
+            cluster_id: wire::Id::new(cluster_id),
+            org_id: wire::Id::new(org_id),
+            min_token_version: 1,
+        }]);
+        let (dispatch, mut requests) =
+            tokio::sync::mpsc::unbounded_channel::<(Envelope, tokio::sync::oneshot::Sender<bool>)>(
+            );
+        tokio::spawn(async move {
+            while let Some((envelope, reply)) = requests.recv().await {
+                let _ = reply.send(hub.dispatch(envelope).await.is_ok());
+            }
+        });
+        let events: Arc<Mutex<Vec<Envelope>>> = Arc::default();
+        let sink = events.clone();
+        tokio::spawn(async move {
+            while let Some(envelope) = statuses.recv().await {
+                sink.lock().unwrap().push(envelope);
+            }
+        });
+        Self {
+            dispatch,
+            events,
+            cluster_id: wire::Id::new(cluster_id),
+            org_id: wire::Id::new(org_id),
+        }
+    }
+
+    /// Sends a command, retrying while the agent is not connected; returns its id.
+    pub async fn send(&self, command: impl Into<Message>) -> uuid::Uuid {
+        let envelope =
+            Envelope::new(command).for_cluster(self.cluster_id.clone(), self.org_id.clone());
+        let id = envelope.id;
+        for _ in 0..300 {
+            let (reply, routed) = tokio::sync::oneshot::channel();
+            let _ = self.dispatch.send((envelope.clone(), reply));
+            if routed.await.unwrap_or(false) {
+                return id;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("command {} never routed", envelope.message_type());
+    }
+
+    /// Every event so far.
+    pub fn events(&self) -> Vec<Message> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| e.message.clone())
+            .collect()
+    }
+
+    /// Waits for the answer to command `id`: Ok for accepted, Err(rejection) for rejected.
+    pub async fn answer(&self, id: uuid::Uuid) -> Result<(), wire::CommandRejected> {
+        let mut found = None;
+        eventually("the agent's answer", Duration::from_secs(30), async || {
+            found = self.events().into_iter().find_map(|m| match m {
+                Message::CommandAccepted(a) if a.command_id == id => Some(Ok(())),
+                Message::CommandRejected(r) if r.command_id == id => Some(Err(r)),
+                _ => None,
+            });
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// Waits for an event `pick` accepts, returning what it returns.
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        within: Duration,
+        mut pick: impl FnMut(&Message) -> Option<T>,
+    ) -> T {
+        let mut found = None;
+        eventually(what, within, async || {
+            found = self.events().iter().rev().find_map(&mut pick);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// Waits until the latest `app.status` of `app_id` satisfies `check`.
+    pub async fn app_status(
+        &self,
+        what: &str,
+        within: Duration,
+        app_id: &str,
+        mut check: impl FnMut(&wire::AppStatus) -> bool,
+    ) -> wire::AppStatus {
+        let mut last = None;
+        let start = std::time::Instant::now();
+        while start.elapsed() < within {
+            last = self.events().into_iter().rev().find_map(|m| match m {
+                Message::AppStatus(s) if s.app_id.as_str() == app_id => Some(s),
+                _ => None,
+            });
+            if last.as_ref().is_some_and(&mut check) {
+                return last.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("timed out after {within:?}: {what}; last app.status: {last:#?}");
+    }
+}
+
+/// A GitOps remote: a bare repository in a temporary folder.
+pub fn bare_repository() -> PathBuf {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let bare = dir.join("gitops.git");
+    let status = std::process::Command::new("git")
+        .args(["init", "--quiet", "--bare", "--initial-branch=main"])
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    bare
+}
+
+/// A file of the bare repository's `main`, if it is there.
+pub fn committed(bare: &std::path::Path, path: &str) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .arg(format!("--git-dir={}", bare.display()))
+        .args(["show", &format!("main:{path}")])
+        .output()
+        .unwrap();
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The last commit message on the bare repository's `main`.
+pub fn last_commit_message(bare: &std::path::Path) -> String {
+    let output = std::process::Command::new("git")
+        .arg(format!("--git-dir={}", bare.display()))
+        .args(["log", "-1", "--format=%s", "main"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// The repository's chart catalog.
+pub fn catalog() -> PathBuf {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest.join("..").join("charts").join("addons")
+}
+
+/// Creates the system namespace on a cluster if missing.
+pub async fn system_namespace(client: &kube::Client) {
+    let ns =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            SYSTEM,
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .unwrap();
+}
+
+/// An agent's configuration for `cluster` dialing `hub_url`.
+pub async fn agent_config(
+    cluster: &kubenest_testkit::Cluster,
+    hub_url: &str,
+    token: String,
+    cluster_id: &str,
+    org_id: &str,
+    gitops: &std::path::Path,
+) -> kubenest_agent::Config {
+    let bins = kubenest_testkit::Binaries::locate().unwrap();
+    let work = tempfile::tempdir().unwrap().keep().join("clone");
+    kubenest_agent::Config {
+        client: cluster.client().await.unwrap(),
+        uplink: kubenest_agent::uplink::UplinkConfig {
+            url: hub_url.to_owned(),
+            token,
+            tls: None,
+            heartbeat_every: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(200),
+            backoff_max: Duration::from_secs(2),
+            cluster_id: wire::Id::new(cluster_id),
+            org_id: wire::Id::new(org_id),
+        },
+        namespace: SYSTEM.into(),
+        helm: kubenest_agent::helm::Helm {
+            bin: bins.helm,
+            catalog: catalog(),
+        },
+        gitops: Some((gitops.display().to_string(), "main".into(), work)),
+        builders: kubenest_agent::context::Builders {
+            kaniko: "kaniko-executor:test".into(),
+            buildpacks: "buildpacks-builder:test".into(),
+            push_prefix: "builds.test".into(),
+        },
+        install_crds: true,
+    }
+}
+
+/// An App reference in `namespace` of project `project`.
+pub fn app_ref(app_id: &str, name: &str, project: &str, namespace: &str) -> wire::AppRef {
+    wire::AppRef {
+        app_id: wire::Id::new(app_id),
+        name: wire::Name::new(name),
+        project_id: wire::Id::new(project),
+        namespace: wire::Name::new(namespace),
+    }
+}
+
+/// `project.ensure` for a fresh project and namespace; returns (project id, namespace).
+pub async fn project(backend: &Backend, prefix: &str) -> (String, String) {
+    let id = format!("p-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let namespace = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let command = backend
+        .send(wire::ProjectEnsure {
+            project_id: wire::Id::new(&id),
+            namespace: wire::Name::new(&namespace),
+            labels: Default::default(),
+            registry_secret: None,
+        })
+        .await;
+    backend.answer(command).await.unwrap();
+    (id, namespace)
+}
+
+/// The reference App's command: a Postgres addon `db` and a web workload whose `DATABASE_URL`
+/// comes from the addon's `dsn` export.
+pub fn reference_app(
+    app: wire::AppRef,
+    revision: &str,
+    image: &str,
+    replicas: u32,
+) -> wire::AppDeploy {
+    serde_json::from_value(serde_json::json!({
+        "app": app,
+        "revision": revision,
+        "progress_deadline_seconds": 120,
+        "components": [
+            {"kind": "addon", "name": "db", "definition": "postgres",
+             "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
+             // kwok clusters have no volume provisioner.
+             "values": {"persistence": {"enabled": false, "size": "2Gi"}},
+             "exports": {
+                "host": "{release}.{namespace}.svc", "port": "5432", "user": "app",
+                "database": "app", "password": "{password}",
+                "dsn": "postgres://{user}:{password}@{host}:{port}/{database}"}},
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": image},
+             "replicas": replicas, "port": 8080,
+             "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}},
+                     {"name": "MODE", "value": "production"}],
+             "ingress": {"host": "shop.example.test", "path": "/"}}
+        ]
+    }))
+    .unwrap()
+}
+
+/// A web-only App.
+pub fn web_app(
+    app: wire::AppRef,
+    revision: &str,
+    image: &str,
+    replicas: u32,
+    deadline: u32,
+) -> wire::AppDeploy {
+    serde_json::from_value(serde_json::json!({
+        "app": app,
+        "revision": revision,
+        "progress_deadline_seconds": deadline,
+        "components": [
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": image},
+             "replicas": replicas, "port": 8080}
+        ]
+    }))
+    .unwrap()
+}
