@@ -22,7 +22,7 @@ use common::agent::Agent;
 use common::{Hub, SYSTEM_NAMESPACE as SYSTEM};
 use kube::api::{Api, PostParams};
 use kubenest_contracts::TokenSigner;
-use kubenest_controllers::history::{DatabaseUrl, History};
+use kubenest_controllers::history::{DatabaseUrl, History, NewDeployment, Operation};
 use kubenest_crds::app::App;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
 use tokio_util::sync::CancellationToken;
@@ -93,6 +93,44 @@ fn pgbench_rate(url: &str) -> f64 {
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .expect("pgbench tps")
+}
+
+/// The history store alone: 1,000 concurrent `record_change` calls (as many reconciles make at
+/// once), from the first call to the last commit.
+async fn store_rate(postgres: &kubenest_testkit::Postgres) -> f64 {
+    let db = postgres.fresh_database("history-store").await.unwrap();
+    let history = History::connect(&DatabaseUrl::new(db.url), CONNECTIONS)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let calls = (0..APPS).map(|i| {
+        let history = history.clone();
+        tokio::spawn(async move {
+            let spec = serde_json::json!({"project": "shop", "components": [{"name": "web",
+                "workload": {"image": format!("nginx:1.{i}"), "replicas": 2}}]});
+            history
+                .record_change(NewDeployment {
+                    intent_key: format!("app-{i}/g1"),
+                    org_id: "bench".into(),
+                    project_id: "shop".into(),
+                    cluster_id: "east".into(),
+                    app_id: format!("app-{i}"),
+                    app_name: format!("app-{i:04}"),
+                    revision: "abcdef0123456789".into(),
+                    operation: Operation::Create,
+                    actor: "kubernetes:bench".into(),
+                    spec_before: None,
+                    spec_after: spec,
+                    rollback_of: None,
+                })
+                .await
+                .unwrap();
+        })
+    });
+    for call in calls.collect::<Vec<_>>() {
+        call.await.unwrap();
+    }
+    APPS as f64 / started.elapsed().as_secs_f64()
 }
 
 fn controllers(
@@ -207,10 +245,14 @@ async fn main() {
             .unwrap()
     };
     let mut first_row = None;
+    let mut progress = Vec::new();
     loop {
         let n = count().await;
         if n > 0 && first_row.is_none() {
             first_row = Some(started.elapsed());
+        }
+        if progress.last().is_none_or(|(_, last)| *last != n) {
+            progress.push((started.elapsed().as_millis(), n));
         }
         if n >= APPS as i64 {
             break;
@@ -222,6 +264,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let first_row = first_row.unwrap_or_default();
+    eprintln!("rows over time (ms since the controllers started, rows): {progress:?}");
     let recording = started.elapsed() - first_row;
     let deployed = agent.count("app.deploy");
     stop.cancel();
@@ -232,6 +275,7 @@ async fn main() {
         "{APPS} rows in {recording:?} after the first; {deployed} app.deploy commands reached the agent"
     );
 
+    let store = store_rate(&postgres).await;
     let pgbench = pgbench_rate(&db.url);
     let report = serde_json::json!({
         "benchmark": "history",
@@ -239,6 +283,8 @@ async fn main() {
         "rows_per_s": (rows_per_s * 10.0).round() / 10.0,
         "seconds_first_to_last_row": (recording.as_secs_f64() * 100.0).round() / 100.0,
         "controllers_start_to_first_row_s": (first_row.as_secs_f64() * 100.0).round() / 100.0,
+        "store_rows_per_s": store.round(),
+        "store_ratio": (store / pgbench * 1000.0).round() / 1000.0,
         "pgbench_inserts_per_s": pgbench.round(),
         "pgbench_clients": CONNECTIONS,
         "ratio": (rows_per_s / pgbench * 1000.0).round() / 1000.0,

@@ -950,7 +950,7 @@ pub async fn run(
     let apps: Api<App> = Api::all(plane.client.clone());
     let triggers = tokio_stream::wrappers::ReceiverStream::new(triggers);
     let caches = plane.caches.clone();
-    Controller::new(apps, watcher::Config::default())
+    Controller::new(apps, watcher::Config::default().any_semantic())
         // A project turning Ready (or going away) moves its Apps on.
         .watches(
             Api::<Project>::all(plane.client.clone()),
