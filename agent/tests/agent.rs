@@ -66,8 +66,16 @@ fn fixture() -> &'static Fixture {
                 let token = signer
                     .cluster_token(&wire::Id::new(cluster_id), &wire::Id::new(org_id), 1)
                     .unwrap();
-                let config =
-                    common::agent_config(east, &url, token, cluster_id, org_id, &bare).await;
+                let config = common::agent_config(
+                    east,
+                    &url,
+                    token,
+                    cluster_id,
+                    org_id,
+                    &bare,
+                    common::SYSTEM,
+                )
+                .await;
                 tokio::spawn(kubenest_agent::run(config, shutdown.clone()));
                 tx.send(Fixture {
                     backend,
@@ -477,7 +485,14 @@ async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_na
     assert_eq!(refused.reason, RejectReason::NamespaceViolation);
     // The agent never echoes a value: no event carries one.
     let text = format!("{:?}", f.backend.events());
-    assert!(!text.contains("k1") || !text.contains("t1"));
+    assert!(!text.contains("value-of-the-api-key") && !text.contains("value-of-the-token"));
+    let value = String::from_utf8(
+        secrets.get("web-secrets").await.unwrap().data.unwrap()["TOKEN"]
+            .0
+            .clone(),
+    )
+    .unwrap();
+    assert_eq!(value, "value-of-the-token");
 }
 
 #[tokio::test]
@@ -578,4 +593,187 @@ async fn heartbeats_carry_the_clusters_capacity_and_a_resync_sends_a_snapshot() 
             > before
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_revision_that_drops_a_port_prunes_its_service_and_ingress() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "prune").await;
+    let id = app_id();
+    let app = app_ref(&id, "site", &project, &namespace);
+    let mut with_ingress = web_app(app.clone(), "r1", "nginx:1.27", 1, 60);
+    if let wire::Component::Workload(w) = &mut with_ingress.components[0] {
+        w.ingress = Some(wire::Ingress {
+            host: "site.example.test".into(),
+            path: "/".into(),
+            tls: false,
+        });
+    }
+    f.backend
+        .answer(f.backend.send(with_ingress).await)
+        .await
+        .unwrap();
+    f.backend
+        .app_status("r1 Running", LONG, &id, |s| s.phase == AppPhase::Running)
+        .await;
+    let client = f.east.client().await.unwrap();
+    let services =
+        Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &namespace);
+    let ingresses =
+        Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(client.clone(), &namespace);
+    assert!(services.get_opt("site-web").await.unwrap().is_some());
+    assert!(ingresses.get_opt("site-web").await.unwrap().is_some());
+
+    let mut portless = web_app(app, "r2", "nginx:1.27", 1, 60);
+    if let wire::Component::Workload(w) = &mut portless.components[0] {
+        w.port = None;
+    }
+    f.backend
+        .answer(f.backend.send(portless).await)
+        .await
+        .unwrap();
+    f.backend
+        .app_status("r2 Running", LONG, &id, |s| {
+            s.observed_revision == "r2" && s.phase == AppPhase::Running
+        })
+        .await;
+    eventually("the Service and Ingress pruned", LONG, async || {
+        services.get_opt("site-web").await.unwrap().is_none()
+            && ingresses.get_opt("site-web").await.unwrap().is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "cache").await;
+    let addon = wire::AddonRef {
+        addon_id: wire::Id::new(format!(
+            "ad-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        )),
+        name: wire::Name::new("sessions"),
+        project_id: wire::Id::new(&project),
+        namespace: wire::Name::new(&namespace),
+    };
+    let apply = |revision: u32, memory: &str| wire::AddonApply {
+        addon: addon.clone(),
+        revision,
+        definition: wire::Name::new("redis"),
+        chart: wire::ChartRef {
+            repository: "charts/addons".into(),
+            name: "redis".into(),
+            version: "1.0.0".into(),
+        },
+        values: serde_json::from_value(json!({"resources": {"requests": {"memory": memory}}}))
+            .unwrap(),
+        exports: [
+            ("host", "{release}.{namespace}.svc"),
+            ("port", "6379"),
+            ("password", "{password}"),
+            ("url", "redis://:{password}@{host}:{port}"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    };
+    let ready = |revision: u32| {
+        let id = addon.addon_id.clone();
+        move |m: &Message| match m {
+            Message::AddonStatus(s)
+                if s.addon_id == id
+                    && s.observed_revision == revision
+                    && s.phase == wire::AddonPhase::Ready =>
+            {
+                Some(s.clone())
+            }
+            _ => None,
+        }
+    };
+    f.backend
+        .answer(f.backend.send(apply(1, "64Mi")).await)
+        .await
+        .unwrap();
+    let first = f.backend.wait_for("revision 1 Ready", LONG, ready(1)).await;
+    assert_eq!(first.export.unwrap().secret.as_str(), "sessions-exports");
+    let values_path = format!(
+        "clusters/{}/addons/{namespace}-sessions/values.yaml",
+        f.cluster_id
+    );
+    assert!(
+        common::committed(&f.bare, &values_path)
+            .unwrap()
+            .contains("64Mi")
+    );
+
+    f.backend
+        .answer(f.backend.send(apply(2, "128Mi")).await)
+        .await
+        .unwrap();
+    let second = f.backend.wait_for("revision 2 Ready", LONG, ready(2)).await;
+    assert_ne!(second.git_commit, first.git_commit);
+    assert!(
+        common::committed(&f.bare, &values_path)
+            .unwrap()
+            .contains("128Mi")
+    );
+
+    // A stale revision is refused; rolling back to 1 restores its values as revision 3.
+    let stale = f
+        .backend
+        .answer(f.backend.send(apply(1, "1Gi")).await)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (stale.reason, stale.field.as_deref()),
+        (RejectReason::Stale, Some("/revision"))
+    );
+    let rollback = wire::AddonRollback {
+        addon: addon.clone(),
+        revision: 3,
+        to_revision: 1,
+    };
+    f.backend
+        .answer(f.backend.send(rollback).await)
+        .await
+        .unwrap();
+    f.backend.wait_for("revision 3 Ready", LONG, ready(3)).await;
+    assert!(
+        common::committed(&f.bare, &values_path)
+            .unwrap()
+            .contains("64Mi")
+    );
+    let unknown = wire::AddonRollback {
+        addon: addon.clone(),
+        revision: 4,
+        to_revision: 9,
+    };
+    let refused = f
+        .backend
+        .answer(f.backend.send(unknown).await)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.field.as_deref(), Some("/to_revision"));
+
+    f.backend
+        .answer(
+            f.backend
+                .send(wire::AddonDelete {
+                    addon: addon.clone(),
+                })
+                .await,
+        )
+        .await
+        .unwrap();
+    let id = addon.addon_id.clone();
+    f.backend
+        .wait_for("the addon deleted", LONG, |m| match m {
+            Message::AddonStatus(s) if s.addon_id == id && s.phase == wire::AddonPhase::Deleted => {
+                Some(())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(common::committed(&f.bare, &values_path), None);
 }

@@ -30,7 +30,28 @@ pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, within: Duration, m
     panic!("timed out after {within:?}: {what}");
 }
 
-/// A hub replica on a free loopback port, trusting a fresh key.
+/// The hub's signing key: the signer mints tokens, the hub trusts the public half.
+#[derive(Clone)]
+pub struct HubKey {
+    pub signer: Arc<wire::TokenSigner>,
+    pub public: PathBuf,
+}
+
+impl HubKey {
+    pub fn new() -> Self {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let public = tempfile::tempdir().unwrap().keep().join("hub.pub");
+        std::fs::write(&public, key.public_key_pem()).unwrap();
+        let signer =
+            wire::TokenSigner::from_pem(key.serialize_pem().as_bytes(), "kubenest").unwrap();
+        Self {
+            signer: Arc::new(signer),
+            public,
+        }
+    }
+}
+
+/// A hub replica on a loopback port, session Leases on the management cluster.
 pub struct Hub {
     pub url: String,
     pub signer: Arc<wire::TokenSigner>,
@@ -40,17 +61,19 @@ pub struct Hub {
 }
 
 impl Hub {
+    /// A replica on a free port trusting a fresh key.
     pub fn prepare(mgmt: &kubenest_testkit::Cluster) -> Self {
-        let key = rcgen_key();
-        let dir = tempfile::tempdir().unwrap().keep();
-        std::fs::write(dir.join("hub.pub"), &key.1).unwrap();
-        let signer = Arc::new(wire::TokenSigner::from_pem(key.0.as_bytes(), "kubenest").unwrap());
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::prepare_at(mgmt, &HubKey::new(), "127.0.0.1:0")
+    }
+
+    /// A replica at `address` (to restart one where it was) trusting `key`.
+    pub fn prepare_at(mgmt: &kubenest_testkit::Cluster, key: &HubKey, address: &str) -> Self {
+        let listener = std::net::TcpListener::bind(address).unwrap();
         let url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
         let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
             "kubenest-hub".to_owned(),
-            format!("--jwt-public-key={}", dir.join("hub.pub").display()),
+            format!("--jwt-public-key={}", key.public.display()),
             "--jwt-issuer=kubenest".to_owned(),
             "--insecure-plaintext".to_owned(),
             format!("--kubeconfig={}", mgmt.kubeconfig_path().display()),
@@ -59,28 +82,24 @@ impl Hub {
         .unwrap();
         Self {
             url,
-            signer,
+            signer: key.signer.clone(),
             args,
             listener,
             admin,
         }
     }
 
-    /// Runs the replica on the current runtime until `shutdown`.
-    pub fn start(self, shutdown: CancellationToken) {
-        tokio::spawn(kubenest_hub::run(
-            self.args,
-            self.listener,
-            self.admin,
-            shutdown,
-        ));
+    /// The replica's address (`127.0.0.1:port`).
+    pub fn address(&self) -> String {
+        self.listener.local_addr().unwrap().to_string()
     }
-}
 
-/// (private PEM, public PEM) of a fresh Ed25519 key.
-fn rcgen_key() -> (String, String) {
-    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-    (key.serialize_pem(), key.public_key_pem())
+    /// Runs the replica on the current runtime until `shutdown`.
+    pub fn start(self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let _ = kubenest_hub::run(self.args, self.listener, self.admin, shutdown).await;
+        })
+    }
 }
 
 /// The controllers' side of the hub: sends commands, collects every status event.
@@ -286,6 +305,7 @@ pub async fn agent_config(
     cluster_id: &str,
     org_id: &str,
     gitops: &std::path::Path,
+    namespace: &str,
 ) -> kubenest_agent::Config {
     let bins = kubenest_testkit::Binaries::locate().unwrap();
     let work = tempfile::tempdir().unwrap().keep().join("clone");
@@ -301,7 +321,7 @@ pub async fn agent_config(
             cluster_id: wire::Id::new(cluster_id),
             org_id: wire::Id::new(org_id),
         },
-        namespace: SYSTEM.into(),
+        namespace: namespace.into(),
         helm: kubenest_agent::helm::Helm {
             bin: bins.helm,
             catalog: catalog(),

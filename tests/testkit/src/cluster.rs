@@ -147,7 +147,10 @@ impl Cluster {
                 "--service-account-private-key-file={}",
                 pki.service_account_key.display()
             ))
-            .arg("--concurrent-gc-syncs=5");
+            .arg("--concurrent-gc-syncs=5")
+            // The default 20 requests/s makes hundreds of Deployments a minute's work; a loopback
+            // API server takes far more.
+            .args(["--kube-api-qps=200", "--kube-api-burst=400"]);
         self.spawn("kube-controller-manager", kcm, dir)?;
 
         if let ClusterRole::Workload(pool) = &self.role {
@@ -155,7 +158,8 @@ impl Cluster {
             scheduler
                 .arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
                 .arg("--leader-elect=false")
-                .arg("--secure-port=0");
+                .arg("--secure-port=0")
+                .args(["--kube-api-qps=200", "--kube-api-burst=400"]);
             self.spawn("kube-scheduler", scheduler, dir)?;
 
             let mut kwok = Command::new(&bins.kwok);
