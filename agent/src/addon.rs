@@ -57,6 +57,8 @@ pub struct AddonTarget<'a> {
     pub chart: &'a wire::ChartRef,
     pub values: &'a wire::HelmValues,
     pub exports: &'a wire::ExportMapping,
+    /// Write every object even when its stamp says it is current.
+    pub force: bool,
 }
 
 /// Where an addon stands after it was applied.
@@ -77,14 +79,21 @@ async fn export_values(
     ctx: &Context,
     target: &AddonTarget<'_>,
 ) -> Result<BTreeMap<String, String>, AddonError> {
-    let existing = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace)
-        .get_opt(&target.export_secret)
+    let existing = ctx
+        .applier
+        .get("v1", "Secret", target.namespace, &target.export_secret)
         .await?;
-    let password = existing
-        .and_then(|s| s.data?.get("password").cloned())
-        .and_then(|b| String::from_utf8(b.0).ok())
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(exports::generate_password);
+    let password = match existing {
+        Some(live) => password_of(&live),
+        // Not in the cache: ask the API server before making a new password, so a cache that
+        // lags behind never rotates a database's credentials.
+        None => Api::<Secret>::namespaced(ctx.client.clone(), target.namespace)
+            .get_opt(&target.export_secret)
+            .await?
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|live| password_of(&live)),
+    }
+    .unwrap_or_else(exports::generate_password);
     let facts = Facts {
         release: &target.release,
         namespace: target.namespace,
@@ -93,6 +102,15 @@ async fn export_values(
     let mut values = exports::expand(target.exports, &facts)?;
     values.entry("password".into()).or_insert(password);
     Ok(values)
+}
+
+/// The `password` key of a Secret as JSON (base64 `data`).
+fn password_of(secret: &Value) -> Option<String> {
+    let encoded = secret.pointer("/data/password")?.as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    String::from_utf8(bytes).ok().filter(|p| !p.is_empty())
 }
 
 /// Renders, applies and records one addon.
@@ -109,7 +127,7 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
         "data": data,
     });
     let mut objects = BTreeSet::new();
-    ctx.applier.apply(&secret).await?;
+    ctx.applier.apply(&secret, target.force).await?;
     objects.extend(id_of(&secret));
 
     let mut chart_values = Value::Object(target.values.clone());
@@ -144,7 +162,7 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
             labels.insert(k.clone(), v.clone().into());
         }
         object["metadata"]["labels"] = json!(labels);
-        let live = ctx.applier.apply(&object).await?;
+        let live = ctx.applier.apply(&object, target.force).await?;
         if matches!(id.1.as_str(), "StatefulSet" | "Deployment") {
             let (is_ready, have, want) = workload_ready(&live);
             ready &= is_ready;
@@ -323,6 +341,7 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
         chart: &apply.chart,
         values: &apply.values,
         exports: &apply.exports,
+        force: ctx.full_pass_due(apply.addon.addon_id.as_str()),
     };
     let (phase, message, commit, keep) = match self::apply(&ctx, &target).await {
         Ok(outcome) => (

@@ -1,15 +1,27 @@
-//! The agent's applier: server-side apply of any object under one field manager, and pruning of
-//! what an App or addon no longer renders, found by its labels.
+//! The agent's applier: server-side apply of any object under one field manager, pruning of
+//! what an App or addon no longer renders, and the agent's view of the objects it manages.
+//!
+//! Every kind the agent renders is watched (label `app.kubernetes.io/managed-by=kubenest-agent`)
+//! into a cache, so reconciles read live objects and prune without listing the API server.
+//! Each applied object carries the hash of its desired state; an object whose live copy already
+//! carries that hash is not written again unless the caller forces it (a drift to heal, or the
+//! periodic full pass), so a cluster at rest costs the API server no writes.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope, pinned_kind};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use crate::render::MANAGED_BY;
+use crate::render::{MANAGED_BY, PROJECT_ID_LABEL};
 
 /// The kinds the agent renders and so may prune: (apiVersion, kind).
 pub const PRUNABLE: &[(&str, &str)] = &[
@@ -21,6 +33,10 @@ pub const PRUNABLE: &[(&str, &str)] = &[
     ("v1", "Secret"),
     ("batch/v1", "Job"),
 ];
+
+/// Annotation holding the hash of the desired state an object was last applied with.
+pub const DESIRED_HASH: &str = "kubenest.io/desired-hash";
+const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=kubenest-agent";
 
 /// What went wrong applying or pruning.
 #[derive(Debug, thiserror::Error)]
@@ -36,22 +52,12 @@ pub enum ApplyError {
     },
     #[error("unknown kind {0}")]
     UnknownKind(String),
+    #[error("the caches of managed objects did not fill in time")]
+    CachesNotReady,
 }
 
 /// (apiVersion, kind, name) of an object.
 pub type ObjectId = (String, String, String);
-
-/// Applies objects and remembers how to reach each kind.
-pub struct Applier {
-    client: kube::Client,
-    kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
-}
-
-impl std::fmt::Debug for Applier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Applier").finish_non_exhaustive()
-    }
-}
 
 /// The id of an object, if it has one.
 pub fn id_of(object: &Value) -> Option<ObjectId> {
@@ -62,17 +68,138 @@ pub fn id_of(object: &Value) -> Option<ObjectId> {
     ))
 }
 
-impl Applier {
-    pub fn new(client: kube::Client) -> Self {
-        Self {
-            client,
-            kinds: Mutex::default(),
+/// `object` with [`DESIRED_HASH`] set to the hash of everything else in it (pure).
+pub fn stamped(object: &Value) -> Value {
+    let hash = kubenest_contracts::checksum_of(object);
+    let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = metadata
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(map) = annotations.as_object_mut() {
+            map.insert(DESIRED_HASH.into(), hash[..16].into());
         }
+    }
+    object
+}
+
+/// Whether `live` was last applied with `desired` (as [`stamped`] marks it).
+fn carries(live: &Value, desired: &Value) -> bool {
+    let want = desired.pointer(&format!(
+        "/metadata/annotations/{}",
+        DESIRED_HASH.replace('/', "~1")
+    ));
+    let have = live.pointer(&format!(
+        "/metadata/annotations/{}",
+        DESIRED_HASH.replace('/', "~1")
+    ));
+    want.is_some() && want == have
+}
+
+/// Labels as `key=value` pairs of a selector of equalities.
+fn selector_pairs(selector: &str) -> Vec<(&str, &str)> {
+    selector
+        .split(',')
+        .filter_map(|term| term.split_once('='))
+        .collect()
+}
+
+/// Applies objects and keeps the agent's caches of what it manages.
+pub struct Applier {
+    client: kube::Client,
+    kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
+    caches: BTreeMap<(String, String), (ApiResource, Store<DynamicObject>)>,
+    namespaces: Store<Namespace>,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier").finish_non_exhaustive()
+    }
+}
+
+fn run_reflector<K>(
+    writer: reflector::store::Writer<K>,
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    shutdown: &CancellationToken,
+) where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Send + Sync,
+{
+    let stream = reflector::reflector(writer, stream)
+        .default_backoff()
+        .applied_objects();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let drain = stream.for_each(|_| async {});
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = drain => {}
+        }
+    });
+}
+
+impl Applier {
+    /// Starts the caches (until `shutdown`) and waits until each has listed once.
+    pub async fn start(
+        client: kube::Client,
+        shutdown: &CancellationToken,
+    ) -> Result<Self, ApplyError> {
+        let mut caches = BTreeMap::new();
+        let mut kinds = HashMap::new();
+        for (api_version, kind) in PRUNABLE {
+            let (resource, namespaced) = discover(&client, api_version, kind).await?;
+            let writer = reflector::store::Writer::new(resource.clone());
+            let reader = writer.as_reader();
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+            let config = watcher::Config::default()
+                .labels(MANAGED_SELECTOR)
+                .any_semantic();
+            run_reflector(writer, watcher(api, config), shutdown);
+            kinds.insert(
+                ((*api_version).to_owned(), (*kind).to_owned()),
+                (resource.clone(), namespaced),
+            );
+            caches.insert(
+                ((*api_version).to_owned(), (*kind).to_owned()),
+                (resource, reader),
+            );
+        }
+        let writer = reflector::store::Writer::<Namespace>::new(());
+        let namespaces = writer.as_reader();
+        let config = watcher::Config::default()
+            .labels(PROJECT_ID_LABEL)
+            .any_semantic();
+        run_reflector(
+            writer,
+            watcher(Api::<Namespace>::all(client.clone()), config),
+            shutdown,
+        );
+        let ready = async {
+            for (_, store) in caches.values() {
+                let _ = store.wait_until_ready().await;
+            }
+            let _ = namespaces.wait_until_ready().await;
+        };
+        tokio::time::timeout(Duration::from_secs(60), ready)
+            .await
+            .map_err(|_| ApplyError::CachesNotReady)?;
+        Ok(Self {
+            client,
+            kinds: Mutex::new(kinds),
+            caches,
+            namespaces,
+        })
     }
 
     /// The client of the local API server.
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// A project namespace as the cache holds it.
+    pub fn namespace(&self, name: &str) -> Option<std::sync::Arc<Namespace>> {
+        self.namespaces.get(&ObjectRef::new(name))
     }
 
     async fn resource(
@@ -84,12 +211,7 @@ impl Applier {
         if let Some(found) = self.kinds.lock().ok().and_then(|k| k.get(&key).cloned()) {
             return Ok(found);
         }
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, capabilities) = pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|_| ApplyError::UnknownKind(format!("{api_version}/{kind}")))?;
-        let found = (resource, capabilities.scope == Scope::Namespaced);
+        let found = discover(&self.client, api_version, kind).await?;
         if let Ok(mut kinds) = self.kinds.lock() {
             kinds.insert(key, found.clone());
         }
@@ -109,27 +231,8 @@ impl Applier {
         })
     }
 
-    /// Server-side applies `object` (forcing ownership of the fields it sets) and returns the
-    /// live object.
-    pub async fn apply(&self, object: &Value) -> Result<Value, ApplyError> {
-        let (api_version, kind, name) = id_of(object).ok_or(ApplyError::Malformed)?;
-        let namespace = object
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str);
-        let api = self.api(&api_version, &kind, namespace).await?;
-        let params = PatchParams::apply(MANAGED_BY).force();
-        let live = api
-            .patch(&name, &params, &Patch::Apply(object))
-            .await
-            .map_err(|source| ApplyError::Kube {
-                kind: kind.clone(),
-                name: name.clone(),
-                source,
-            })?;
-        serde_json::to_value(live).map_err(|_| ApplyError::Malformed)
-    }
-
-    /// The live object, if there is one.
+    /// The live object: from the cache for the kinds the agent renders, else from the API
+    /// server.
     pub async fn get(
         &self,
         api_version: &str,
@@ -137,6 +240,11 @@ impl Applier {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
+        if let Some((resource, store)) = self.caches.get(&(api_version.to_owned(), kind.to_owned()))
+        {
+            let key = ObjectRef::new_with(name, resource.clone()).within(namespace);
+            return Ok(store.get(&key).and_then(|o| serde_json::to_value(&*o).ok()));
+        }
         let api = self.api(api_version, kind, Some(namespace)).await?;
         let found = api.get_opt(name).await.map_err(|source| ApplyError::Kube {
             kind: kind.to_owned(),
@@ -146,44 +254,123 @@ impl Applier {
         Ok(found.and_then(|o| serde_json::to_value(o).ok()))
     }
 
-    /// Deletes every object of a prunable kind in `namespace` matching `selector` that is not in
-    /// `keep`. Returns how many objects are still there (being deleted or not yet deleted).
+    /// Server-side applies `object` (forcing ownership of the fields it sets), stamped with its
+    /// desired hash, and returns the live object. Skips the write when the live copy already
+    /// carries that hash, unless `force`.
+    pub async fn apply(&self, object: &Value, force: bool) -> Result<Value, ApplyError> {
+        let (api_version, kind, name) = id_of(object).ok_or(ApplyError::Malformed)?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let object = stamped(object);
+        if !force
+            && let Some(ns) = namespace
+            && let Some(live) = self.get(&api_version, &kind, ns, &name).await?
+            && carries(&live, &object)
+        {
+            return Ok(live);
+        }
+        let api = self.api(&api_version, &kind, namespace).await?;
+        let params = PatchParams::apply(MANAGED_BY).force();
+        let live = api
+            .patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .map_err(|source| ApplyError::Kube {
+                kind: kind.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        serde_json::to_value(live).map_err(|_| ApplyError::Malformed)
+    }
+
+    /// Deletes every object of a prunable kind in `namespace` whose labels match `selector`
+    /// (equalities, comma-separated) and that is not in `keep`. Returns how many such objects
+    /// are still there (being deleted or not yet deleted).
     pub async fn prune(
         &self,
         namespace: &str,
         selector: &str,
         keep: &BTreeSet<ObjectId>,
     ) -> Result<usize, ApplyError> {
+        let pairs = selector_pairs(selector);
         let mut remaining = 0;
-        for (api_version, kind) in PRUNABLE {
+        for ((api_version, kind), (_, store)) in &self.caches {
+            let doomed: Vec<(String, bool)> = store
+                .state()
+                .iter()
+                .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))
+                .filter(|o| {
+                    let labels = o.metadata.labels.as_ref();
+                    pairs.iter().all(|(k, v)| {
+                        labels.and_then(|l| l.get(*k)).map(String::as_str) == Some(*v)
+                    })
+                })
+                .filter_map(|o| {
+                    let name = o.metadata.name.clone()?;
+                    let id = (api_version.clone(), kind.clone(), name.clone());
+                    (!keep.contains(&id)).then_some((name, o.metadata.deletion_timestamp.is_some()))
+                })
+                .collect();
+            if doomed.is_empty() {
+                continue;
+            }
             let api = self.api(api_version, kind, Some(namespace)).await?;
-            let kube_error = |source| ApplyError::Kube {
-                kind: (*kind).to_owned(),
-                name: selector.to_owned(),
-                source,
-            };
-            let listed = api
-                .list_metadata(&ListParams::default().labels(selector))
-                .await
-                .map_err(kube_error)?;
-            for object in listed {
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let id = ((*api_version).to_owned(), (*kind).to_owned(), name.clone());
-                if keep.contains(&id) {
-                    continue;
-                }
+            for (name, deleting) in doomed {
                 remaining += 1;
-                if object.metadata.deletion_timestamp.is_some() {
+                if deleting {
                     continue;
                 }
-                let params = DeleteParams::background();
-                match api.delete(&name, &params).await {
+                match api.delete(&name, &DeleteParams::background()).await {
                     Ok(_) => tracing::info!(%kind, %name, "pruned"),
                     Err(kube::Error::Api(status)) if status.code == 404 => remaining -= 1,
-                    Err(source) => return Err(kube_error(source)),
+                    Err(source) => {
+                        return Err(ApplyError::Kube {
+                            kind: kind.clone(),
+                            name,
+                            source,
+                        });
+                    }
                 }
             }
         }
         Ok(remaining)
+    }
+}
+
+async fn discover(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<(ApiResource, bool), ApplyError> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let (resource, capabilities) = pinned_kind(client, &gvk)
+        .await
+        .map_err(|_| ApplyError::UnknownKind(format!("{api_version}/{kind}")))?;
+    Ok((resource, capabilities.scope == Scope::Namespaced))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_stamp_changes_with_the_desired_state_and_only_then() {
+        let a = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 80}]}});
+        let b = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": {"ports": [{"port": 81}]}});
+        let (sa, sa_again, sb) = (stamped(&a), stamped(&a), stamped(&b));
+        assert!(carries(&sa, &sa_again));
+        assert!(!carries(&sa, &sb));
+        // A live object with extra fields (status, defaults) still carries its stamp.
+        let mut live = sa.clone();
+        live["status"] = json!({"loadBalancer": {}});
+        assert!(carries(&live, &sa_again));
+        assert!(!carries(&a, &sa), "an unstamped live object is applied");
+    }
+
+    #[test]
+    fn selectors_are_equalities() {
+        assert_eq!(selector_pairs("a=1,b=2"), vec![("a", "1"), ("b", "2")]);
     }
 }

@@ -235,7 +235,10 @@ async fn reconcile(
     if matches!(old.phase.as_deref(), Some("Succeeded" | "Failed")) {
         return Ok(Action::await_change());
     }
-    let live = ctx.applier.apply(&job(request, &ctx.builders)).await?;
+    let live = ctx
+        .applier
+        .apply(&job(request, &ctx.builders), false)
+        .await?;
     let (phase_name, message) = progress(&live);
     let image = (phase_name == "Succeeded").then(|| request.image.clone());
     if old.phase.as_deref() != Some(phase_name) || old.message != message {

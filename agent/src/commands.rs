@@ -214,7 +214,8 @@ async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
     }
 }
 
-/// Checks that `namespace` is the namespace of project `project_id` on this cluster.
+/// Checks that `namespace` is the namespace of project `project_id` on this cluster, asking the
+/// API server.
 pub async fn check_namespace(
     ctx: &Context,
     namespace: &str,
@@ -225,9 +226,17 @@ pub async fn check_namespace(
         .get_opt(namespace)
         .await
         .map_err(Refusal::internal)?;
-    let owner = found
-        .as_ref()
-        .and_then(|ns| ns.labels().get(PROJECT_ID_LABEL).cloned());
+    boundary(found.as_ref(), namespace, project_id, field)
+}
+
+/// Whether `found` (namespace `namespace`, if it exists) is project `project_id`'s (pure).
+pub fn boundary(
+    found: Option<&Namespace>,
+    namespace: &str,
+    project_id: &str,
+    field: &str,
+) -> Result<(), Refusal> {
+    let owner = found.and_then(|ns| ns.labels().get(PROJECT_ID_LABEL).cloned());
     match owner {
         Some(owner) if owner == project_id => Ok(()),
         Some(_) => Err(Refusal::new(

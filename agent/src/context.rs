@@ -21,6 +21,36 @@ pub struct Context {
     pub kubernetes_version: String,
     /// Images of the build Jobs.
     pub builders: Builders,
+    /// When each App's objects were last all written regardless of their stamps.
+    pub full_passes: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+}
+
+/// How often every object of an App is written again even when its stamp says it is current,
+/// so changes by others to fields drift detection does not compare are healed too.
+pub const FULL_PASS_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Context {
+    /// Whether App `app_id` is due a full pass (and marks it done).
+    pub fn full_pass_due(&self, app_id: &str) -> bool {
+        let Ok(mut passes) = self.full_passes.lock() else {
+            return true;
+        };
+        let now = std::time::Instant::now();
+        let due = passes
+            .get(app_id)
+            .is_none_or(|last| now.duration_since(*last) >= FULL_PASS_EVERY);
+        if due {
+            passes.insert(app_id.to_owned(), now);
+        }
+        due
+    }
+
+    /// Forgets an App's full-pass clock (it is gone).
+    pub fn forget_full_pass(&self, app_id: &str) {
+        if let Ok(mut passes) = self.full_passes.lock() {
+            passes.remove(app_id);
+        }
+    }
 }
 
 /// The images that build from source.

@@ -36,6 +36,42 @@ pub struct Helm {
     pub bin: PathBuf,
     /// Charts that `repository` values without a scheme refer to (e.g. `charts/addons`).
     pub catalog: PathBuf,
+    /// Renders by (release, namespace, chart, values): a pinned chart renders the same every
+    /// time, so a reconcile at rest spawns no helm.
+    pub renders: Renders,
+}
+
+/// The render cache (bounded: cleared when full).
+#[derive(Debug, Clone, Default)]
+pub struct Renders(std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<Value>>>>);
+
+/// Renders kept before the cache starts over.
+const MAX_RENDERS: usize = 4096;
+
+impl Renders {
+    fn get(&self, key: &str) -> Option<Vec<Value>> {
+        self.0.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: String, objects: Vec<Value>) {
+        if let Ok(mut renders) = self.0.lock() {
+            if renders.len() >= MAX_RENDERS {
+                renders.clear();
+            }
+            renders.insert(key, objects);
+        }
+    }
+}
+
+impl Helm {
+    /// helm at `bin` rendering from `catalog`.
+    pub fn new(bin: PathBuf, catalog: PathBuf) -> Self {
+        Self {
+            bin,
+            catalog,
+            renders: Renders::default(),
+        }
+    }
 }
 
 /// Where a chart comes from.
@@ -77,6 +113,24 @@ impl Helm {
 
     /// Renders `chart` as release `release` in `namespace` with `values`; returns the objects.
     pub async fn template(
+        &self,
+        release: &str,
+        namespace: &str,
+        chart: &wire::ChartRef,
+        values: &Value,
+    ) -> Result<Vec<Value>, HelmError> {
+        let key = kubenest_contracts::checksum_of(&serde_json::json!({
+            "release": release, "namespace": namespace, "chart": chart, "values": values,
+        }));
+        if let Some(objects) = self.renders.get(&key) {
+            return Ok(objects);
+        }
+        let objects = self.render(release, namespace, chart, values).await?;
+        self.renders.put(key, objects.clone());
+        Ok(objects)
+    }
+
+    async fn render(
         &self,
         release: &str,
         namespace: &str,
@@ -172,10 +226,7 @@ mod tests {
             "apiVersion: v2\nname: postgres\nversion: 1.2.0\n",
         )
         .unwrap();
-        let helm = Helm {
-            bin: "helm".into(),
-            catalog: dir.path().into(),
-        };
+        let helm = Helm::new("helm".into(), dir.path().into());
         let chart = |repository: &str, version: &str| wire::ChartRef {
             repository: repository.into(),
             name: "postgres".into(),

@@ -76,6 +76,8 @@ pub enum StartError {
     Kube(#[from] kube::Error),
     #[error("the agent's CRDs were not served in time")]
     CrdsNotServed,
+    #[error(transparent)]
+    Caches(#[from] apply::ApplyError),
 }
 
 /// Applies the agent's CRDs and waits until they are served.
@@ -120,7 +122,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         client: client.clone(),
         namespace: config.namespace.clone(),
         cluster_id: config.uplink.cluster_id.to_string(),
-        applier: apply::Applier::new(client.clone()),
+        applier: apply::Applier::start(client.clone(), &shutdown).await?,
         reporter,
         helm: config.helm.clone(),
         gitops: config
@@ -129,6 +131,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
             .map(|(remote, branch, work)| GitOps::new(remote, branch, work)),
         kubernetes_version,
         builders: config.builders.clone(),
+        full_passes: Default::default(),
     });
     let commands = commands::Commands::start(ctx.clone());
     let stop = || {

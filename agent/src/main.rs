@@ -169,10 +169,7 @@ async fn main() -> anyhow::Result<()> {
             org_id,
         },
         namespace: args.namespace,
-        helm: Helm {
-            bin: args.helm,
-            catalog: args.catalog,
-        },
+        helm: Helm::new(args.helm, args.catalog),
         gitops: args
             .gitops_repo
             .map(|repo| (repo, args.gitops_branch, args.gitops_workdir)),

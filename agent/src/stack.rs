@@ -212,7 +212,7 @@ fn component(
     }
 }
 
-async fn addons(ctx: &Context, deploy: &wire::AppDeploy, pass: &mut Pass) {
+async fn addons(ctx: &Context, deploy: &wire::AppDeploy, force: bool, pass: &mut Pass) {
     let app = &deploy.app;
     for c in &deploy.components {
         let wire::Component::Addon(a) = c else {
@@ -228,6 +228,7 @@ async fn addons(ctx: &Context, deploy: &wire::AppDeploy, pass: &mut Pass) {
             chart: &a.chart,
             values: &a.values,
             exports: &a.exports,
+            force,
         };
         match addon::apply(ctx, &target).await {
             Ok(outcome) => {
@@ -264,6 +265,7 @@ async fn workloads(
     ctx: &Context,
     held: &StackDeploy,
     fresh_revision: bool,
+    force: bool,
     pass: &mut Pass,
 ) -> Result<(), Error> {
     let deploy = &held.spec.deploy;
@@ -310,14 +312,20 @@ async fn workloads(
         let objects = match render::workload(app, w, &inputs) {
             Ok(objects) => objects,
             Err(RenderError::Helm) => {
-                helm_workload(ctx, deploy, w, pass).await;
+                helm_workload(ctx, deploy, w, force, pass).await;
                 continue;
             }
             Err(RenderError::AwaitingBuild) => continue,
         };
+        // Keep everything the revision renders, applied or not: a failed write must not
+        // make pruning delete the object's last good version.
+        pass.keep.extend(objects.iter().filter_map(id_of));
+        let mut status = (false, 0, w.replicas);
+        let mut message = String::new();
         for object in &objects {
             let Some(id) = id_of(object) else { continue };
             let is_deployment = id.1 == "Deployment";
+            let mut drifted = false;
             if is_deployment && !fresh_revision {
                 let before = ctx
                     .applier
@@ -326,27 +334,35 @@ async fn workloads(
                 if let Some(before) = before {
                     // Only fields another manager changed: a field that differs because the
                     // desired state changed is still the agent's.
-                    pass.drift.extend(
-                        drift::deployment_drift(object, &before)
-                            .into_iter()
-                            .filter(|d| d.manager.is_some()),
-                    );
+                    let found: Vec<_> = drift::deployment_drift(object, &before)
+                        .into_iter()
+                        .filter(|d| d.manager.is_some())
+                        .collect();
+                    drifted = !found.is_empty();
+                    pass.drift.extend(found);
                 }
             }
-            let live = ctx.applier.apply(object).await?;
+            let live = match ctx.applier.apply(object, force || drifted).await {
+                Ok(live) => live,
+                Err(error) => {
+                    // Not a reason to stop the others: the component waits (and fails at the
+                    // deadline) with the cluster's answer as its message.
+                    tracing::warn!(%error, "cannot apply");
+                    status.0 = false;
+                    message = format!("cannot apply {}/{}: {error}", id.1, id.2);
+                    break;
+                }
+            };
             if is_deployment {
-                let readiness = workload_ready(&live);
-                pass.all_ready &= readiness.0;
-                pass.workloads_at_zero &= readiness.1 == 0 && live_replicas(&live) == 0;
+                status = workload_ready(&live);
+                pass.workloads_at_zero &= status.1 == 0 && live_replicas(&live) == 0;
                 let blocked = drift::blocked(&live);
-                let message = match &blocked {
+                message = match &blocked {
                     Some(_) => "the rollout exceeded its progress deadline".to_owned(),
-                    None if readiness.0 => String::new(),
-                    None => format!("{}/{} replicas ready", readiness.1, readiness.2),
+                    None if status.0 => String::new(),
+                    None => format!("{}/{} replicas ready", status.1, status.2),
                 };
                 pass.blocked.extend(blocked);
-                pass.components
-                    .push(component(&w.name, "workload", readiness, message));
             }
             if id.1 == "Ingress" {
                 pass.ingress = live
@@ -355,8 +371,10 @@ async fn workloads(
                     .and_then(Value::as_str)
                     .map(str::to_owned);
             }
-            pass.keep.insert(id);
         }
+        pass.all_ready &= status.0;
+        pass.components
+            .push(component(&w.name, "workload", status, message));
     }
     Ok(())
 }
@@ -372,6 +390,7 @@ async fn helm_workload(
     ctx: &Context,
     deploy: &wire::AppDeploy,
     w: &wire::Workload,
+    force: bool,
     pass: &mut Pass,
 ) {
     let wire::WorkloadSource::Helm { chart, values } = &w.source else {
@@ -389,6 +408,7 @@ async fn helm_workload(
         chart,
         values,
         exports: &no_exports,
+        force,
     };
     match addon::apply(ctx, &target).await {
         Ok(outcome) => {
@@ -448,6 +468,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             }
         }
         crate::build::forget_app(&ctx, app).await?;
+        ctx.forget_full_pass(app.app_id.as_str());
         ctx.reporter.report(status::deleted(
             &ctx.reporter,
             app.app_id.clone(),
@@ -471,13 +492,15 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         new.rollout_started_at = Some(now);
     }
 
-    let boundary = crate::commands::check_namespace(
-        &ctx,
-        namespace,
-        app.project_id.as_str(),
-        "/app/namespace",
-    )
-    .await;
+    // The cache answers; a refusal is confirmed with the API server first, so a namespace
+    // created a moment ago is never refused because the cache has not seen it yet.
+    let field = "/app/namespace";
+    let project = app.project_id.as_str();
+    let cached = ctx.applier.namespace(namespace);
+    let mut boundary = crate::commands::boundary(cached.as_deref(), namespace, project, field);
+    if boundary.is_err() {
+        boundary = crate::commands::check_namespace(&ctx, namespace, project, field).await;
+    }
     let mut pass = Pass {
         all_ready: true,
         workloads_at_zero: true,
@@ -487,8 +510,9 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         new.rejection = Some(refusal.message.clone());
     } else {
         new.rejection = None;
-        addons(&ctx, deploy, &mut pass).await;
-        workloads(&ctx, &held, fresh_revision, &mut pass).await?;
+        let force = fresh_revision || ctx.full_pass_due(app.app_id.as_str());
+        addons(&ctx, deploy, force, &mut pass).await;
+        workloads(&ctx, &held, fresh_revision, force, &mut pass).await?;
         ctx.applier.prune(namespace, &selector, &pass.keep).await?;
     }
 

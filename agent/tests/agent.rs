@@ -446,11 +446,19 @@ async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_na
             .collect(),
     };
     f.backend
-        .answer(f.backend.send(set(&[("API_KEY", "k1")])).await)
+        .answer(
+            f.backend
+                .send(set(&[("API_KEY", "value-of-the-api-key")]))
+                .await,
+        )
         .await
         .unwrap();
     f.backend
-        .answer(f.backend.send(set(&[("TOKEN", "t1")])).await)
+        .answer(
+            f.backend
+                .send(set(&[("TOKEN", "value-of-the-token")]))
+                .await,
+        )
         .await
         .unwrap();
     let client = f.east.client().await.unwrap();

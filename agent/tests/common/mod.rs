@@ -322,10 +322,7 @@ pub async fn agent_config(
             org_id: wire::Id::new(org_id),
         },
         namespace: namespace.into(),
-        helm: kubenest_agent::helm::Helm {
-            bin: bins.helm,
-            catalog: catalog(),
-        },
+        helm: kubenest_agent::helm::Helm::new(bins.helm, catalog()),
         gitops: Some((gitops.display().to_string(), "main".into(), work)),
         builders: kubenest_agent::context::Builders {
             kaniko: "kaniko-executor:test".into(),

@@ -396,7 +396,8 @@ fn apiserver_command(bins: &Binaries, name: &str, port: u16, etcd: &str, pki: &P
             pki.service_account_key.display()
         ))
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        // Room for thousands of Services (benchmarks run hundreds of Apps).
+        .arg("--service-cluster-ip-range=10.96.0.0/16")
         .arg("--authorization-mode=RBAC")
         .arg("--allow-privileged=true")
         // The `kubernetes` Service cannot point at a loopback address; nothing needs it here.
