@@ -91,6 +91,10 @@ fn fixture() -> &'static Fixture {
     })
 }
 
+async fn replicas(deployments: &Api<Deployment>, name: &str) -> Option<i32> {
+    deployments.get(name).await.unwrap().spec.unwrap().replicas
+}
+
 fn app_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
@@ -111,11 +115,9 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
 
     let id = app_id();
     let app = app_ref(&id, "shop", &project, &namespace);
-    let command = f
-        .backend
-        .send(reference_app(app.clone(), "r1", "nginx:1.27", 2))
+    f.backend
+        .accept(reference_app(app.clone(), "r1", "nginx:1.27", 2))
         .await;
-    f.backend.answer(command).await.unwrap();
     // Durable before accepted: the StackDeploy holds the command.
     let held = Api::<StackDeploy>::namespaced(client.clone(), common::SYSTEM)
         .get(&format!("app-{id}"))
@@ -180,27 +182,16 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
     );
 
     // Patch replicas: a new revision, applied and reported.
-    let command = f
-        .backend
-        .send(reference_app(app.clone(), "r2", "nginx:1.27", 3))
+    f.backend
+        .accept(reference_app(app.clone(), "r2", "nginx:1.27", 3))
         .await;
-    f.backend.answer(command).await.unwrap();
     f.backend
         .app_status("revision r2 Running", LONG, &id, |s| {
             s.observed_revision == "r2" && s.phase == AppPhase::Running
         })
         .await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
-    assert_eq!(
-        deployments
-            .get("shop-web")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .replicas,
-        Some(3)
-    );
+    assert_eq!(replicas(&deployments, "shop-web").await, Some(3));
 
     // Scale behind the agent's back: drift is reported with the field and the manager, then
     // healed.
@@ -254,52 +245,29 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
         .await;
 
     // Pause and resume.
-    let command = f
-        .backend
-        .send(wire::AppPause {
+    f.backend
+        .accept(wire::AppPause {
             app: app.clone(),
             revision: "r2".into(),
         })
         .await;
-    f.backend.answer(command).await.unwrap();
     f.backend
         .app_status("paused", LONG, &id, |s| s.phase == AppPhase::Paused)
         .await;
-    assert_eq!(
-        deployments
-            .get("shop-web")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .replicas,
-        Some(0)
-    );
-    let command = f
-        .backend
-        .send(wire::AppResume {
+    assert_eq!(replicas(&deployments, "shop-web").await, Some(0));
+    f.backend
+        .accept(wire::AppResume {
             app: app.clone(),
             revision: "r2".into(),
         })
         .await;
-    f.backend.answer(command).await.unwrap();
     f.backend
         .app_status("resumed", LONG, &id, |s| s.phase == AppPhase::Running)
         .await;
-    assert_eq!(
-        deployments
-            .get("shop-web")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .replicas,
-        Some(3)
-    );
+    assert_eq!(replicas(&deployments, "shop-web").await, Some(3));
 
     // Delete: everything the StackDeploy owned goes, the GitOps folder too.
-    let command = f.backend.send(wire::AppDelete { app: app.clone() }).await;
-    f.backend.answer(command).await.unwrap();
+    f.backend.accept(wire::AppDelete { app: app.clone() }).await;
     f.backend
         .app_status("deleted", LONG, &id, |s| s.phase == AppPhase::Deleted)
         .await;
@@ -321,11 +289,9 @@ async fn an_image_that_never_becomes_ready_blocks_sync_after_the_deadline() {
     let (project, namespace) = project(&f.backend, "stuck").await;
     let id = app_id();
     let app = app_ref(&id, "stuck", &project, &namespace);
-    let command = f
-        .backend
-        .send(web_app(app, "r1", "kubenest-test/web:never-ready", 2, 10))
+    f.backend
+        .accept(web_app(app, "r1", "kubenest-test/web:never-ready", 2, 10))
         .await;
-    f.backend.answer(command).await.unwrap();
     let blocked = f
         .backend
         .wait_for("blocked_sync", LONG, |m| match m {
@@ -472,10 +438,7 @@ async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_na
         target: target.clone(),
         keys: vec!["API_KEY".into()],
     };
-    f.backend
-        .answer(f.backend.send(delete).await)
-        .await
-        .unwrap();
+    f.backend.accept(delete).await;
     assert_eq!(keys(secrets.get("web-secrets").await.unwrap()), ["TOKEN"]);
     // Nowhere but a project's namespace.
     let outside = wire::SecretSet {
@@ -517,10 +480,7 @@ async fn a_git_workload_is_built_by_a_job_and_then_runs_the_built_image() {
                        "git_ref": "main", "mode": "dockerfile"}}]
     }))
     .unwrap();
-    f.backend
-        .answer(f.backend.send(deploy).await)
-        .await
-        .unwrap();
+    f.backend.accept(deploy).await;
     let built = f
         .backend
         .wait_for("the build succeeded", LONG, |m| match m {
@@ -617,10 +577,7 @@ async fn a_revision_that_drops_a_port_prunes_its_service_and_ingress() {
             tls: false,
         });
     }
-    f.backend
-        .answer(f.backend.send(with_ingress).await)
-        .await
-        .unwrap();
+    f.backend.accept(with_ingress).await;
     f.backend
         .app_status("r1 Running", LONG, &id, |s| s.phase == AppPhase::Running)
         .await;
@@ -636,10 +593,7 @@ async fn a_revision_that_drops_a_port_prunes_its_service_and_ingress() {
     if let wire::Component::Workload(w) = &mut portless.components[0] {
         w.port = None;
     }
-    f.backend
-        .answer(f.backend.send(portless).await)
-        .await
-        .unwrap();
+    f.backend.accept(portless).await;
     f.backend
         .app_status("r2 Running", LONG, &id, |s| {
             s.observed_revision == "r2" && s.phase == AppPhase::Running
@@ -699,10 +653,7 @@ async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
             _ => None,
         }
     };
-    f.backend
-        .answer(f.backend.send(apply(1, "64Mi")).await)
-        .await
-        .unwrap();
+    f.backend.accept(apply(1, "64Mi")).await;
     let first = f.backend.wait_for("revision 1 Ready", LONG, ready(1)).await;
     assert_eq!(first.export.unwrap().secret.as_str(), "sessions-exports");
     let values_path = format!(
@@ -715,10 +666,7 @@ async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
             .contains("64Mi")
     );
 
-    f.backend
-        .answer(f.backend.send(apply(2, "128Mi")).await)
-        .await
-        .unwrap();
+    f.backend.accept(apply(2, "128Mi")).await;
     let second = f.backend.wait_for("revision 2 Ready", LONG, ready(2)).await;
     assert_ne!(second.git_commit, first.git_commit);
     assert!(
@@ -742,10 +690,7 @@ async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
         revision: 3,
         to_revision: 1,
     };
-    f.backend
-        .answer(f.backend.send(rollback).await)
-        .await
-        .unwrap();
+    f.backend.accept(rollback).await;
     f.backend.wait_for("revision 3 Ready", LONG, ready(3)).await;
     assert!(
         common::committed(&f.bare, &values_path)

@@ -77,8 +77,9 @@ async fn accepted_work_converges_while_the_hub_is_away_and_is_resynced_on_reconn
     let (project, namespace) = project(&backend, "outage").await;
     let id = uuid::Uuid::new_v4().to_string();
     let app = app_ref(&id, "shop", &project, &namespace);
-    let command = backend.send(web_app(app, "r1", "nginx:1.27", 2, 120)).await;
-    backend.answer(command).await.unwrap();
+    backend
+        .accept(web_app(app, "r1", "nginx:1.27", 2, 120))
+        .await;
 
     // The hub goes away the moment the command is accepted.
     stop_hub.cancel();
@@ -215,16 +216,14 @@ async fn an_agent_killed_mid_deploy_converges_after_restart_without_doing_work_t
         "nginx:1.27",
         2,
     );
-    let command = backend.send(deploy.clone()).await;
-    backend.answer(command).await.unwrap();
+    backend.accept(deploy.clone()).await;
     // Killed mid-deploy: accepted, not yet converged.
     agent.kill().unwrap();
     agent.wait().unwrap();
 
     let mut agent = spawn_agent(east, &url, &token_file, agent_ns, &bare, &work, &log);
     // The controllers re-send what is not yet reported observed: harmless.
-    let again = backend.send(deploy.clone()).await;
-    backend.answer(again).await.unwrap();
+    backend.accept(deploy.clone()).await;
     let status = backend
         .app_status("Running after the restart", LONG, &id, |s| {
             s.phase == AppPhase::Running

@@ -174,6 +174,14 @@ impl Backend {
         panic!("command {} never routed", envelope.message_type());
     }
 
+    /// Sends a command and waits until the agent accepts it.
+    pub async fn accept(&self, command: impl Into<Message>) {
+        let id = self.send(command).await;
+        if let Err(refused) = self.answer(id).await {
+            panic!("the agent refused the command: {refused:?}");
+        }
+    }
+
     /// Every event so far.
     pub fn events(&self) -> Vec<Message> {
         self.events
