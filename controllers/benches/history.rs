@@ -275,7 +275,7 @@ async fn main() {
         "{APPS} rows in {recording:?} after the first; {deployed} app.deploy commands reached the agent"
     );
 
-    let store = store_rate(&postgres).await;
+    let store = store_rate(postgres).await;
     let pgbench = pgbench_rate(&db.url);
     let report = serde_json::json!({
         "benchmark": "history",

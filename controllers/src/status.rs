@@ -354,12 +354,21 @@ impl Router {
                 })
             })
             .collect();
+        // What the agent says is wrong, e.g. a StackDeploy outside its project's namespace.
+        let failing: Vec<String> = status
+            .conditions
+            .iter()
+            .filter(|c| c.status == wire::ConditionStatus::False)
+            .map(|c| format!("{}: {}", c.reason, c.message))
+            .collect();
+        let message = (!failing.is_empty()).then(|| failing.join("; "));
         patch_status(
             &self.plane.client,
             &*app,
             json!({
                 "observedRevision": status.observed_revision,
                 "clusterPhase": phase_name(&status.phase),
+                "clusterMessage": message,
                 "components": components,
                 "ingressAddress": status.ingress_address,
                 "observedAt": rfc3339(status.observed_at),

@@ -263,6 +263,9 @@ pub struct AppStatus {
     /// The phase the agent last reported (the controller derives `phase` from it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_phase: Option<String>,
+    /// Why the agent reports the App not ready, when it says (e.g. `NamespaceViolation: …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_message: Option<String>,
     /// The last revision the agent stored durably (`command.accepted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_revision: Option<String>,

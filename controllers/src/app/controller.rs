@@ -83,6 +83,8 @@ pub struct Facts<'a> {
     pub observed: bool,
     /// The phase the agent reported.
     pub cluster_phase: Option<&'a str>,
+    /// Why, when the agent said.
+    pub cluster_message: Option<&'a str>,
     /// The agent accepted this revision (stored it durably).
     pub accepted: bool,
     /// The agent refused this revision: (reason, message).
@@ -150,7 +152,10 @@ pub fn assess(facts: &Facts<'_>) -> Assessment {
                 "Failed",
                 false,
                 "ComponentsFailed",
-                format!("revision {revision} failed on the cluster; see components"),
+                match facts.cluster_message {
+                    Some(why) => format!("revision {revision} failed on the cluster: {why}"),
+                    None => format!("revision {revision} failed on the cluster; see components"),
+                },
                 Some(DeploymentStatus::Failed),
             ),
             _ if facts.expired => deadline(),
@@ -499,6 +504,7 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
         revision: &revision,
         observed,
         cluster_phase: status.cluster_phase.as_deref(),
+        cluster_message: status.cluster_message.as_deref(),
         accepted: status.accepted_revision.as_deref() == Some(revision.as_str()),
         rejected,
         expired,
@@ -1036,6 +1042,22 @@ mod tests {
         assert_eq!((a.phase, a.reason.as_str()), ("Failed", "Rejected"));
         assert!(a.message.contains("field /namespace"));
         assert_eq!(a.outcome, Some(DeploymentStatus::Failed));
+    }
+
+    #[test]
+    fn a_failure_the_agent_explains_carries_its_reason() {
+        let mut f = facts("r1");
+        f.observed = true;
+        f.cluster_phase = Some("Failed");
+        assert!(assess(&f).message.ends_with("see components"));
+        f.cluster_message = Some("NamespaceViolation: namespace shop belongs to another project");
+        let a = assess(&f);
+        assert_eq!((a.phase, a.reason.as_str()), ("Failed", "ComponentsFailed"));
+        assert!(
+            a.message.contains("belongs to another project"),
+            "{}",
+            a.message
+        );
     }
 
     #[test]
