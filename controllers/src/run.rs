@@ -66,7 +66,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         shutdown.child_token(),
     )?;
     let (triggers, trigger_rx) = mpsc::channel(4096);
-    let caches = Caches::start(&client, &shutdown).await;
+    let (caches, app_stream) = Caches::start(&client, &shutdown).await;
     let plane = Arc::new(Plane {
         client: client.clone(),
         history: config.history.clone(),
@@ -91,7 +91,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             stop(),
         ),
         project::run(plane.clone(), stop()),
-        app::controller::run(plane.clone(), trigger_rx, stop()),
+        app::controller::run(plane.clone(), app_stream, trigger_rx, stop()),
         addon::run(plane.clone(), stop()),
         template::run(client.clone(), stop()),
         async {

@@ -79,11 +79,52 @@ fn all() -> watcher::Config {
     watcher::Config::default()
 }
 
+/// The Apps cache, whose watch the App controller shares: one list and one watch of all Apps
+/// for both. Every object the cache takes in is handed on to `apps` (unbounded, so the cache
+/// fills even before the controller runs; what waits there is only pointers into the cache).
+fn shared_apps(
+    client: &kube::Client,
+    shutdown: &CancellationToken,
+) -> (Store<App>, mpsc::UnboundedReceiver<Arc<App>>) {
+    let (reader, writer) = reflector::store_shared(1024);
+    let mut subscriber = writer.subscribe();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stream = watcher(Api::<App>::all(client.clone()), all().any_semantic())
+        .default_backoff()
+        .reflect_shared(writer)
+        .applied_objects();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let drain = stream.for_each(|_| async {});
+        let forward = async {
+            while let Some(app) = match subscriber.as_mut() {
+                Some(s) => s.next().await,
+                None => None,
+            } {
+                if tx.send(app).is_err() {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = drain => {}
+            _ = forward => {}
+        }
+    });
+    (reader, rx)
+}
+
 impl Caches {
-    /// Starts the caches and waits until each has listed once.
-    pub async fn start(client: &kube::Client, shutdown: &CancellationToken) -> Self {
+    /// Starts the caches and waits until each has listed once. Also returns the stream of
+    /// Apps for the App controller (sharing the Apps cache's watch).
+    pub async fn start(
+        client: &kube::Client,
+        shutdown: &CancellationToken,
+    ) -> (Self, mpsc::UnboundedReceiver<Arc<App>>) {
+        let (apps, app_stream) = shared_apps(client, shutdown);
         let caches = Self {
-            apps: cache(Api::all(client.clone()), all(), shutdown),
+            apps,
             projects: cache(Api::all(client.clone()), all(), shutdown),
             addons: cache(Api::all(client.clone()), all(), shutdown),
             clusters: cache(Api::all(client.clone()), all(), shutdown),
@@ -98,7 +139,7 @@ impl Caches {
             caches.namespaces.wait_until_ready(),
             caches.definitions.wait_until_ready(),
         );
-        caches
+        (caches, app_stream)
     }
 
     /// The Apps of project `project` in `namespace`.

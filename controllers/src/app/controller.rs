@@ -947,16 +947,18 @@ async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Er
     Err(waiting)
 }
 
-/// Runs the App controller until `shutdown` resolves; `triggers` asks for extra reconciles.
+/// Runs the App controller until `shutdown` resolves, on the Apps cache's stream (`apps`, see
+/// [`crate::status::Caches::start`]); `triggers` asks for extra reconciles.
 pub async fn run(
     plane: Arc<Plane>,
+    apps: mpsc::UnboundedReceiver<Arc<App>>,
     triggers: mpsc::Receiver<ObjectRef<App>>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let apps: Api<App> = Api::all(plane.client.clone());
     let triggers = tokio_stream::wrappers::ReceiverStream::new(triggers);
+    let apps = tokio_stream::wrappers::UnboundedReceiverStream::new(apps);
     let caches = plane.caches.clone();
-    Controller::new(apps, watcher::Config::default().any_semantic())
+    Controller::for_shared_stream(apps, plane.caches.apps.clone())
         // A project turning Ready (or going away) moves its Apps on.
         .watches(
             Api::<Project>::all(plane.client.clone()),
