@@ -129,10 +129,24 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
     Duration::from_millis(rand::rng().random_range(0..=millis))
 }
 
-type Socket =
+/// The wait before the next attempt after `attempt` failed: the jittered backoff, but never less
+/// than what the hub asked for with `Retry-After`.
+pub fn next_delay(
+    attempt: u32,
+    retry_after: Option<Duration>,
+    base: Duration,
+    max: Duration,
+) -> Duration {
+    let delay = backoff(attempt, base, max);
+    retry_after.map_or(delay, |after| delay.max(after))
+}
+
+/// A WebSocket session with the hub.
+pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn connect(config: &UplinkConfig) -> Result<Socket, ConnectError> {
+/// One attempt to open a session: the socket, or why the hub refused it.
+pub async fn connect(config: &UplinkConfig) -> Result<Socket, ConnectError> {
     let mut request = config
         .url
         .as_str()
@@ -210,10 +224,15 @@ pub async fn run(
                 status,
                 retry_after,
             }) => {
-                let delay = backoff(attempt, config.backoff_base, config.backoff_max);
+                let delay = next_delay(
+                    attempt,
+                    retry_after,
+                    config.backoff_base,
+                    config.backoff_max,
+                );
                 attempt = attempt.saturating_add(1);
                 tracing::warn!(status, ?retry_after, "the hub refused the session");
-                retry_after.map_or(delay, |after| delay.max(after))
+                delay
             }
             Err(error) => {
                 let delay = backoff(attempt, config.backoff_base, config.backoff_max);
@@ -348,6 +367,19 @@ mod tests {
             (0..200).map(|_| backoff(10, base, max)).collect();
         assert!(draws.len() > 100);
         assert!(backoff(u32::MAX, base, max) <= max);
+    }
+
+    #[test]
+    fn a_retry_after_is_a_floor_under_the_backoff() {
+        let (base, max) = (Duration::from_millis(500), Duration::from_secs(30));
+        for attempt in 0..5 {
+            assert!(
+                next_delay(attempt, Some(Duration::from_secs(5)), base, max)
+                    >= Duration::from_secs(5)
+            );
+        }
+        // Without one, the first retries come quickly.
+        assert!(next_delay(0, None, base, max) <= base);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The agent dials a TLS hub (`wss://`), trusting the CA it is given for the hub's certificate.
+//! The agent dials a TLS hub (`wss://`) trusting the CA it is given, and a hub that cannot admit it yet tells it when to come back.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -117,4 +117,64 @@ async fn the_agent_connects_over_tls_to_a_hub_signed_by_the_ca_it_trusts() {
     .expect("the agent's hello over TLS");
     assert!(hello.agent_version.starts_with("kubenest-agent/"));
     assert!(hello.kubernetes_version.starts_with("v1.35"), "{hello:?}");
+}
+
+#[tokio::test]
+async fn a_hub_without_floors_asks_the_agent_to_come_back_later() {
+    // No backend has pushed floors: the hub cannot tell a valid token from a revoked one yet.
+    let key = common::HubKey::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("ws://{}/v1/connect", listener.local_addr().unwrap());
+    let args = <kubenest_hub::Args as clap::Parser>::try_parse_from([
+        "kubenest-hub".to_owned(),
+        format!("--jwt-public-key={}", key.public.display()),
+        "--jwt-issuer=kubenest".to_owned(),
+        "--insecure-plaintext".to_owned(),
+        "--no-leases".to_owned(),
+    ])
+    .unwrap();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    tokio::spawn(kubenest_hub::run(args, listener, admin, shutdown.clone()));
+    let token = key
+        .signer
+        .cluster_token(&wire::Id::new("c-late"), &wire::Id::new("acme"), 1)
+        .unwrap();
+    let config = kubenest_agent::uplink::UplinkConfig {
+        url,
+        token,
+        tls: None,
+        heartbeat_every: Duration::from_secs(5),
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(2),
+        cluster_id: wire::Id::new("c-late"),
+        org_id: wire::Id::new("acme"),
+    };
+    let mut refusal = None;
+    for _ in 0..50 {
+        match kubenest_agent::uplink::connect(&config).await {
+            Err(kubenest_agent::uplink::ConnectError::Refused {
+                status,
+                retry_after,
+            }) => {
+                refusal = Some((status, retry_after));
+                break;
+            }
+            // The hub may not be listening yet.
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let (status, retry_after) = refusal.expect("a refusal");
+    assert_eq!(status, 503);
+    let retry_after = retry_after.expect("a Retry-After");
+    assert!(retry_after >= Duration::from_secs(1));
+    // The agent waits at least that long, however short its own backoff is.
+    let delay = kubenest_agent::uplink::next_delay(
+        0,
+        Some(retry_after),
+        config.backoff_base,
+        config.backoff_max,
+    );
+    assert!(delay >= retry_after);
 }
