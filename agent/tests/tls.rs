@@ -1,4 +1,5 @@
-//! The agent dials a TLS hub (`wss://`) trusting the CA it is given, and a hub that cannot admit it yet tells it when to come back.
+//! The agent dials a TLS hub (`wss://`) trusting the CA it is given, and a hub that cannot admit
+//! it yet tells it when to come back.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
