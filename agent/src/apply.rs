@@ -192,11 +192,6 @@ impl Applier {
         })
     }
 
-    /// The client of the local API server.
-    pub fn client(&self) -> &kube::Client {
-        &self.client
-    }
-
     /// A project namespace as the cache holds it.
     pub fn namespace(&self, name: &str) -> Option<std::sync::Arc<Namespace>> {
         self.namespaces.get(&ObjectRef::new(name))

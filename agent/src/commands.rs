@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::crd::{
-    AddonRelease, AddonReleaseSpec, BuildRequest, BuildRequestSpec, StackDeploy, StackDeploySpec,
-    addon_release_name, build_request_name, stack_deploy_name,
+    AddonRelease, AddonReleaseSpec, StackDeploy, StackDeploySpec, addon_release_name,
+    stack_deploy_name,
 };
 use crate::render::{APP_ID_LABEL, MANAGED_BY, PROJECT_ID_LABEL};
 use crate::status;
@@ -593,28 +593,4 @@ pub async fn stack_deploys(ctx: &Context) -> Result<Vec<StackDeploy>, kube::Erro
             .await?
             .items,
     )
-}
-
-/// The BuildRequests the agent holds.
-pub async fn build_requests(ctx: &Context) -> Result<Vec<BuildRequest>, kube::Error> {
-    Ok(
-        Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
-            .list(&ListParams::default())
-            .await?
-            .items,
-    )
-}
-
-/// Stores a BuildRequest for `request` (idempotent).
-pub async fn store_build(ctx: &Context, request: wire::BuildRequest) -> Result<(), kube::Error> {
-    let name = build_request_name(request.build_id.as_str());
-    let object = BuildRequest::new(&name, BuildRequestSpec { request });
-    Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
-        .patch(
-            &name,
-            &PatchParams::apply(COMMAND_MANAGER).force(),
-            &Patch::Apply(&object),
-        )
-        .await?;
-    Ok(())
 }

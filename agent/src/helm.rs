@@ -1,7 +1,7 @@
 //! Rendering charts with helm (`helm template`): the agent applies the result itself, so there is
 //! no Tiller-like state on the cluster and pruning works the same as for workloads.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kubenest_contracts as wire;
 use serde_json::Value;
@@ -198,11 +198,6 @@ pub fn parse_manifests(text: &str) -> Result<Vec<Value>, HelmError> {
         }
     }
     Ok(objects)
-}
-
-/// The catalog directory shipped in this repository, for tests and the local environment.
-pub fn repository_catalog(repo_root: &Path) -> PathBuf {
-    repo_root.join("charts").join("addons")
 }
 
 #[cfg(test)]
