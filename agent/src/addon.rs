@@ -315,11 +315,10 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
             git_commit: None,
             observed_at: chrono::Utc::now(),
         });
-        crate::stack::release_finalizer(&api, &name, release.finalizers(), RELEASE_FINALIZER)
-            .await?;
+        crate::finalizer::release(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    crate::stack::hold_finalizer(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
+    crate::finalizer::hold(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
     let labels = BTreeMap::from([
         (ADDON_ID_LABEL.to_owned(), apply.addon.addon_id.to_string()),
         (

@@ -23,6 +23,7 @@ pub mod context;
 pub mod crd;
 pub mod drift;
 pub mod exports;
+pub mod finalizer;
 pub mod gitops;
 pub mod helm;
 pub mod project;

@@ -29,6 +29,7 @@ use crate::apply::{ObjectId, id_of};
 use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
 use crate::drift;
+use crate::finalizer;
 use crate::render::{self, APP_ID_LABEL, RenderError, WorkloadInputs};
 use crate::status::{self, phase_name};
 
@@ -122,63 +123,6 @@ pub fn phase(t: &Tally) -> AppPhase {
         AppPhase::Failed
     } else {
         AppPhase::Deploying
-    }
-}
-
-/// Adds `finalizer` unless present (guarded by a JSON patch test).
-pub async fn hold_finalizer<K>(
-    api: &Api<K>,
-    name: &str,
-    present: &[String],
-    finalizer: &str,
-) -> Result<(), kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    if present.iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let patch = if present.is_empty() {
-        json!([{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}])
-    } else {
-        json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": present},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
-        ])
-    };
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await?;
-    Ok(())
-}
-
-/// Removes `finalizer` (guarded by a JSON patch test).
-pub async fn release_finalizer<K>(
-    api: &Api<K>,
-    name: &str,
-    present: &[String],
-    finalizer: &str,
-) -> Result<(), kube::Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let Some(index) = present.iter().position(|f| f == finalizer) else {
-        return Ok(());
-    };
-    let path = format!("/metadata/finalizers/{index}");
-    let patch = json!([
-        {"op": "test", "path": path, "value": finalizer},
-        {"op": "remove", "path": path},
-    ]);
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-    match api
-        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
-        .await
-    {
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        other => other.map(|_| ()),
     }
 }
 
@@ -474,14 +418,14 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             app.app_id.clone(),
             Some(deploy.revision.clone()),
         ));
-        release_finalizer(&api, &name, held.finalizers(), FINALIZER).await?;
+        finalizer::release(&api, &name, held.finalizers(), FINALIZER).await?;
         tracing::info!(
             app = app.name.as_str(),
             "everything the App owned is removed"
         );
         return Ok(Action::await_change());
     }
-    hold_finalizer(&api, &name, held.finalizers(), FINALIZER).await?;
+    finalizer::hold(&api, &name, held.finalizers(), FINALIZER).await?;
 
     let old = held.status.clone().unwrap_or_default();
     let mut new = old.clone();
