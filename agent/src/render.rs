@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use kubenest_contracts as wire;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 /// Set on every object an App owns: the App's uid.
 pub const APP_ID_LABEL: &str = "kubenest.io/app-id";
@@ -25,21 +24,7 @@ pub const MANAGED_BY: &str = "kubenest-agent";
 /// Pod-template annotation whose change restarts a workload (a redeploy).
 pub const RESTART_ANNOTATION: &str = "kubenest.io/restart-id";
 
-/// A Kubernetes name from parts: joined with `-`, and when longer than a DNS label, shortened
-/// with a hash so that distinct inputs stay distinct.
-pub fn object_name(parts: &[&str]) -> String {
-    let joined = parts.join("-");
-    if joined.len() <= 63 {
-        return joined;
-    }
-    let hash: String = Sha256::digest(joined.as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let head = joined[..54].trim_end_matches('-');
-    format!("{head}-{hash}")
-}
+pub use kubenest_contracts::object_name;
 
 /// The name of a component's objects (Deployment, Service, Ingress, Helm release).
 pub fn component_object(app: &wire::AppRef, component: &str) -> String {
@@ -119,7 +104,8 @@ pub fn workload(
         container["ports"] = json!([{"name": "http", "containerPort": port, "protocol": "TCP"}]);
     }
     if let Some(secret) = &workload.secret {
-        container["envFrom"] = json!([{"secretRef": {"name": secret.as_str()}}]);
+        // Optional: the Secret exists once someone sets a value in it.
+        container["envFrom"] = json!([{"secretRef": {"name": secret.as_str(), "optional": true}}]);
     }
     if let Some(resources) = &workload.resources {
         container["resources"] = self::resources(resources);
@@ -308,7 +294,7 @@ mod tests {
         );
         assert_eq!(
             container["envFrom"],
-            json!([{"secretRef": {"name": "web-secrets"}}])
+            json!([{"secretRef": {"name": "web-secrets", "optional": true}}])
         );
     }
 

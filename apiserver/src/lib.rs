@@ -1,1 +1,269 @@
 //! `kubenest-apiserver`: the REST facade and live event stream over the management cluster.
+//!
+//! # How it works
+//!
+//! - It is a facade: every write is a write to the kubenest custom resources on the management
+//!   cluster, made under the field manager `kubenest-apiserver` with the caller recorded in the
+//!   `kubenest.io/actor` annotation (the controllers put that name in the history). kubectl and
+//!   REST see the same objects; the controllers do the rest.
+//! - History (deployments, addon revisions) is read from PostgreSQL; users, password hashes
+//!   (argon2id), refresh-token families, failed logins and the event log live there too.
+//! - No request state in memory: any replica answers any request the same way. The id index
+//!   ([`k8s::Index`]) and the live event fan-out ([`events`]) are caches that every replica
+//!   rebuilds from the management cluster and PostgreSQL.
+//! - Authorization ([`authz`]) reads the members of Organizations, Clusters and Projects; an
+//!   object the caller has no role on answers 404, a role too weak 403.
+//! - Component secrets are fail-closed ([`secrets`]): sent through the hub to the agent, never
+//!   stored, 2xx only once the agent confirms.
+//! - Errors have one shape ([`error`]); the OpenAPI document is generated from the routes and
+//!   their types (`GET /api/v1/openapi.json`, committed as `apiserver/openapi.json`).
+
+pub mod auth;
+pub mod authz;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod k8s;
+pub mod limits;
+pub mod model;
+pub mod routes;
+pub mod run;
+pub mod secrets;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aide::axum::ApiRouter;
+use aide::axum::routing::{delete, get, get_with, post, post_with, put};
+use aide::openapi::{Info, OpenApi, SecurityScheme};
+use axum::extract::{DefaultBodyLimit, Extension};
+use axum::http::{HeaderName, Request};
+use axum::response::IntoResponse;
+use axum::{Json, Router};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::routes::{addons, apps, clusters, orgs, projects, session, stream, templates};
+use crate::state::AppState;
+
+/// Largest request body accepted (an App with 64 components and Helm values fits easily).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Every route, documented.
+fn api_routes() -> ApiRouter<AppState> {
+    ApiRouter::new()
+        .api_route(
+            "/api/v1/login",
+            post_with(session::login, |op| {
+                op.summary("Log in")
+                    .response::<200, Json<session::TokenResponse>>()
+            }),
+        )
+        .api_route(
+            "/api/v1/refresh",
+            post_with(session::refresh, |op| {
+                op.summary("Rotate the refresh cookie for a new access token")
+                    .response::<200, Json<session::TokenResponse>>()
+            }),
+        )
+        .api_route(
+            "/api/v1/logout",
+            post_with(session::logout, |op| {
+                op.summary("Log out").response::<204, ()>()
+            }),
+        )
+        .api_route("/api/v1/me", get(session::me))
+        .api_route(
+            "/api/v1/users",
+            get(session::list_users).post(session::create_user),
+        )
+        .api_route("/api/v1/users/{username}", delete(session::delete_user))
+        .api_route(
+            "/api/v1/users/{username}/password",
+            put(session::set_password),
+        )
+        .api_route("/api/v1/orgs", get(orgs::list).post(orgs::create))
+        .api_route("/api/v1/orgs/{org}", get(orgs::get).delete(orgs::delete))
+        .api_route(
+            "/api/v1/orgs/{org}/members",
+            get(orgs::members).put(orgs::put_member),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/members/{user}",
+            delete(orgs::delete_member),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/clusters",
+            get(clusters::list).post(clusters::create),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/projects",
+            get(projects::list).post(projects::create),
+        )
+        .api_route(
+            "/api/v1/clusters/{id}",
+            get(clusters::get).delete(clusters::delete),
+        )
+        .api_route(
+            "/api/v1/clusters/{id}/rotate-token",
+            post(clusters::rotate_token),
+        )
+        .api_route("/api/v1/clusters/{id}/scale", post(clusters::scale))
+        .api_route("/api/v1/clusters/{id}/members", put(clusters::put_member))
+        .api_route(
+            "/api/v1/clusters/{id}/members/{user}",
+            delete(clusters::delete_member),
+        )
+        .api_route(
+            "/api/v1/projects/{id}",
+            get(projects::get).delete(projects::delete),
+        )
+        .api_route("/api/v1/projects/{id}/members", put(projects::put_member))
+        .api_route(
+            "/api/v1/projects/{id}/members/{user}",
+            delete(projects::delete_member),
+        )
+        .api_route("/api/v1/apps", get(apps::list).post(apps::create))
+        .api_route(
+            "/api/v1/apps/{id}",
+            get(apps::get).patch(apps::patch).delete(apps::delete),
+        )
+        .api_route("/api/v1/apps/{id}/pause", post(apps::pause))
+        .api_route("/api/v1/apps/{id}/resume", post(apps::resume))
+        .api_route("/api/v1/apps/{id}/redeploy", post(apps::redeploy))
+        .api_route("/api/v1/apps/{id}/rollback", post(apps::rollback))
+        .api_route("/api/v1/apps/{id}/deployments", get(apps::deployments))
+        .api_route(
+            "/api/v1/apps/{id}/components/{component}/secret",
+            put(apps::put_secret).delete(apps::delete_secret),
+        )
+        .api_route("/api/v1/addon-definitions", get(addons::definitions))
+        .api_route("/api/v1/addon-definitions/{name}", get(addons::definition))
+        .api_route(
+            "/api/v1/addon-instances",
+            get(addons::list).post(addons::create),
+        )
+        .api_route(
+            "/api/v1/addon-instances/{id}",
+            get(addons::get).patch(addons::patch).delete(addons::delete),
+        )
+        .api_route(
+            "/api/v1/addon-instances/{id}/rollback",
+            post(addons::rollback),
+        )
+        .api_route(
+            "/api/v1/templates",
+            get(templates::list).post(templates::create),
+        )
+        .api_route("/api/v1/templates/from-app", post(templates::from_app))
+        .api_route("/api/v1/templates/import", post(templates::import))
+        .api_route(
+            "/api/v1/templates/{id}",
+            get(templates::get).delete(templates::delete),
+        )
+        .api_route("/api/v1/templates/{id}/export", get(templates::export))
+        .api_route("/api/v1/templates/{id}/deploy", post(templates::deploy))
+        .api_route(
+            "/api/v1/events/stream",
+            get_with(stream::stream, |op| {
+                op.summary("Live events (Server-Sent Events)")
+                    .description(
+                        "Phase changes, deployments, drift and cluster connectivity you may \
+                         see, as `text/event-stream`; resume with `Last-Event-ID`. A \
+                         `: heartbeat` comment comes every 15 s.",
+                    )
+                    .response::<200, String>()
+            }),
+        )
+}
+
+/// The OpenAPI document of the API (what `/api/v1/openapi.json` serves).
+pub fn openapi() -> OpenApi {
+    let mut api = OpenApi {
+        info: Info {
+            title: "kubenest API".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: Some(
+                "Organizations, clusters, projects, apps, addons and stack templates on many \
+                 Kubernetes clusters. Errors are `{\"error\": {\"code\", \"message\", \
+                 \"field\"}}`."
+                    .into(),
+            ),
+            ..Info::default()
+        },
+        ..OpenApi::default()
+    };
+    let _ = api_routes().finish_api_with(&mut api, with_security);
+    api
+}
+
+fn with_security(
+    api: aide::transform::TransformOpenApi<'_>,
+) -> aide::transform::TransformOpenApi<'_> {
+    api.security_scheme(
+        "bearer",
+        SecurityScheme::Http {
+            scheme: "bearer".into(),
+            bearer_format: Some("JWT".into()),
+            description: Some("An access token from POST /api/v1/login".into()),
+            extensions: Default::default(),
+        },
+    )
+}
+
+/// The application: routes, limits, request ids and tracing.
+pub fn app(state: AppState) -> Router {
+    let document = Arc::new(openapi());
+    let mut api = OpenApi::default();
+    let routes = api_routes().finish_api_with(&mut api, with_security);
+    routes
+        .route(
+            "/api/v1/openapi.json",
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move { Json(document.as_ref().clone()).into_response() }
+            }),
+        )
+        .route("/healthz", axum::routing::get(|| async { "ok" }))
+        .fallback(|| async { error::ApiError::not_found("route").into_response() })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(Extension(()))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                let id = request
+                    .headers()
+                    .get(REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits_state = state.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            limits_state.limits().shrink();
+        }
+    });
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}

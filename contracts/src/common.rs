@@ -143,3 +143,26 @@ pub struct Condition {
     pub message: String,
     pub last_transition_time: DateTime<Utc>,
 }
+
+/// A Kubernetes object name from parts joined by `-`: kept when it fits a DNS label (63), else
+/// cut to 54 characters plus 8 hex digits of its SHA-256, so long names stay unique and valid.
+pub fn object_name(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let joined = parts.join("-");
+    if joined.len() <= 63 {
+        return joined;
+    }
+    let hash: String = Sha256::digest(joined.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let head = joined[..54].trim_end_matches('-');
+    format!("{head}-{hash}")
+}
+
+/// The Secret on the cluster that holds a workload component's own values (set through the
+/// API with `secret.set`, mounted into its containers with `envFrom`).
+pub fn component_secret(app: &str, component: &str) -> Name {
+    Name::new(object_name(&[app, component, "env"]))
+}

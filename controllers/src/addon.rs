@@ -314,7 +314,9 @@ async fn rollback(
             write_status(plane, key, old, status).await?;
             Ok(Action::await_change())
         };
-    let Ok(to) = target.parse::<i32>() else {
+    // `N` or `N@nonce`: the nonce lets the same revision be asked for again later.
+    let number = target.split_once('@').map_or(target, |(n, _)| n);
+    let Ok(to) = number.parse::<i32>() else {
         return refuse(
             &mut status,
             format!("annotation {ROLLBACK_ANNOTATION}: {target:?} is not a revision number"),

@@ -69,7 +69,7 @@ pub fn build_deploy(
         .components
         .iter()
         .enumerate()
-        .map(|(i, component)| build_component(i, component, addons, &published))
+        .map(|(i, component)| build_component(i, &identity.name, component, addons, &published))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(wire::AppDeploy {
         app: wire::AppRef {
@@ -87,6 +87,7 @@ pub fn build_deploy(
 
 fn build_component(
     i: usize,
+    app: &str,
     component: &Component,
     addons: &BTreeMap<String, ResolvedAddon>,
     published: &BTreeMap<&str, &BTreeMap<String, String>>,
@@ -94,7 +95,7 @@ fn build_component(
     let name = wire::Name::new(&component.name);
     match (&component.workload, &component.addon) {
         (Some(workload), None) => {
-            build_workload(i, name, workload, published).map(wire::Component::Workload)
+            build_workload(i, app, name, workload, published).map(wire::Component::Workload)
         }
         (None, Some(addon)) => {
             let field = format!("spec.components[{i}].addon.definition");
@@ -124,6 +125,7 @@ fn build_component(
 
 fn build_workload(
     i: usize,
+    app: &str,
     name: wire::Name,
     workload: &Workload,
     published: &BTreeMap<&str, &BTreeMap<String, String>>,
@@ -198,13 +200,14 @@ fn build_workload(
             from,
         });
     }
+    let secret = wire::component_secret(app, name.as_str());
     Ok(wire::Workload {
         name,
         source,
         replicas: workload.replicas,
         port: workload.port,
         env,
-        secret: None,
+        secret: Some(secret),
         ingress: workload.ingress.as_ref().map(|ing| wire::Ingress {
             host: ing.host.clone(),
             path: ing.path.clone(),

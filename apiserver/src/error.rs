@@ -1,0 +1,217 @@
+//! The one error shape of the API: `{"error": {"code", "message", "field"?}}` with a status
+//! that says who is at fault, and the request id in the `x-request-id` header.
+
+use aide::OperationOutput;
+use aide::generate::GenContext;
+use aide::openapi::{Operation, Response};
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response as AxumResponse};
+use kubenest_controllers::history::HistoryError;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code (`validation_failed`, `not_found`, ...).
+    pub code: &'static str,
+    /// For people.
+    pub message: String,
+    /// The offending field as a dotted path, when one field is at fault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+/// An error response.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub field: Option<String>,
+    /// Seconds, for 429 and 503.
+    pub retry_after: Option<u64>,
+}
+
+/// Results of handlers.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            retry_after: None,
+        }
+    }
+
+    /// A field's value is unacceptable.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "validation_failed",
+                message,
+            )
+        }
+    }
+
+    /// The body is not what the endpoint takes (unknown field, wrong type, not JSON).
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// No such object for this caller (also what another organization's objects answer).
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{} not found", what.into()),
+        )
+    }
+
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    /// The caller sees the object but their role does not allow the operation.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// The operation conflicts with the object's state.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code, message)
+    }
+
+    pub fn too_many(message: impl Into<String>, retry_after: u64) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+        }
+    }
+
+    /// A dependency (the hub, a cluster) is not reachable now; retrying may help.
+    pub fn unavailable(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            retry_after: Some(5),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message)
+        }
+    }
+
+    /// Something on our side; logged, not shown in detail.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        tracing::error!(%error, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; see the server log for this request id",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> AxumResponse {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                field: self.field,
+            },
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+impl OperationOutput for ApiError {
+    type Inner = ErrorBody;
+
+    fn operation_response(ctx: &mut GenContext, operation: &mut Operation) -> Option<Response> {
+        Json::<ErrorBody>::operation_response(ctx, operation)
+    }
+
+    fn inferred_responses(
+        ctx: &mut GenContext,
+        operation: &mut Operation,
+    ) -> Vec<(Option<aide::openapi::StatusCode>, Response)> {
+        let Some(response) = Self::operation_response(ctx, operation) else {
+            return Vec::new();
+        };
+        [400, 401, 403, 404, 409, 422, 429]
+            .into_iter()
+            .map(|code| {
+                (
+                    Some(aide::openapi::StatusCode::Code(code)),
+                    Response {
+                        description: "error".into(),
+                        ..response.clone()
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+impl From<kube::Error> for ApiError {
+    fn from(error: kube::Error) -> Self {
+        match &error {
+            kube::Error::Api(status) if status.code == 404 => Self::not_found("object"),
+            kube::Error::Api(status) if status.code == 409 => Self::conflict(
+                "conflict",
+                format!("changed concurrently or already exists: {}", status.message),
+            ),
+            // The management API server's own validation (CRD schema, CEL rules): its message
+            // names the field (`spec.components[0].name: Invalid value: ...`).
+            kube::Error::Api(status) if status.code == 422 => {
+                let field = status
+                    .message
+                    .split(": ")
+                    .find(|part| part.starts_with("spec."))
+                    .map(str::to_owned);
+                Self {
+                    field,
+                    ..Self::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "validation_failed",
+                        status.message.clone(),
+                    )
+                }
+            }
+            _ => Self::internal(error),
+        }
+    }
+}
+
+impl From<HistoryError> for ApiError {
+    fn from(error: HistoryError) -> Self {
+        match error {
+            HistoryError::NotFound => Self::not_found("record"),
+            HistoryError::Conflict { constraint } => {
+                Self::conflict("conflict", format!("conflicts with {constraint}"))
+            }
+            other => Self::internal(other),
+        }
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        HistoryError::from(error).into()
+    }
+}

@@ -1,0 +1,479 @@
+//! The live event stream's source: phase changes, deployments, drift and cluster connectivity,
+//! derived from watches of the management cluster and kept in PostgreSQL's `events` table.
+//!
+//! Every replica watches and derives the same events from the same object versions; each event
+//! is inserted under a key naming the change (`{kind}:{uid}:{resourceVersion}`), so it is stored
+//! once whichever replica sees it first, and its id is the same for every client on every
+//! replica. A trigger NOTIFYs each insert; each replica LISTENs and fans the rows out to its
+//! subscribers, who resume after a disconnect from the table (`Last-Event-ID`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use kubenest_crds::App;
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::project::Project;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::k8s::org_name_of;
+
+/// Events are kept this long for resuming clients.
+const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+const CHANNEL: &str = "kubenest_events";
+
+/// One stored event.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredEvent {
+    pub id: i64,
+    pub org_id: String,
+    pub cluster_id: Option<String>,
+    pub project_id: Option<String>,
+    pub app_id: Option<String>,
+    pub kind: String,
+    pub payload: Value,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl StoredEvent {
+    /// The event as the stream sends it.
+    pub fn to_json(&self) -> Value {
+        let mut body = json!({
+            "id": self.id,
+            "kind": self.kind,
+            "org": self.org_id,
+            "cluster_id": self.cluster_id,
+            "project_id": self.project_id,
+            "app_id": self.app_id,
+            "at": self.at.to_rfc3339(),
+        });
+        if let (Value::Object(body), Value::Object(payload)) = (&mut body, &self.payload) {
+            for (k, v) in payload {
+                body.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        body
+    }
+}
+
+/// An event about to be stored.
+#[derive(Debug, Clone, PartialEq)]
+struct NewEvent {
+    key: String,
+    org_id: String,
+    cluster_id: Option<String>,
+    project_id: Option<String>,
+    app_id: Option<String>,
+    kind: &'static str,
+    payload: Value,
+}
+
+/// The fan-out of stored events to this replica's subscribers.
+#[derive(Debug, Clone)]
+pub struct Events {
+    pool: PgPool,
+    live: broadcast::Sender<Arc<StoredEvent>>,
+}
+
+impl Events {
+    /// Starts deriving, storing and fanning out events until `shutdown`.
+    pub fn start(client: &kube::Client, pool: PgPool, shutdown: &CancellationToken) -> Self {
+        let (live, _) = broadcast::channel(4096);
+        let events = Self { pool, live };
+        tokio::spawn(listen(events.clone(), shutdown.clone()));
+        tokio::spawn(derive(
+            client.clone(),
+            events.pool.clone(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(prune(events.pool.clone(), shutdown.clone()));
+        events
+    }
+
+    /// New events as they are stored.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
+        self.live.subscribe()
+    }
+
+    /// Stored events after `after` in the given organizations, oldest first, at most `limit`.
+    pub async fn after(
+        &self,
+        after: i64,
+        orgs: &[String],
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT id, org_id, cluster_id, project_id, app_id, kind, payload, at FROM events
+             WHERE id > $1 AND org_id = ANY($2) ORDER BY id LIMIT $3",
+        )
+        .bind(after)
+        .bind(orgs)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+    }
+}
+
+async fn listen(events: Events, shutdown: CancellationToken) {
+    loop {
+        if let Err(error) = listen_once(&events, &shutdown).await {
+            tracing::warn!(%error, "event listener lost its connection; reconnecting");
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+async fn listen_once(events: &Events, shutdown: &CancellationToken) -> Result<(), sqlx::Error> {
+    let mut listener = PgListener::connect_with(&events.pool).await?;
+    listener.listen(CHANNEL).await?;
+    loop {
+        let notification = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            n = listener.recv() => n?,
+        };
+        let Ok(id) = notification.payload().parse::<i64>() else {
+            continue;
+        };
+        let row: Option<StoredEvent> = sqlx::query_as(
+            "SELECT id, org_id, cluster_id, project_id, app_id, kind, payload, at
+             FROM events WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&events.pool)
+        .await?;
+        if let Some(row) = row {
+            let _ = events.live.send(Arc::new(row));
+        }
+    }
+}
+
+async fn prune(pool: PgPool, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let cutoff = chrono::Utc::now()
+            - chrono::Duration::from_std(RETENTION).unwrap_or(chrono::Duration::days(7));
+        if let Err(error) = sqlx::query("DELETE FROM events WHERE at < $1")
+            .bind(cutoff)
+            .execute(&pool)
+            .await
+        {
+            tracing::warn!(%error, "pruning old events failed");
+        }
+    }
+}
+
+async fn store(pool: &PgPool, events: Vec<NewEvent>) {
+    for event in events {
+        let outcome = sqlx::query(
+            "INSERT INTO events (dedupe_key, org_id, cluster_id, project_id, app_id, kind, payload)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (dedupe_key) DO NOTHING",
+        )
+        .bind(&event.key)
+        .bind(&event.org_id)
+        .bind(&event.cluster_id)
+        .bind(&event.project_id)
+        .bind(&event.app_id)
+        .bind(event.kind)
+        .bind(&event.payload)
+        .execute(pool)
+        .await;
+        if let Err(error) = outcome {
+            tracing::warn!(%error, key = %event.key, "storing an event failed");
+        }
+    }
+}
+
+/// What the stream reports of an App, to compare versions by.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct AppFacts {
+    phase: Option<String>,
+    deployment_id: Option<String>,
+    drift: Value,
+}
+
+fn app_facts(app: &App) -> AppFacts {
+    let status = app.status.clone().unwrap_or_default();
+    AppFacts {
+        phase: status.phase,
+        deployment_id: status.deployment_id,
+        drift: status.sync.map_or(Value::Null, |s| {
+            json!({
+                "drift_detected": s.drift_detected,
+                "drift_class": s.drift_class,
+                "drift_details": s.drift_details.iter().map(|d| json!({
+                    "resource": d.resource, "field": d.field, "desired": d.desired,
+                    "observed": d.observed, "manager": d.manager,
+                })).collect::<Vec<_>>(),
+            })
+        }),
+    }
+}
+
+/// Where the objects of an organization namespace are: project and cluster uids by name.
+#[derive(Debug, Default)]
+struct Places {
+    projects: HashMap<(String, String), (String, String)>,
+    clusters: HashMap<(String, String), String>,
+}
+
+impl Places {
+    fn app_place(&self, namespace: &str, project: &str) -> (Option<String>, Option<String>) {
+        let Some((project_uid, cluster)) = self
+            .projects
+            .get(&(namespace.to_owned(), project.to_owned()))
+        else {
+            return (None, None);
+        };
+        let cluster_uid = self
+            .clusters
+            .get(&(namespace.to_owned(), cluster.clone()))
+            .cloned();
+        (Some(project_uid.clone()), cluster_uid)
+    }
+}
+
+/// The events between two versions of an App (pure).
+fn app_events(
+    old: Option<&AppFacts>,
+    app: &App,
+    place: (Option<String>, Option<String>),
+) -> Vec<NewEvent> {
+    let namespace = app.namespace().unwrap_or_default();
+    let Some(org) = org_name_of(&namespace) else {
+        return Vec::new();
+    };
+    let uid = app.uid().unwrap_or_default();
+    let version = app.resource_version().unwrap_or_default();
+    let new = app_facts(app);
+    let old = old.cloned().unwrap_or_default();
+    let (project_id, cluster_id) = place;
+    let event = |kind: &'static str, payload: Value| NewEvent {
+        key: format!("{kind}:{uid}:{version}"),
+        org_id: org.to_owned(),
+        cluster_id: cluster_id.clone(),
+        project_id: project_id.clone(),
+        app_id: Some(uid.clone()),
+        kind,
+        payload,
+    };
+    let name = app.name_any();
+    let mut events = Vec::new();
+    if new.deployment_id != old.deployment_id
+        && let Some(id) = &new.deployment_id
+    {
+        let revision = app.status.as_ref().and_then(|s| s.revision.clone());
+        events.push(event(
+            "deployment",
+            json!({"app": name, "deployment_id": id, "revision": revision}),
+        ));
+    }
+    if new.phase != old.phase
+        && let Some(phase) = &new.phase
+    {
+        let message = app
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        events.push(event(
+            "app.phase",
+            json!({"app": name, "phase": phase, "previous": old.phase, "message": message}),
+        ));
+    }
+    if new.drift != old.drift && !new.drift.is_null() {
+        let mut payload = new.drift.clone();
+        payload["app"] = name.clone().into();
+        events.push(event("app.drift", payload));
+    }
+    events
+}
+
+fn app_deleted(app: &App, place: (Option<String>, Option<String>)) -> Option<NewEvent> {
+    let namespace = app.namespace().unwrap_or_default();
+    let org = org_name_of(&namespace)?;
+    let uid = app.uid()?;
+    Some(NewEvent {
+        key: format!("app.deleted:{uid}"),
+        org_id: org.to_owned(),
+        cluster_id: place.1,
+        project_id: place.0,
+        app_id: Some(uid),
+        kind: "app.deleted",
+        payload: json!({"app": app.name_any()}),
+    })
+}
+
+fn cluster_event(old: Option<&str>, cluster: &Cluster) -> Option<NewEvent> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let org = org_name_of(&namespace)?;
+    let state = serde_json::to_value(cluster.status.clone().unwrap_or_default().state).ok()?;
+    let state = state.as_str()?.to_owned();
+    if old == Some(state.as_str()) {
+        return None;
+    }
+    let uid = cluster.uid()?;
+    Some(NewEvent {
+        key: format!(
+            "cluster.state:{uid}:{}",
+            cluster.resource_version().unwrap_or_default()
+        ),
+        org_id: org.to_owned(),
+        cluster_id: Some(uid),
+        project_id: None,
+        app_id: None,
+        kind: "cluster.state",
+        payload: json!({"cluster": cluster.name_any(), "state": state, "previous": old}),
+    })
+}
+
+fn key_of<K: Resource>(object: &K) -> (String, String) {
+    (
+        object.meta().namespace.clone().unwrap_or_default(),
+        object.meta().name.clone().unwrap_or_default(),
+    )
+}
+
+/// Watches Apps, Projects and Clusters and stores the events their changes make.
+async fn derive(client: kube::Client, pool: PgPool, shutdown: CancellationToken) {
+    let config = watcher::Config::default();
+    let apps = watcher::watcher(Api::<App>::all(client.clone()), config.clone()).map(Change::App);
+    let projects =
+        watcher::watcher(Api::<Project>::all(client.clone()), config.clone()).map(Change::Project);
+    let clusters = watcher::watcher(Api::<Cluster>::all(client), config).map(Change::Cluster);
+    let mut changes =
+        futures::stream::select_all([apps.boxed(), projects.boxed(), clusters.boxed()]);
+    let mut places = Places::default();
+    let mut app_facts_by_uid: HashMap<String, AppFacts> = HashMap::new();
+    let mut cluster_states: HashMap<String, String> = HashMap::new();
+    loop {
+        let change = tokio::select! {
+            () = shutdown.cancelled() => return,
+            change = changes.next() => change,
+        };
+        let Some(change) = change else { return };
+        let mut out = Vec::new();
+        match change {
+            Change::Project(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => {
+                places.projects.insert(
+                    key_of(&p),
+                    (p.uid().unwrap_or_default(), p.spec.cluster.clone()),
+                );
+            }
+            Change::Cluster(Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c))) => {
+                let uid = c.uid().unwrap_or_default();
+                places.clusters.insert(key_of(&c), uid.clone());
+                let state = serde_json::to_value(c.status.clone().unwrap_or_default().state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                // The first sight of a cluster is a baseline, not a change.
+                if let Some(old) = cluster_states.insert(uid, state)
+                    && let Some(event) = cluster_event(Some(&old), &c)
+                {
+                    out.push(event);
+                }
+            }
+            Change::App(Ok(watcher::Event::Apply(app))) => {
+                let uid = app.uid().unwrap_or_default();
+                let place = places.app_place(&key_of(&app).0, &app.spec.project);
+                out = app_events(app_facts_by_uid.get(&uid), &app, place);
+                app_facts_by_uid.insert(uid, app_facts(&app));
+            }
+            Change::App(Ok(watcher::Event::InitApply(app))) => {
+                // On a relist, changes missed while disconnected are reported; on the first
+                // list the current state is the baseline.
+                let uid = app.uid().unwrap_or_default();
+                if let Some(old) = app_facts_by_uid.get(&uid) {
+                    let place = places.app_place(&key_of(&app).0, &app.spec.project);
+                    out = app_events(Some(old), &app, place);
+                }
+                app_facts_by_uid.insert(uid, app_facts(&app));
+            }
+            Change::App(Ok(watcher::Event::Delete(app))) => {
+                let uid = app.uid().unwrap_or_default();
+                app_facts_by_uid.remove(&uid);
+                let place = places.app_place(&key_of(&app).0, &app.spec.project);
+                out.extend(app_deleted(&app, place));
+            }
+            Change::Project(Ok(watcher::Event::Delete(p))) => {
+                places.projects.remove(&key_of(&p));
+            }
+            Change::Cluster(Ok(watcher::Event::Delete(c))) => {
+                places.clusters.remove(&key_of(&c));
+                cluster_states.remove(&c.uid().unwrap_or_default());
+            }
+            Change::App(Err(e)) | Change::Project(Err(e)) | Change::Cluster(Err(e)) => {
+                tracing::debug!(error = %e, "event watch error; the watcher retries");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Change::App(Ok(_)) | Change::Project(Ok(_)) | Change::Cluster(Ok(_)) => {}
+        }
+        if !out.is_empty() {
+            store(&pool, out).await;
+        }
+    }
+}
+
+// One change is alive at a time, in one task: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Change {
+    App(Result<watcher::Event<App>, watcher::Error>),
+    Project(Result<watcher::Event<Project>, watcher::Error>),
+    Cluster(Result<watcher::Event<Cluster>, watcher::Error>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubenest_crds::app::{AppSpec, AppStatus};
+
+    fn app(phase: Option<&str>, deployment: Option<&str>, version: &str) -> App {
+        let mut app = App::new(
+            "shop",
+            AppSpec {
+                project: "web".into(),
+                components: vec![],
+                progress_deadline_seconds: 600,
+                paused: false,
+            },
+        );
+        app.metadata.namespace = Some("org-acme".into());
+        app.metadata.uid = Some("u1".into());
+        app.metadata.resource_version = Some(version.into());
+        app.status = Some(AppStatus {
+            phase: phase.map(str::to_owned),
+            deployment_id: deployment.map(str::to_owned),
+            ..AppStatus::default()
+        });
+        app
+    }
+
+    #[test]
+    fn a_new_deployment_and_a_phase_change_are_two_events_keyed_by_version() {
+        let before = app_facts(&app(Some("Running"), Some("d1"), "5"));
+        let after = app(Some("Deploying"), Some("d2"), "6");
+        let events = app_events(Some(&before), &after, (Some("p".into()), None));
+        let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, ["deployment", "app.phase"]);
+        assert_eq!(events[1].key, "app.phase:u1:6");
+        assert_eq!(events[1].org_id, "acme");
+        assert_eq!(events[1].payload["previous"], "Running");
+        assert!(app_events(Some(&app_facts(&after)), &after, (None, None)).is_empty());
+    }
+}

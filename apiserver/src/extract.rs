@@ -1,0 +1,109 @@
+//! Extractors with the API's own errors: a JSON body whose errors name the field, and the
+//! authenticated caller (bearer access token, per-user rate limits).
+
+use aide::OperationInput;
+use aide::generate::GenContext;
+use aide::openapi::{Operation, SecurityRequirement};
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::{Method, header, request::Parts};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+use crate::authz::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A JSON request body. Unknown fields, wrong types and missing fields are a 400 naming the
+/// field (`components[0].workload_spec.replicas`).
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if !json {
+            return Err(ApiError::bad_request(
+                "the body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError {
+                    status: e.status(),
+                    code: "too_large",
+                    message: "the body is larger than this endpoint takes".into(),
+                    field: None,
+                    retry_after: None,
+                }
+            } else {
+                ApiError::bad_request(e.body_text())
+            }
+        })?;
+        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            let message = e.inner().to_string();
+            ApiError {
+                field: (path != ".").then_some(path),
+                ..ApiError::bad_request(message)
+            }
+        })?;
+        deserializer
+            .end()
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        Ok(Self(value))
+    }
+}
+
+impl<T: JsonSchema> OperationInput for Body<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        axum::Json::<T>::operation_input(ctx, operation);
+    }
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    parts
+        .headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let token = bearer(parts).ok_or_else(|| {
+            ApiError::unauthenticated("send an access token: Authorization: Bearer <token>")
+        })?;
+        let claims = state
+            .tokens()
+            .verify(token)
+            .map_err(|e| ApiError::unauthenticated(format!("invalid access token: {e}")))?;
+        let write = !matches!(parts.method, Method::GET | Method::HEAD);
+        state.limits().check_user(&claims.sub, write)?;
+        Ok(Caller {
+            user: claims.sub,
+            platform_admin: claims.adm,
+        })
+    }
+}
+
+impl OperationInput for Caller {
+    fn operation_input(_ctx: &mut GenContext, operation: &mut Operation) {
+        operation
+            .security
+            .push(SecurityRequirement::from([("bearer".to_owned(), vec![])]));
+    }
+}

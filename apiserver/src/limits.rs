@@ -1,0 +1,108 @@
+//! Per-user request rate limits (reads and writes apart) and a per-address limit on logins.
+//! These buckets are per replica: they shield a replica from one noisy caller. The limit that
+//! must hold across replicas, failed logins per user and address, lives in PostgreSQL
+//! ([`crate::auth::store::Store::login_blocked`]).
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+
+use crate::error::ApiError;
+
+/// Requests per second per user, and the bursts allowed.
+#[derive(Debug, Clone, Copy)]
+pub struct LimitsConfig {
+    pub reads_per_second: u32,
+    pub writes_per_second: u32,
+    pub logins_per_minute_per_address: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            reads_per_second: 200,
+            writes_per_second: 50,
+            logins_per_minute_per_address: 30,
+        }
+    }
+}
+
+/// The buckets.
+#[derive(Debug)]
+pub struct Limits {
+    reads: DefaultKeyedRateLimiter<String>,
+    writes: DefaultKeyedRateLimiter<String>,
+    logins: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+fn quota_per_second(n: u32) -> Quota {
+    let n = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+    Quota::per_second(n).allow_burst(n.saturating_mul(NonZeroU32::new(2).unwrap_or(n)))
+}
+
+fn refuse(
+    outcome: Result<(), governor::NotUntil<governor::clock::QuantaInstant>>,
+    what: &str,
+) -> Result<(), ApiError> {
+    outcome.map_err(|not_until| {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        ApiError::too_many(format!("too many {what}; slow down"), wait.as_secs().max(1))
+    })
+}
+
+impl Limits {
+    pub fn new(config: LimitsConfig) -> Self {
+        let per_minute =
+            NonZeroU32::new(config.logins_per_minute_per_address).unwrap_or(NonZeroU32::MIN);
+        Self {
+            reads: RateLimiter::keyed(quota_per_second(config.reads_per_second)),
+            writes: RateLimiter::keyed(quota_per_second(config.writes_per_second)),
+            logins: RateLimiter::keyed(Quota::per_minute(per_minute)),
+        }
+    }
+
+    /// Counts a request of `user`.
+    pub fn check_user(&self, user: &str, write: bool) -> Result<(), ApiError> {
+        let (bucket, what) = if write {
+            (&self.writes, "changes")
+        } else {
+            (&self.reads, "requests")
+        };
+        refuse(bucket.check_key(&user.to_owned()), what)
+    }
+
+    /// Counts a login attempt from `address`.
+    pub fn check_login(&self, address: IpAddr) -> Result<(), ApiError> {
+        refuse(self.logins.check_key(&address), "login attempts")
+    }
+
+    /// Forgets idle keys (call now and then).
+    pub fn shrink(&self) {
+        self.reads.retain_recent();
+        self.writes.retain_recent();
+        self.logins.retain_recent();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_over_the_burst_is_refused_with_retry_after_and_others_are_not() {
+        let limits = Limits::new(LimitsConfig {
+            reads_per_second: 1,
+            writes_per_second: 1,
+            logins_per_minute_per_address: 1,
+        });
+        assert!(limits.check_user("ada", true).is_ok());
+        assert!(limits.check_user("ada", true).is_ok());
+        let refused = limits.check_user("ada", true).unwrap_err();
+        assert_eq!(refused.status, 429);
+        assert!(refused.retry_after.is_some());
+        assert!(limits.check_user("bob", true).is_ok());
+        assert!(limits.check_user("ada", false).is_ok());
+    }
+}

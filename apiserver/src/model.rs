@@ -1,0 +1,332 @@
+//! The API's JSON shapes (snake_case, unknown fields refused) and their mapping to and from the
+//! custom resources (camelCase). Components are written as in the spec:
+//! `{"name", "type": "workload", "workload_spec": {...}}` or `{"type": "addon", "addon_spec"}`.
+//!
+//! The mapping goes through JSON on purpose: the CRD types stay the single definition of what a
+//! valid App is, and free-form Helm `values` pass through untouched.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// One component of an App.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentBody {
+    /// DNS label, unique in the App.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: ComponentKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_spec: Option<WorkloadBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addon_spec: Option<AddonBody>,
+}
+
+/// What a component is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentKind {
+    Workload,
+    Addon,
+}
+
+/// A container workload: exactly one of `image`, `git` or `helm`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm: Option<HelmBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 1000))]
+    pub replicas: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub env: Vec<EnvBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<IngressBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourcesBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheckBody>,
+}
+
+/// Build the image on the cluster from Git.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitBody {
+    pub repository: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_dir: Option<String>,
+    /// `dockerfile` or `buildpack`.
+    pub mode: String,
+}
+
+/// A pinned chart.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChartBody {
+    pub repository: String,
+    pub name: String,
+    pub version: String,
+}
+
+/// Render a Helm chart as the workload.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HelmBody {
+    pub chart: ChartBody,
+    #[serde(default)]
+    pub values: Map<String, Value>,
+}
+
+/// An environment variable: exactly one of `value` or `export_ref`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnvBody {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub export_ref: Option<ExportRefBody>,
+}
+
+/// An export of an addon component of the same App, resolved on the cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportRefBody {
+    pub component: String,
+    pub export: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IngressBody {
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub tls: bool,
+}
+
+/// Kubernetes quantities.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourcesBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_request: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_request: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheckBody {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_delay_seconds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_seconds: Option<u32>,
+}
+
+/// An addon from the catalog as a component.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddonBody {
+    /// The AddonDefinition, e.g. `postgres`.
+    pub definition: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub values: Map<String, Value>,
+}
+
+/// snake_case API keys and their camelCase CRD names (both directions use this table).
+const RENAMES: &[(&str, &str)] = &[
+    ("health_check", "healthCheck"),
+    ("export_ref", "exportRef"),
+    ("cpu_request", "cpuRequest"),
+    ("cpu_limit", "cpuLimit"),
+    ("memory_request", "memoryRequest"),
+    ("memory_limit", "memoryLimit"),
+    ("initial_delay_seconds", "initialDelaySeconds"),
+    ("period_seconds", "periodSeconds"),
+    ("context_dir", "contextDir"),
+];
+
+fn rename_keys(value: &mut Value, to_crd: bool) {
+    match value {
+        Value::Object(map) => {
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for key in keys {
+                let renamed = RENAMES.iter().find_map(|(api, crd)| {
+                    let (from, to) = if to_crd { (api, crd) } else { (crd, api) };
+                    (*from == key).then_some(*to)
+                });
+                let Some(mut item) = map.remove(&key) else {
+                    continue;
+                };
+                // Helm values are the user's own keys.
+                if key != "values" {
+                    rename_keys(&mut item, to_crd);
+                }
+                map.insert(renamed.map_or(key, str::to_owned), item);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| rename_keys(i, to_crd)),
+        _ => {}
+    }
+}
+
+/// An API component (typed or a template's, with `${slots}`) as the CRD's JSON.
+pub fn component_to_crd(mut api: Value, at: &str) -> Result<Value, ApiError> {
+    let Value::Object(map) = &mut api else {
+        return Err(ApiError::invalid(at, "a component is an object"));
+    };
+    let kind = map.remove("type");
+    let workload = map.remove("workload_spec");
+    let addon = map.remove("addon_spec");
+    match (kind.as_ref().and_then(Value::as_str), workload, addon) {
+        (Some("workload"), Some(spec), None) => {
+            map.insert("workload".into(), spec);
+        }
+        (Some("addon"), None, Some(spec)) => {
+            map.insert("addon".into(), spec);
+        }
+        (Some("workload"), _, _) => {
+            return Err(ApiError::invalid(
+                format!("{at}.workload_spec"),
+                "a workload component sets workload_spec and no addon_spec",
+            ));
+        }
+        (Some("addon"), _, _) => {
+            return Err(ApiError::invalid(
+                format!("{at}.addon_spec"),
+                "an addon component sets addon_spec and no workload_spec",
+            ));
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                format!("{at}.type"),
+                "type is workload or addon",
+            ));
+        }
+    }
+    rename_keys(&mut api, true);
+    Ok(api)
+}
+
+/// A CRD component's JSON in the API's shape.
+pub fn component_from_crd(mut crd: Value) -> Value {
+    if let Value::Object(map) = &mut crd {
+        if let Some(spec) = map.remove("workload") {
+            map.insert("type".into(), "workload".into());
+            map.insert("workload_spec".into(), spec);
+        } else if let Some(spec) = map.remove("addon") {
+            map.insert("type".into(), "addon".into());
+            map.insert("addon_spec".into(), spec);
+        }
+    }
+    rename_keys(&mut crd, false);
+    crd
+}
+
+/// Typed API components as CRD components, checked by the CRD types.
+pub fn components_to_crd(
+    components: &[ComponentBody],
+) -> Result<Vec<kubenest_crds::app::Component>, ApiError> {
+    components
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let at = format!("components[{i}]");
+            let value = serde_json::to_value(c).map_err(ApiError::internal)?;
+            let crd = component_to_crd(value, &at)?;
+            serde_json::from_value(crd).map_err(|e| ApiError::invalid(at, e.to_string()))
+        })
+        .collect()
+}
+
+/// CRD components in the API's shape.
+pub fn components_from_crd(components: &[kubenest_crds::app::Component]) -> Vec<Value> {
+    components
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .map(component_from_crd)
+        .collect()
+}
+
+/// Labels and selector-free metadata every API object carries.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Meta {
+    pub id: String,
+    pub name: String,
+    pub org: String,
+    pub created_at: Option<String>,
+}
+
+/// Free-form parameters of a template deploy.
+pub type Parameters = BTreeMap<String, Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn components_map_to_the_crd_shape_and_back_leaving_helm_values_alone() {
+        let api = json!({
+            "name": "web", "type": "workload",
+            "workload_spec": {
+                "image": "shop:1", "health_check": {"path": "/", "period_seconds": 5},
+                "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}],
+                "helm": {"chart": {"repository": "r", "name": "n", "version": "1.0.0"},
+                         "values": {"keep_me": {"health_check": 1}}}
+            }
+        });
+        let crd = component_to_crd(api.clone(), "components[0]").unwrap();
+        assert_eq!(crd["workload"]["healthCheck"]["periodSeconds"], 5);
+        assert_eq!(crd["workload"]["env"][0]["exportRef"]["component"], "db");
+        assert_eq!(
+            crd["workload"]["helm"]["values"]["keep_me"]["health_check"],
+            1
+        );
+        assert_eq!(component_from_crd(crd), api);
+    }
+
+    #[test]
+    fn a_component_with_the_wrong_spec_names_the_field() {
+        let error = component_to_crd(
+            json!({"name": "db", "type": "addon", "workload_spec": {}}),
+            "components[1]",
+        )
+        .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("components[1].addon_spec"));
+        let error = component_to_crd(json!({"name": "db"}), "components[0]").unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("components[0].type"));
+    }
+}

@@ -1,0 +1,463 @@
+//! The addon catalog (AddonDefinitions) and standalone addons (AddonInstances) with their
+//! revision history, upgrades and rollbacks.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch};
+use kubenest_controllers::addon::ROLLBACK_ANNOTATION;
+use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
+use crate::authz::{Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::k8s;
+use crate::state::AppState;
+
+/// A catalog entry.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DefinitionResponse {
+    pub name: String,
+    pub display_name: String,
+    pub chart_repository: String,
+    pub chart_name: String,
+    /// The pinned version.
+    pub chart_version: String,
+    /// Export name → what it holds (`host`, `port`, `dsn`, ...).
+    pub exports: std::collections::BTreeMap<String, String>,
+    /// JSON Schema of the values you may set.
+    pub values_schema: Option<Value>,
+    pub default_values: Value,
+}
+
+fn definition_response(definition: &AddonDefinition) -> DefinitionResponse {
+    let spec = &definition.spec;
+    DefinitionResponse {
+        name: definition.name_any(),
+        display_name: spec.display_name.clone(),
+        chart_repository: spec.chart.repository.clone(),
+        chart_name: spec.chart.name.clone(),
+        chart_version: spec.chart.version.clone(),
+        exports: spec.exports.clone(),
+        values_schema: spec.values_schema.clone().map(Value::Object),
+        default_values: Value::Object(spec.default_values.clone()),
+    }
+}
+
+/// The catalog (any signed-in user).
+pub async fn definitions(
+    State(state): State<AppState>,
+    _caller: Caller,
+) -> ApiResult<Json<Vec<DefinitionResponse>>> {
+    let list: Vec<AddonDefinition> =
+        k8s::list_in(state.client(), &state.settings().system_namespace).await?;
+    Ok(Json(list.iter().map(definition_response).collect()))
+}
+
+/// `{name}` in a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NamePath {
+    pub name: String,
+}
+
+/// One catalog entry.
+pub async fn definition(
+    State(state): State<AppState>,
+    _caller: Caller,
+    Path(path): Path<NamePath>,
+) -> ApiResult<Json<DefinitionResponse>> {
+    let api: Api<AddonDefinition> =
+        Api::namespaced(state.client().clone(), &state.settings().system_namespace);
+    let found = api
+        .get_opt(&path.name)
+        .await?
+        .ok_or_else(|| ApiError::not_found("addon definition"))?;
+    Ok(Json(definition_response(&found)))
+}
+
+/// One revision of a standalone addon.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RevisionView {
+    pub revision: i32,
+    /// `install`, `upgrade`, `values` or `rollback`.
+    pub operation: String,
+    pub chart_version: Option<String>,
+    pub values: Value,
+    pub rollback_to: Option<i32>,
+    pub actor: String,
+    pub result: String,
+    pub message: String,
+    pub created_at: String,
+}
+
+/// A standalone addon.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct InstanceResponse {
+    pub id: String,
+    pub name: String,
+    pub org: String,
+    pub project: String,
+    pub project_id: Option<String>,
+    pub definition: String,
+    pub version: Option<String>,
+    pub values: Value,
+    pub phase: String,
+    pub message: String,
+    pub revision: Option<u32>,
+    pub observed_revision: Option<u32>,
+    /// The Secret on the cluster holding the addon's exports (never its values).
+    pub export_secret: Option<String>,
+    pub git_commit: Option<String>,
+    pub created_at: Option<String>,
+    /// Newest first; only on single reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revisions: Option<Vec<RevisionView>>,
+}
+
+fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> InstanceResponse {
+    let status = addon.status.clone().unwrap_or_default();
+    let namespace = addon.namespace().unwrap_or_default();
+    let message = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or(status.message);
+    InstanceResponse {
+        id: k8s::uid(addon),
+        name: addon.name_any(),
+        org: k8s::org_name_of(&namespace).unwrap_or_default().to_owned(),
+        project: addon.spec.project.clone(),
+        project_id,
+        definition: addon.spec.definition.clone(),
+        version: addon.spec.version.clone(),
+        values: Value::Object(addon.spec.values.clone()),
+        phase: status.phase.unwrap_or_else(|| "Pending".into()),
+        message,
+        revision: status.revision,
+        observed_revision: status.observed_revision,
+        export_secret: status.export_secret,
+        git_commit: status.git_commit,
+        created_at: k8s::created(addon),
+        revisions: None,
+    }
+}
+
+async fn definition_named(state: &AppState, name: &str) -> ApiResult<Option<AddonDefinition>> {
+    let api: Api<AddonDefinition> =
+        Api::namespaced(state.client().clone(), &state.settings().system_namespace);
+    Ok(api.get_opt(name).await?)
+}
+
+/// Checks values against the definition's JSON Schema, naming the first bad field.
+fn check_values(definition: &AddonDefinition, values: &Map<String, Value>) -> ApiResult<()> {
+    let Some(schema) = &definition.spec.values_schema else {
+        return Ok(());
+    };
+    let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
+        .map_err(|e| ApiError::internal(format!("definition's values schema: {e}")))?;
+    let instance = Value::Object(values.clone());
+    if let Some(error) = validator.iter_errors(&instance).next() {
+        let pointer = error.instance_path().to_string();
+        let field = format!("values{}", pointer.replace('/', "."));
+        return Err(ApiError::invalid(field, error.to_string()));
+    }
+    Ok(())
+}
+
+fn check_version(version: Option<&String>) -> ApiResult<()> {
+    let Some(version) = version else {
+        return Ok(());
+    };
+    let core = version.trim_start_matches('v');
+    let core = core.split(['-', '+']).next().unwrap_or_default();
+    let exact = core.split('.').count() == 3
+        && core
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    if exact {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "version",
+            "an exact chart version such as 16.2.3; ranges are refused",
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewInstanceBody {
+    pub project_id: String,
+    /// DNS label, unique in the organization.
+    pub name: String,
+    /// The AddonDefinition, e.g. `postgres`.
+    pub definition: String,
+    /// A chart version other than the definition's pinned one.
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub values: Map<String, Value>,
+}
+
+/// Installs a standalone addon in a project (members).
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<NewInstanceBody>,
+) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+    let project = super::writable_project(&state, &caller, &body.project_id).await?;
+    check_dns_label("name", &body.name)?;
+    let Some(definition) = definition_named(&state, &body.definition).await? else {
+        return Err(ApiError::invalid(
+            "definition",
+            "no such addon in the catalog",
+        ));
+    };
+    check_version(body.version.as_ref())?;
+    check_values(&definition, &body.values)?;
+    let mut addon = AddonInstance::new(
+        &body.name,
+        AddonInstanceSpec {
+            project: project.object.name_any(),
+            definition: body.definition,
+            version: body.version,
+            values: body.values,
+        },
+    );
+    addon.metadata.annotations = Some(actor_annotations(&caller));
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &project.namespace());
+    let created = api
+        .create(&post_params(), &addon)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => ApiError::conflict(
+                "exists",
+                format!("an addon named {:?} exists in this organization", body.name),
+            ),
+            other => other.into(),
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(instance_response(&created, project.object.uid())),
+    ))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceQuery {
+    pub org: Option<String>,
+    pub project_id: Option<String>,
+}
+
+/// The standalone addons you have a role on.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<InstanceQuery>,
+) -> ApiResult<Json<Vec<InstanceResponse>>> {
+    let views = match &query.org {
+        Some(org) => vec![super::org_view(&state, &caller, org).await?],
+        None => super::visible_orgs(&state, &caller).await?,
+    };
+    let mut items = Vec::new();
+    for view in &views {
+        let addons: Vec<AddonInstance> = k8s::list_in(state.client(), &view.namespace).await?;
+        for addon in &addons {
+            if view.role_in_project(&caller, &addon.spec.project).is_none() {
+                continue;
+            }
+            let project_id = view
+                .projects
+                .iter()
+                .find(|p| p.name_any() == addon.spec.project)
+                .and_then(ResourceExt::uid);
+            if query.project_id.is_some() && project_id != query.project_id {
+                continue;
+            }
+            items.push(instance_response(addon, project_id));
+        }
+    }
+    Ok(Json(items))
+}
+
+async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<AddonInstance>> {
+    super::in_project(
+        state,
+        caller,
+        k8s::Kind::AddonInstance,
+        id,
+        |a: &AddonInstance| &a.spec.project,
+    )
+    .await
+}
+
+/// One standalone addon with its revisions.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<InstanceResponse>> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "addon instance")?;
+    let revisions = state
+        .history()
+        .addon_revisions(&scoped.org.name_any(), &path.id)
+        .await?;
+    let mut body = instance_response(
+        &scoped.object,
+        scoped.project.as_ref().and_then(ResourceExt::uid),
+    );
+    body.revisions = Some(
+        revisions
+            .into_iter()
+            .map(|r| RevisionView {
+                revision: r.revision,
+                operation: serde_json::to_value(r.operation)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                chart_version: r
+                    .chart
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                values: r.values,
+                rollback_to: r.rollback_to,
+                actor: r.actor,
+                result: r.status,
+                message: r.message,
+                created_at: r.created_at.to_rfc3339(),
+            })
+            .collect(),
+    );
+    Ok(Json(body))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchInstanceBody {
+    /// Upgrade (or downgrade) to this exact chart version.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The new values (replacing the old).
+    #[serde(default)]
+    pub values: Option<Map<String, Value>>,
+}
+
+/// Upgrades an addon or changes its values (members); a new revision.
+pub async fn patch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<PatchInstanceBody>,
+) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "addon instance")?;
+    if body.version.is_none() && body.values.is_none() {
+        return Err(ApiError::bad_request(
+            "nothing to change: set version or values",
+        ));
+    }
+    check_version(body.version.as_ref())?;
+    if let Some(values) = &body.values {
+        let definition = definition_named(&state, &scoped.object.spec.definition)
+            .await?
+            .ok_or_else(|| ApiError::conflict("no_definition", "the addon's definition is gone"))?;
+        check_values(&definition, values)?;
+    }
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let name = scoped.object.name_any();
+    // Who asked first, then the change; values are replaced whole (a merge patch would merge
+    // the maps key by key).
+    let actor = json!({"metadata": {"annotations": actor_annotations(&caller)}});
+    api.patch(&name, &patch_params(), &Patch::Merge(&actor))
+        .await?;
+    let mut ops = Vec::new();
+    if let Some(version) = &body.version {
+        ops.push(json!({"op": "add", "path": "/spec/version", "value": version}));
+    }
+    if let Some(values) = &body.values {
+        ops.push(json!({"op": "add", "path": "/spec/values", "value": values}));
+    }
+    let ops: json_patch::Patch =
+        serde_json::from_value(Value::Array(ops)).map_err(ApiError::internal)?;
+    let updated = api
+        .patch(&name, &patch_params(), &Patch::<()>::Json(ops))
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(instance_response(
+            &updated,
+            scoped.project.as_ref().and_then(ResourceExt::uid),
+        )),
+    ))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddonRollbackBody {
+    /// The revision whose chart and values to restore.
+    pub revision: i32,
+}
+
+/// Restores an earlier revision (members); a new revision that points at it.
+pub async fn rollback(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<AddonRollbackBody>,
+) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "addon instance")?;
+    let revisions = state
+        .history()
+        .addon_revisions(&scoped.org.name_any(), &path.id)
+        .await?;
+    if !revisions.iter().any(|r| r.revision == body.revision) {
+        return Err(ApiError::invalid(
+            "revision",
+            "this addon has no such revision",
+        ));
+    }
+    let mut annotations = actor_annotations(&caller);
+    annotations.insert(
+        ROLLBACK_ANNOTATION.to_owned(),
+        format!("{}@{}", body.revision, uuid::Uuid::new_v4().simple()),
+    );
+    let patch = json!({"metadata": {"annotations": annotations}});
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let updated = api
+        .patch(
+            &scoped.object.name_any(),
+            &patch_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(instance_response(
+            &updated,
+            scoped.project.as_ref().and_then(ResourceExt::uid),
+        )),
+    ))
+}
+
+/// Uninstalls a standalone addon (members).
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<StatusCode> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "addon instance")?;
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    api.delete(&scoped.object.name_any(), &DeleteParams::default())
+        .await?;
+    Ok(StatusCode::ACCEPTED)
+}

@@ -1,0 +1,429 @@
+//! Clusters: registration (the connection token and the agent's install command), state and
+//! capacity, token rotation, scaling, members and deletion.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch};
+use kubenest_crds::cluster::{Cluster, ClusterSpec, Provider};
+use kubenest_crds::common::Role;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{
+    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, check_dns_label, org_view,
+    patch_params, post_params, set_member,
+};
+use crate::authz::{self, Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::k8s;
+use crate::state::AppState;
+
+/// One health check.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HealthView {
+    pub name: String,
+    /// `ok`, `warning`, `critical` or `unknown` (no report within the heartbeat window).
+    pub status: String,
+    pub message: String,
+    pub observed_at: String,
+}
+
+/// A cluster with its state, capacity and health.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ClusterResponse {
+    pub id: String,
+    pub name: String,
+    pub org: String,
+    pub display_name: Option<String>,
+    /// `pending`, `connected`, `disconnected`, ...
+    pub state: String,
+    /// `existing`: brought by its owner, not scaled by kubenest.
+    pub provider: String,
+    pub token_version: u64,
+    pub desired_node_count: Option<u32>,
+    /// CPU cores allocatable on the cluster's nodes.
+    pub cpu_total: f64,
+    /// CPU cores requested by pods.
+    pub cpu_used: f64,
+    /// Memory allocatable, bytes.
+    pub mem_total: u64,
+    /// Memory requested by pods, bytes.
+    pub mem_used: u64,
+    pub node_count: u32,
+    pub last_heartbeat: Option<String>,
+    pub health: Vec<HealthView>,
+    pub agent_version: Option<String>,
+    pub kubernetes_version: Option<String>,
+    pub created_at: Option<String>,
+    pub members: Vec<MemberBody>,
+}
+
+fn text<T: Serialize>(value: T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The API shape of a cluster.
+pub fn response(cluster: &Cluster) -> ClusterResponse {
+    let status = cluster.status.clone().unwrap_or_default();
+    let capacity = status.capacity.clone().unwrap_or_default();
+    let namespace = cluster.namespace().unwrap_or_default();
+    #[allow(clippy::cast_precision_loss)] // millicores fit an f64 exactly far beyond any cluster
+    let cores = |millis: u64| millis as f64 / 1000.0;
+    ClusterResponse {
+        id: k8s::uid(cluster),
+        name: cluster.name_any(),
+        org: k8s::org_name_of(&namespace).unwrap_or_default().to_owned(),
+        display_name: cluster.spec.display_name.clone(),
+        state: text(status.state),
+        provider: text(cluster.spec.provider),
+        token_version: cluster.spec.token_version,
+        desired_node_count: cluster.spec.desired_node_count,
+        cpu_total: cores(capacity.cpu_total_millis),
+        cpu_used: cores(capacity.cpu_used_millis),
+        mem_total: capacity.mem_total_bytes,
+        mem_used: capacity.mem_used_bytes,
+        node_count: capacity.node_count,
+        last_heartbeat: status.last_heartbeat,
+        health: status
+            .health
+            .iter()
+            .map(|h| HealthView {
+                name: h.name.clone(),
+                status: text(h.status),
+                message: h.message.clone(),
+                observed_at: h.observed_at.clone(),
+            })
+            .collect(),
+        agent_version: status.agent_version,
+        kubernetes_version: status.kubernetes_version,
+        created_at: k8s::created(cluster),
+        members: cluster.spec.members.iter().map(MemberBody::from).collect(),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewClusterBody {
+    /// DNS label, unique in the organization.
+    pub name: String,
+    #[serde(default)]
+    pub display_name: Option<String>,
+}
+
+/// A registration: the token appears in this response and in rotations, nowhere else.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RegistrationResponse {
+    pub cluster_id: String,
+    pub connection_token: String,
+    pub token_version: u64,
+    /// The agent's install command, complete with the token.
+    pub helm_install_command: String,
+    pub cluster: ClusterResponse,
+}
+
+fn install_command(state: &AppState, token: &str) -> String {
+    let settings = state.settings();
+    format!(
+        "helm install kubenest-agent {chart} --namespace kubenest-system --create-namespace \
+         --set hub.url={hub} --set-string token={token}",
+        chart = settings.agent_chart,
+        hub = settings.public_hub_url,
+    )
+}
+
+/// Waits until the controllers minted token `version` of the cluster, and reads it.
+async fn minted_token(
+    state: &AppState,
+    api: &Api<Cluster>,
+    name: &str,
+    version: u64,
+) -> ApiResult<Option<(Cluster, String)>> {
+    let deadline = tokio::time::Instant::now() + state.settings().mint_timeout;
+    loop {
+        let cluster = api.get(name).await?;
+        let status = cluster.status.clone().unwrap_or_default();
+        if status.issued_token_version == Some(version)
+            && let Some(secret_name) = &status.token_secret
+        {
+            let secrets: Api<Secret> = Api::namespaced(
+                state.client().clone(),
+                &cluster.namespace().unwrap_or_default(),
+            );
+            if let Some(secret) = secrets.get_opt(secret_name).await?
+                && let Some(data) = &secret.data
+                && data.get("token-version").map(|v| v.0.as_slice())
+                    == Some(version.to_string().as_bytes())
+                && let Some(token) = data.get("token")
+            {
+                let token = String::from_utf8_lossy(&token.0).into_owned();
+                return Ok(Some((cluster, token)));
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Registers a cluster (organization admins): returns its id, its connection token and the
+/// command that installs its agent.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+    Body(body): Body<NewClusterBody>,
+) -> ApiResult<(StatusCode, Json<RegistrationResponse>)> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    authz::require(
+        authz::role_at(&caller, &view.org, None, None).or(Some(Role::Viewer)),
+        Need::Admin,
+        "organization",
+    )?;
+    check_dns_label("name", &body.name)?;
+    if let Some(display) = &body.display_name
+        && display.len() > 253
+    {
+        return Err(ApiError::invalid("display_name", "at most 253 characters"));
+    }
+    let mut cluster = Cluster::new(
+        &body.name,
+        ClusterSpec {
+            display_name: body.display_name.clone(),
+            provider: Provider::Existing,
+            token_version: 1,
+            desired_node_count: None,
+            members: vec![],
+        },
+    );
+    cluster.metadata.annotations = Some(actor_annotations(&caller));
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &view.namespace);
+    api.create(&post_params(), &cluster)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => ApiError::conflict(
+                "exists",
+                format!(
+                    "a cluster named {:?} exists in this organization",
+                    body.name
+                ),
+            ),
+            other => other.into(),
+        })?;
+    let Some((cluster, token)) = minted_token(&state, &api, &body.name, 1).await? else {
+        // Without its token the registration is useless: undo it rather than leave a cluster
+        // nobody can connect.
+        let _ = api.delete(&body.name, &DeleteParams::default()).await;
+        return Err(ApiError::unavailable(
+            "token_not_minted",
+            "the controllers did not mint the cluster's token in time; nothing was registered",
+        ));
+    };
+    Ok((
+        StatusCode::CREATED,
+        Json(RegistrationResponse {
+            cluster_id: k8s::uid(&cluster),
+            helm_install_command: install_command(&state, &token),
+            connection_token: token,
+            token_version: 1,
+            cluster: response(&cluster),
+        }),
+    ))
+}
+
+/// The organization's clusters you have a role on.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<Json<Vec<ClusterResponse>>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    Ok(Json(
+        view.clusters
+            .iter()
+            .filter(|c| view.cluster_role(&caller, c).is_some())
+            .map(response)
+            .collect(),
+    ))
+}
+
+/// One cluster.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<ClusterResponse>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "cluster")?;
+    Ok(Json(response(&scoped.object)))
+}
+
+/// A new token (the old one stops working and the agent's live session is cut at once).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RotationResponse {
+    pub cluster_id: String,
+    pub connection_token: String,
+    pub token_version: u64,
+    pub helm_install_command: String,
+}
+
+/// Rotates the cluster's token (admins).
+pub async fn rotate_token(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<RotationResponse>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "cluster")?;
+    let name = scoped.object.name_any();
+    let version = scoped.object.spec.token_version + 1;
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let patch = json!({"metadata": {"annotations": actor_annotations(&caller)}});
+    api.patch(&name, &patch_params(), &Patch::Merge(&patch))
+        .await?;
+    // The test makes two concurrent rotations one success and one conflict, unlike a
+    // resourceVersion it is not upset by the controllers' status writes.
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/tokenVersion", "value": version - 1},
+        {"op": "replace", "path": "/spec/tokenVersion", "value": version},
+    ]))
+    .map_err(ApiError::internal)?;
+    api.patch(&name, &patch_params(), &Patch::<()>::Json(patch))
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 422 || s.code == 409 => ApiError::conflict(
+                "conflict",
+                "the token was rotated concurrently; read the cluster and retry",
+            ),
+            other => other.into(),
+        })?;
+
+    let Some((_, token)) = minted_token(&state, &api, &name, version).await? else {
+        return Err(ApiError::unavailable(
+            "token_not_minted",
+            format!(
+                "version {version} is requested and the old token no longer admits the agent, \
+                 but the controllers did not mint the new one in time; rotate again to read it"
+            ),
+        ));
+    };
+    Ok(Json(RotationResponse {
+        cluster_id: path.id,
+        helm_install_command: install_command(&state, &token),
+        connection_token: token,
+        token_version: version,
+    }))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleBody {
+    #[schemars(range(min = 1, max = 1000))]
+    pub desired_node_count: u32,
+}
+
+/// Changes the node count of a cluster kubenest provisions (admins). Clusters brought by
+/// their owners (`existing`) are refused: kubenest does not manage their machines.
+pub async fn scale(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<ScaleBody>,
+) -> ApiResult<Json<ClusterResponse>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "cluster")?;
+    if !(1..=1000).contains(&body.desired_node_count) {
+        return Err(ApiError::invalid(
+            "desired_node_count",
+            "between 1 and 1000",
+        ));
+    }
+    match scoped.object.spec.provider {
+        Provider::Existing => Err(ApiError::conflict(
+            "not_provisioned",
+            "this cluster was brought by its owner (provider existing): kubenest does not \
+             manage its nodes",
+        )),
+    }
+}
+
+/// Deletes a cluster record (admins); refused while projects use it. The agent is not
+/// uninstalled: `helm uninstall kubenest-agent -n kubenest-system` on the cluster does that.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<StatusCode> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "cluster")?;
+    let name = scoped.object.name_any();
+    let projects: Vec<kubenest_crds::project::Project> =
+        k8s::list_in(state.client(), &scoped.namespace()).await?;
+    let using: Vec<String> = projects
+        .iter()
+        .filter(|p| p.spec.cluster == name)
+        .map(ResourceExt::name_any)
+        .collect();
+    if !using.is_empty() {
+        return Err(ApiError::conflict(
+            "has_projects",
+            format!("delete its projects first: {}", using.join(", ")),
+        ));
+    }
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    api.delete(&name, &DeleteParams::default()).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+/// Gives a user a role on this cluster and its projects (admins).
+pub async fn put_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<MemberBody>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "cluster")?;
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let members = set_member(
+        &state,
+        &api,
+        &scoped.object.name_any(),
+        &body.user,
+        Some(body.role),
+        |c| &mut c.spec.members,
+    )
+    .await?;
+    Ok(Json(members))
+}
+
+/// Removes a user's role on this cluster (admins).
+pub async fn delete_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<MemberPath>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "cluster")?;
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let members = set_member(
+        &state,
+        &api,
+        &scoped.object.name_any(),
+        &path.user,
+        None,
+        |c| &mut c.spec.members,
+    )
+    .await?;
+    Ok(Json(members))
+}

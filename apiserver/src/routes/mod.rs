@@ -1,0 +1,408 @@
+//! The routes, and what they share: loading an object with the caller's role on it, writing
+//! as the API's field manager with the actor recorded, and membership changes.
+
+pub mod addons;
+pub mod apps;
+pub mod clusters;
+pub mod orgs;
+pub mod projects;
+pub mod session;
+pub mod stream;
+pub mod templates;
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, PostParams};
+use kube::{Resource, ResourceExt};
+use kubenest_controllers::app::controller::{ACTOR_ANNOTATION, API_FIELD_MANAGER};
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::common::{Member, Role};
+use kubenest_crds::organization::Organization;
+use kubenest_crds::project::Project;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::authz::{self, Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::k8s;
+use crate::state::AppState;
+
+/// `{id}` in a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct IdPath {
+    pub id: String,
+}
+
+/// `{org}` in a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OrgPath {
+    pub org: String,
+}
+
+/// `{id}/members/{user}` in a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MemberPath {
+    pub id: String,
+    pub user: String,
+}
+
+/// A member and their role at a scope.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemberBody {
+    pub user: String,
+    /// `admin`, `member` or `viewer`.
+    pub role: Role,
+}
+
+impl From<&Member> for MemberBody {
+    fn from(member: &Member) -> Self {
+        Self {
+            user: member.user.clone(),
+            role: member.role,
+        }
+    }
+}
+
+/// An object with where it sits and the caller's role on it.
+#[derive(Debug)]
+pub struct Scoped<K> {
+    pub object: K,
+    pub org: Organization,
+    pub cluster: Option<Cluster>,
+    pub project: Option<Project>,
+    pub role: Option<Role>,
+}
+
+impl<K> Scoped<K> {
+    /// Checks the caller's role for `need`; no role at all is a 404 for `what`.
+    pub fn require(&self, need: Need, what: &str) -> ApiResult<Role> {
+        authz::require(self.role, need, what)
+    }
+
+    pub fn namespace(&self) -> String {
+        k8s::namespace_of(&self.org.name_any()).unwrap_or_default()
+    }
+}
+
+/// The organization of a namespaced object.
+async fn org_of<K: ResourceExt>(state: &AppState, object: &K) -> ApiResult<Organization> {
+    let namespace = object.namespace().unwrap_or_default();
+    let name = k8s::org_name_of(&namespace).ok_or_else(|| ApiError::not_found("organization"))?;
+    k8s::organization(state.client(), name)
+        .await?
+        .ok_or_else(|| ApiError::not_found("organization"))
+}
+
+async fn get_in<K>(state: &AppState, namespace: &str, name: &str) -> ApiResult<Option<K>>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(state.client().clone(), namespace);
+    Ok(api.get_opt(name).await?)
+}
+
+/// A cluster by id with the caller's role on it.
+pub async fn cluster(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<Cluster>> {
+    let cluster: Cluster = k8s::by_id(state.client(), state.index(), k8s::Kind::Cluster, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("cluster"))?;
+    let org = org_of(state, &cluster).await?;
+    let role = authz::role_at(caller, &org, Some(&cluster), None);
+    Ok(Scoped {
+        object: cluster,
+        org,
+        cluster: None,
+        project: None,
+        role,
+    })
+}
+
+/// A project's cluster and the caller's role on the project.
+async fn scope_project<K>(
+    state: &AppState,
+    caller: &Caller,
+    object: K,
+    org: Organization,
+    project: Project,
+) -> ApiResult<Scoped<K>> {
+    let namespace = project.namespace().unwrap_or_default();
+    let cluster: Option<Cluster> = get_in(state, &namespace, &project.spec.cluster).await?;
+    let role = authz::role_at(caller, &org, cluster.as_ref(), Some(&project));
+    Ok(Scoped {
+        object,
+        org,
+        cluster,
+        project: Some(project),
+        role,
+    })
+}
+
+/// A project by id with the caller's role on it.
+pub async fn project(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<Project>> {
+    let project: Project = k8s::by_id(state.client(), state.index(), k8s::Kind::Project, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("project"))?;
+    let org = org_of(state, &project).await?;
+    scope_project(state, caller, project.clone(), org, project).await
+}
+
+/// The project `id` (a body's `project_id`) if the caller may create in it: an unknown or
+/// invisible project is a 422 on `project_id`, a role too weak a 403.
+pub async fn writable_project(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<Scoped<Project>> {
+    let no_such = || ApiError::invalid("project_id", "no such project");
+    let project = match project(state, caller, id).await {
+        Ok(p) if p.role.is_some() => p,
+        Ok(_) => return Err(no_such()),
+        Err(e) if e.status == 404 => return Err(no_such()),
+        Err(e) => return Err(e),
+    };
+    project.require(Need::Write, "project")?;
+    Ok(project)
+}
+
+/// An object that belongs to a project (`spec.project`) by id, with the caller's role on it.
+pub async fn in_project<K>(
+    state: &AppState,
+    caller: &Caller,
+    kind: k8s::Kind,
+    id: &str,
+    project_of: impl Fn(&K) -> &str,
+) -> ApiResult<Scoped<K>>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let object: K = k8s::by_id(state.client(), state.index(), kind, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(kind.noun()))?;
+    let org = org_of(state, &object).await?;
+    let namespace = object.meta().namespace.clone().unwrap_or_default();
+    let Some(project) = get_in::<Project>(state, &namespace, project_of(&object)).await? else {
+        // A project deleted under its objects: only organization-wide roles still reach them.
+        let role = authz::role_at(caller, &org, None, None);
+        return Ok(Scoped {
+            object,
+            org,
+            cluster: None,
+            project: None,
+            role,
+        });
+    };
+    scope_project(state, caller, object, org, project).await
+}
+
+/// An organization the caller sees at any scope, with everything needed to say what they see.
+#[derive(Debug)]
+pub struct OrgView {
+    pub org: Organization,
+    pub namespace: String,
+    pub clusters: Vec<Cluster>,
+    pub projects: Vec<Project>,
+}
+
+impl OrgView {
+    /// The caller's role on a cluster of this organization.
+    pub fn cluster_role(&self, caller: &Caller, cluster: &Cluster) -> Option<Role> {
+        authz::role_at(caller, &self.org, Some(cluster), None)
+    }
+
+    /// The caller's role on a project of this organization.
+    pub fn project_role(&self, caller: &Caller, project: &Project) -> Option<Role> {
+        let cluster = self
+            .clusters
+            .iter()
+            .find(|c| c.name_any() == project.spec.cluster);
+        authz::role_at(caller, &self.org, cluster, Some(project))
+    }
+
+    /// The caller's role on the project named `name`.
+    pub fn role_in_project(&self, caller: &Caller, name: &str) -> Option<Role> {
+        match self.projects.iter().find(|p| p.name_any() == name) {
+            Some(project) => self.project_role(caller, project),
+            None => authz::role_at(caller, &self.org, None, None),
+        }
+    }
+}
+
+/// Loads an organization the caller sees (404 otherwise).
+pub async fn org_view(state: &AppState, caller: &Caller, name: &str) -> ApiResult<OrgView> {
+    let org = k8s::organization(state.client(), name)
+        .await?
+        .ok_or_else(|| ApiError::not_found("organization"))?;
+    let namespace = k8s::namespace_of(name)?;
+    let clusters: Vec<Cluster> = k8s::list_in(state.client(), &namespace).await?;
+    let projects: Vec<Project> = k8s::list_in(state.client(), &namespace).await?;
+    if !authz::sees_org(caller, &org, &clusters, &projects) {
+        return Err(ApiError::not_found("organization"));
+    }
+    Ok(OrgView {
+        org,
+        namespace,
+        clusters,
+        projects,
+    })
+}
+
+/// Every organization the caller sees.
+pub async fn visible_orgs(state: &AppState, caller: &Caller) -> ApiResult<Vec<OrgView>> {
+    let orgs: Api<Organization> = Api::all(state.client().clone());
+    let mut views = Vec::new();
+    for org in orgs.list(&Default::default()).await?.items {
+        match org_view(state, caller, &org.name_any()).await {
+            Ok(view) => views.push(view),
+            Err(e) if e.status == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(views)
+}
+
+/// Create parameters of the API's writes.
+pub fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(API_FIELD_MANAGER.to_owned()),
+        dry_run: false,
+    }
+}
+
+/// Patch parameters of the API's writes.
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams {
+        field_manager: Some(API_FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+/// Annotations recording who asked for a change.
+pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
+    [(ACTOR_ANNOTATION.to_owned(), caller.user.clone())].into()
+}
+
+/// A DNS label, or a 422 naming `field`.
+pub fn check_dns_label(field: &str, value: &str) -> ApiResult<()> {
+    let ok = !value.is_empty()
+        && value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            field,
+            "a name is 1 to 63 lowercase letters, digits and '-', not starting or ending with '-'",
+        ))
+    }
+}
+
+/// Sets (or with `role: None` removes) a member on an object's `members`, retrying on a
+/// concurrent change so no other membership change is lost.
+pub async fn set_member<K>(
+    state: &AppState,
+    api: &Api<K>,
+    name: &str,
+    user: &str,
+    role: Option<Role>,
+    members: impl Fn(&mut K) -> &mut Vec<Member>,
+) -> ApiResult<Vec<MemberBody>>
+where
+    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+{
+    if role.is_some() && state.store().user(user).await?.is_none() {
+        return Err(ApiError::invalid("user", format!("no user named {user:?}")));
+    }
+    for _ in 0..5 {
+        let mut object = api.get(name).await?;
+        let list = members(&mut object);
+        let before = list.len();
+        list.retain(|m| m.user != user);
+        if let Some(role) = role {
+            list.push(Member {
+                user: user.to_owned(),
+                role,
+            });
+        } else if list.len() == before {
+            return Err(ApiError::not_found("member"));
+        }
+        list.sort_by(|a, b| a.user.cmp(&b.user));
+        let result: Vec<MemberBody> = list.iter().map(MemberBody::from).collect();
+        match api.replace(name, &post_params(), &object).await {
+            Ok(_) => return Ok(result),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Err(ApiError::conflict(
+        "conflict",
+        "the members changed concurrently too often; retry",
+    ))
+}
+
+/// Maps a field path of the App CRD (`spec.components[0].workload.healthCheck`) to the API's
+/// (`components[0].workload_spec.health_check`).
+pub fn api_field(crd_path: &str) -> String {
+    let path = crd_path.strip_prefix("spec.").unwrap_or(crd_path);
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (head, index) = part
+            .find('[')
+            .map_or((part, ""), |at| (&part[..at], &part[at..]));
+        let head = match head {
+            "workload" => "workload_spec".to_owned(),
+            "addon" => "addon_spec".to_owned(),
+            "progressDeadlineSeconds" => "progress_deadline_seconds".to_owned(),
+            other => {
+                let mut snake = String::new();
+                for c in other.chars() {
+                    if c.is_ascii_uppercase() {
+                        snake.push('_');
+                        snake.push(c.to_ascii_lowercase());
+                    } else {
+                        snake.push(c);
+                    }
+                }
+                snake
+            }
+        };
+        out.push(format!("{head}{index}"));
+    }
+    out.join(".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crd_field_paths_read_as_api_paths() {
+        assert_eq!(
+            api_field("spec.components[1].workload.healthCheck.periodSeconds"),
+            "components[1].workload_spec.health_check.period_seconds"
+        );
+        assert_eq!(
+            api_field("spec.components[0].addon.definition"),
+            "components[0].addon_spec.definition"
+        );
+    }
+
+    #[test]
+    fn names_are_dns_labels() {
+        assert!(check_dns_label("name", "shop-1").is_ok());
+        for bad in ["", "-shop", "Shop", "shop_1", &"a".repeat(64)] {
+            assert_eq!(check_dns_label("name", bad).unwrap_err().status, 422);
+        }
+    }
+}

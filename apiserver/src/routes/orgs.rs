@@ -1,0 +1,225 @@
+//! Organizations and their members.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+use kubenest_crds::organization::{Organization, OrganizationSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{MemberBody, OrgPath, OrgView, check_dns_label, org_view, post_params, set_member};
+use crate::authz::{self, Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::state::AppState;
+
+/// An organization.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrgResponse {
+    pub name: String,
+    pub display_name: String,
+    /// Its namespace on the management cluster (for kubectl).
+    pub namespace: Option<String>,
+    pub phase: Option<String>,
+    /// Your strongest role at organization scope, if any.
+    pub role: Option<kubenest_crds::common::Role>,
+    pub created_at: Option<String>,
+}
+
+fn response(caller: &Caller, org: &Organization) -> OrgResponse {
+    let status = org.status.clone().unwrap_or_default();
+    OrgResponse {
+        name: org.name_any(),
+        display_name: org.spec.display_name.clone(),
+        namespace: status.namespace,
+        phase: status.phase,
+        role: authz::role_at(caller, org, None, None),
+        created_at: crate::k8s::created(org),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewOrgBody {
+    /// DNS label; also names its namespace (`org-{name}`).
+    pub name: String,
+    pub display_name: String,
+    #[serde(default)]
+    pub members: Vec<MemberBody>,
+}
+
+/// Creates an organization (platform administrators only) and waits until it has its
+/// namespace.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<NewOrgBody>,
+) -> ApiResult<(StatusCode, Json<OrgResponse>)> {
+    if !caller.platform_admin {
+        return Err(ApiError::forbidden(
+            "only platform administrators create organizations",
+        ));
+    }
+    check_dns_label("name", &body.name)?;
+    if body.name.len() > 59 {
+        return Err(ApiError::invalid(
+            "name",
+            "an organization name has at most 59 characters",
+        ));
+    }
+    if body.display_name.trim().is_empty() || body.display_name.len() > 253 {
+        return Err(ApiError::invalid("display_name", "1 to 253 characters"));
+    }
+    for (i, member) in body.members.iter().enumerate() {
+        if state.store().user(&member.user).await?.is_none() {
+            return Err(ApiError::invalid(
+                format!("members[{i}].user"),
+                format!("no user named {:?}", member.user),
+            ));
+        }
+    }
+    let org = Organization::new(
+        &body.name,
+        OrganizationSpec {
+            display_name: body.display_name,
+            members: body
+                .members
+                .iter()
+                .map(|m| kubenest_crds::common::Member {
+                    user: m.user.clone(),
+                    role: m.role,
+                })
+                .collect(),
+        },
+    );
+    let api: Api<Organization> = Api::all(state.client().clone());
+    let created = api
+        .create(&post_params(), &org)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => {
+                ApiError::conflict("exists", format!("organization {:?} exists", body.name))
+            }
+            other => other.into(),
+        })?;
+    let deadline = tokio::time::Instant::now() + state.settings().mint_timeout;
+    let mut current = created;
+    while current
+        .status
+        .as_ref()
+        .and_then(|s| s.namespace.as_ref())
+        .is_none()
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        current = api.get(&body.name).await?;
+    }
+    Ok((StatusCode::CREATED, Json(response(&caller, &current))))
+}
+
+/// The organizations you belong to at any scope.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<OrgResponse>>> {
+    let views = super::visible_orgs(&state, &caller).await?;
+    Ok(Json(
+        views.iter().map(|v| response(&caller, &v.org)).collect(),
+    ))
+}
+
+/// One organization.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<Json<OrgResponse>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    Ok(Json(response(&caller, &view.org)))
+}
+
+/// Deletes an empty organization (platform administrators only).
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<StatusCode> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    if !caller.platform_admin {
+        return Err(ApiError::forbidden(
+            "only platform administrators delete organizations",
+        ));
+    }
+    if !view.clusters.is_empty() || !view.projects.is_empty() {
+        return Err(ApiError::conflict(
+            "not_empty",
+            "delete the organization's projects and clusters first",
+        ));
+    }
+    let api: Api<Organization> = Api::all(state.client().clone());
+    api.delete(&path.org, &DeleteParams::default()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn require_org_admin(caller: &Caller, view: &OrgView) -> ApiResult<()> {
+    authz::require(
+        authz::role_at(caller, &view.org, None, None).or(Some(kubenest_crds::common::Role::Viewer)),
+        Need::Admin,
+        "organization",
+    )
+    .map(|_| ())
+}
+
+/// The organization-wide members.
+pub async fn members(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    Ok(Json(
+        view.org.spec.members.iter().map(MemberBody::from).collect(),
+    ))
+}
+
+/// Gives a user a role on the organization (organization admins).
+pub async fn put_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+    Body(body): Body<MemberBody>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    require_org_admin(&caller, &view)?;
+    let api: Api<Organization> = Api::all(state.client().clone());
+    let members = set_member(&state, &api, &path.org, &body.user, Some(body.role), |o| {
+        &mut o.spec.members
+    })
+    .await?;
+    Ok(Json(members))
+}
+
+/// `{org}/members/{user}` in a path.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct OrgMemberPath {
+    pub org: String,
+    pub user: String,
+}
+
+/// Removes a user's organization role (organization admins).
+pub async fn delete_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgMemberPath>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    require_org_admin(&caller, &view)?;
+    let api: Api<Organization> = Api::all(state.client().clone());
+    let members = set_member(&state, &api, &path.org, &path.user, None, |o| {
+        &mut o.spec.members
+    })
+    .await?;
+    Ok(Json(members))
+}

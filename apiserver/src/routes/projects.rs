@@ -1,0 +1,261 @@
+//! Projects: one namespace on one cluster.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+use kubenest_crds::App;
+use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::common::Role;
+use kubenest_crds::project::{Project, ProjectSpec};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, check_dns_label, org_view,
+    post_params, set_member,
+};
+use crate::authz::{self, Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::k8s;
+use crate::state::AppState;
+
+/// A project.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectResponse {
+    pub id: String,
+    pub name: String,
+    pub org: String,
+    pub cluster: String,
+    pub cluster_id: Option<String>,
+    /// The namespace on the cluster.
+    pub namespace: String,
+    /// `Pending` until the agent confirms the namespace, then `Ready`.
+    pub phase: String,
+    pub message: String,
+    pub registry_secret: Option<String>,
+    pub members: Vec<MemberBody>,
+    pub created_at: Option<String>,
+}
+
+/// The API shape of a project.
+pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectResponse {
+    let status = project.status.clone().unwrap_or_default();
+    let namespace = project.namespace().unwrap_or_default();
+    let message = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or(status.cluster_message);
+    ProjectResponse {
+        id: k8s::uid(project),
+        name: project.name_any(),
+        org: k8s::org_name_of(&namespace).unwrap_or_default().to_owned(),
+        cluster: project.spec.cluster.clone(),
+        cluster_id,
+        namespace: project.spec.namespace.clone(),
+        phase: format!("{:?}", status.phase),
+        message,
+        registry_secret: project.spec.registry_secret.clone(),
+        members: project.spec.members.iter().map(MemberBody::from).collect(),
+        created_at: k8s::created(project),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewProjectBody {
+    /// DNS label, unique in the organization.
+    pub name: String,
+    /// The cluster the project lives on.
+    pub cluster_id: String,
+    /// The namespace on the cluster (defaults to the name).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// A registry pull secret to keep in the namespace.
+    #[serde(default)]
+    pub registry_secret: Option<String>,
+}
+
+/// Creates a project on a cluster (members of the organization or the cluster).
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+    Body(body): Body<NewProjectBody>,
+) -> ApiResult<(StatusCode, Json<ProjectResponse>)> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    check_dns_label("name", &body.name)?;
+    let namespace = body.namespace.clone().unwrap_or_else(|| body.name.clone());
+    check_dns_label("namespace", &namespace)?;
+    if let Some(secret) = &body.registry_secret {
+        check_dns_label("registry_secret", secret)?;
+    }
+    let Some(cluster) = view
+        .clusters
+        .iter()
+        .find(|c| c.uid().as_deref() == Some(body.cluster_id.as_str()))
+    else {
+        return Err(ApiError::invalid(
+            "cluster_id",
+            "no such cluster in this organization",
+        ));
+    };
+    let role = view.cluster_role(&caller, cluster);
+    if role.is_none() {
+        return Err(ApiError::invalid(
+            "cluster_id",
+            "no such cluster in this organization",
+        ));
+    }
+    authz::require(role, Need::Write, "cluster")?;
+    if let Some(other) = view
+        .projects
+        .iter()
+        .find(|p| p.spec.cluster == cluster.name_any() && p.spec.namespace == namespace)
+    {
+        return Err(ApiError::conflict(
+            "namespace_taken",
+            format!(
+                "project {:?} already uses namespace {namespace:?} on this cluster",
+                other.name_any()
+            ),
+        ));
+    }
+    let mut project = Project::new(
+        &body.name,
+        ProjectSpec {
+            cluster: cluster.name_any(),
+            namespace,
+            registry_secret: body.registry_secret,
+            members: vec![],
+        },
+    );
+    project.metadata.annotations = Some(actor_annotations(&caller));
+    let api: Api<Project> = Api::namespaced(state.client().clone(), &view.namespace);
+    let created = api
+        .create(&post_params(), &project)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => ApiError::conflict(
+                "exists",
+                format!(
+                    "a project named {:?} exists in this organization",
+                    body.name
+                ),
+            ),
+            other => other.into(),
+        })?;
+    Ok((StatusCode::CREATED, Json(response(&created, cluster.uid()))))
+}
+
+/// The organization's projects you have a role on.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<Json<Vec<ProjectResponse>>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    let cluster_id = |project: &Project| {
+        view.clusters
+            .iter()
+            .find(|c| c.name_any() == project.spec.cluster)
+            .and_then(ResourceExt::uid)
+    };
+    Ok(Json(
+        view.projects
+            .iter()
+            .filter(|p| view.project_role(&caller, p).is_some())
+            .map(|p| response(p, cluster_id(p)))
+            .collect(),
+    ))
+}
+
+/// One project.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<ProjectResponse>> {
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "project")?;
+    let cluster_id = scoped.cluster.as_ref().and_then(ResourceExt::uid);
+    Ok(Json(response(&scoped.object, cluster_id)))
+}
+
+/// Deletes a project and its namespace on the cluster (admins); refused while it holds apps or
+/// standalone addons.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<StatusCode> {
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "project")?;
+    let name = scoped.object.name_any();
+    let namespace = scoped.namespace();
+    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
+    let addons: Vec<AddonInstance> = k8s::list_in(state.client(), &namespace).await?;
+    let held: Vec<String> = apps
+        .iter()
+        .filter(|a| a.spec.project == name)
+        .map(|a| format!("app {}", a.name_any()))
+        .chain(
+            addons
+                .iter()
+                .filter(|a| a.spec.project == name)
+                .map(|a| format!("addon {}", a.name_any())),
+        )
+        .collect();
+    if !held.is_empty() {
+        return Err(ApiError::conflict(
+            "not_empty",
+            format!("delete what the project holds first: {}", held.join(", ")),
+        ));
+    }
+    let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
+    api.delete(&name, &DeleteParams::default()).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+async fn change_member(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    user: &str,
+    role: Option<Role>,
+) -> ApiResult<Vec<MemberBody>> {
+    let scoped = super::project(state, caller, id).await?;
+    scoped.require(Need::Admin, "project")?;
+    let api: Api<Project> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    set_member(state, &api, &scoped.object.name_any(), user, role, |p| {
+        &mut p.spec.members
+    })
+    .await
+}
+
+/// Gives a user a role on this project (admins).
+pub async fn put_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<MemberBody>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    change_member(&state, &caller, &path.id, &body.user, Some(body.role))
+        .await
+        .map(Json)
+}
+
+/// Removes a user's role on this project (admins).
+pub async fn delete_member(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<MemberPath>,
+) -> ApiResult<Json<Vec<MemberBody>>> {
+    change_member(&state, &caller, &path.id, &path.user, None)
+        .await
+        .map(Json)
+}

@@ -1,0 +1,306 @@
+//! Logging in and out, refreshing, and the users platform administrators manage.
+
+use std::net::SocketAddr;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::store::{REFRESH_TTL, Refresh, User};
+use crate::authz::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::state::AppState;
+
+/// The refresh token's cookie.
+pub const REFRESH_COOKIE: &str = "kubenest_refresh";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginBody {
+    #[schemars(length(min = 1, max = 253))]
+    pub username: String,
+    #[schemars(length(min = 1, max = 1024))]
+    pub password: String,
+}
+
+/// A fresh access token; the refresh token is in the `kubenest_refresh` cookie.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TokenResponse {
+    pub access_token: String,
+    /// Always `Bearer`.
+    pub token_type: &'static str,
+    /// Seconds until the access token expires.
+    pub expires_in: i64,
+    pub username: String,
+}
+
+fn cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
+    let secure = if state.settings().secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
+    let text = format!(
+        "{REFRESH_COOKIE}={value}; HttpOnly{secure}; SameSite=Strict; Path=/api/v1; Max-Age={max_age}"
+    );
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn refresh_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == REFRESH_COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+fn issued(state: &AppState, username: String, admin: bool, refresh: &str) -> ApiResult<Response> {
+    let (access_token, expires_at) = state
+        .tokens()
+        .issue(&username, admin)
+        .map_err(ApiError::internal)?;
+    let body = TokenResponse {
+        access_token,
+        token_type: "Bearer",
+        expires_in: expires_at - chrono::Utc::now().timestamp(),
+        username,
+    };
+    let mut response = Json(body).into_response();
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        cookie(state, refresh, REFRESH_TTL.num_seconds()),
+    );
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// Logs in with a username and password.
+pub async fn login(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Body(body): Body<LoginBody>,
+) -> ApiResult<Response> {
+    let address = peer.ip();
+    state.limits().check_login(address)?;
+    let store = state.store();
+    if let Some(wait) = store
+        .login_blocked(&body.username, &address.to_string())
+        .await?
+    {
+        return Err(ApiError::too_many(
+            "too many failed logins for this user or address",
+            wait,
+        ));
+    }
+    let Some(user) = store
+        .check_login(&body.username, &body.password, &address.to_string())
+        .await?
+    else {
+        return Err(ApiError::unauthenticated("invalid username or password"));
+    };
+    let refresh = store.start_family(&user.username).await?;
+    issued(&state, user.username, user.platform_admin, &refresh)
+}
+
+/// Exchanges the refresh cookie for a new access token and a new refresh cookie. Using a
+/// refresh token twice revokes every token of its login.
+pub async fn refresh(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    let token = refresh_cookie(&headers)
+        .ok_or_else(|| ApiError::unauthenticated("no refresh cookie; log in"))?;
+    match state.store().refresh(&token).await? {
+        Refresh::Rotated {
+            username,
+            platform_admin,
+            token,
+        } => issued(&state, username, platform_admin, &token),
+        Refresh::Invalid => Err(ApiError::unauthenticated(
+            "the refresh token is unknown, expired or revoked; log in",
+        )),
+        Refresh::Reused => Err(ApiError::unauthenticated(
+            "this refresh token was already used: every session of this login is revoked; log in",
+        )),
+    }
+}
+
+/// Ends the login: its refresh tokens stop working and the cookie is cleared.
+pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    if let Some(token) = refresh_cookie(&headers) {
+        state.store().revoke_family_of(&token).await?;
+    }
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie(&state, "", 0));
+    Ok(response)
+}
+
+/// A user as the API shows them (never the hash).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct UserView {
+    pub username: String,
+    pub platform_admin: bool,
+    pub created_at: String,
+}
+
+impl From<User> for UserView {
+    fn from(user: User) -> Self {
+        Self {
+            username: user.username,
+            platform_admin: user.platform_admin,
+            created_at: user.created_at.to_rfc3339(),
+        }
+    }
+}
+
+/// The caller.
+pub async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<UserView>> {
+    let user = state
+        .store()
+        .user(&caller.user)
+        .await?
+        .ok_or_else(|| ApiError::unauthenticated("this user no longer exists"))?;
+    Ok(Json(user.into()))
+}
+
+fn require_platform_admin(caller: &Caller) -> ApiResult<()> {
+    if caller.platform_admin {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            "only platform administrators manage users",
+        ))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewUserBody {
+    /// Lowercase letters, digits and `-._@`.
+    #[schemars(length(min = 1, max = 253))]
+    pub username: String,
+    #[schemars(length(min = 12, max = 1024))]
+    pub password: String,
+    #[serde(default)]
+    pub platform_admin: bool,
+}
+
+fn check_username(name: &str) -> ApiResult<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._@".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "username",
+            "lowercase letters, digits and -._@, starting and ending with a letter or digit",
+        ))
+    }
+}
+
+fn check_password(password: &str) -> ApiResult<()> {
+    if password.chars().count() < 12 || password.len() > 1024 {
+        return Err(ApiError::invalid(
+            "password",
+            "a password has 12 to 1024 characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Creates a user (platform administrators only).
+pub async fn create_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<NewUserBody>,
+) -> ApiResult<(StatusCode, Json<UserView>)> {
+    require_platform_admin(&caller)?;
+    check_username(&body.username)?;
+    check_password(&body.password)?;
+    let user = state
+        .store()
+        .create_user(&body.username, &body.password, body.platform_admin)
+        .await
+        .map_err(|e| match ApiError::from(e) {
+            conflict if conflict.status == StatusCode::CONFLICT => {
+                ApiError::conflict("exists", format!("user {:?} exists", body.username))
+            }
+            other => other,
+        })?;
+    Ok((StatusCode::CREATED, Json(user.into())))
+}
+
+/// Every user (platform administrators only).
+pub async fn list_users(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<UserView>>> {
+    require_platform_admin(&caller)?;
+    let users = state.store().users().await?;
+    Ok(Json(users.into_iter().map(UserView::from).collect()))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UserPath {
+    pub username: String,
+}
+
+/// Deletes a user and ends their sessions (platform administrators only).
+pub async fn delete_user(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<UserPath>,
+) -> ApiResult<StatusCode> {
+    require_platform_admin(&caller)?;
+    if path.username == caller.user {
+        return Err(ApiError::conflict("self", "you cannot delete yourself"));
+    }
+    if state.store().delete_user(&path.username).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("user"))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordBody {
+    #[schemars(length(min = 12, max = 1024))]
+    pub password: String,
+}
+
+/// Sets a password: your own, or anyone's as a platform administrator. Ends the user's other
+/// sessions.
+pub async fn set_password(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<UserPath>,
+    Body(body): Body<PasswordBody>,
+) -> ApiResult<StatusCode> {
+    if path.username != caller.user {
+        require_platform_admin(&caller)?;
+    }
+    check_password(&body.password)?;
+    if state
+        .store()
+        .set_password(&path.username, &body.password)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("user"))
+    }
+}

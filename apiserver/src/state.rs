@@ -1,0 +1,94 @@
+//! What every handler shares. Nothing here is request state: the index and the event channel
+//! are caches of the management cluster and PostgreSQL, rebuilt by any replica on start.
+
+use std::sync::Arc;
+
+use kubenest_controllers::history::History;
+
+use crate::auth::store::Store;
+use crate::auth::tokens::AccessTokens;
+use crate::events::Events;
+use crate::k8s::Index;
+use crate::limits::Limits;
+use crate::secrets::Secrets;
+
+/// Settings the responses need.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The hub's public `wss://host:port/v1/connect`, for the agent's install command.
+    pub public_hub_url: String,
+    /// Where the agent chart is (a path or a chart reference) in the install command.
+    pub agent_chart: String,
+    /// Namespace of global AddonDefinitions and StackTemplates.
+    pub system_namespace: String,
+    /// Whether the refresh cookie is marked `Secure` (off only for plain-HTTP loopback tests).
+    pub secure_cookies: bool,
+    /// How long a registration waits for the controllers to mint the cluster's token.
+    pub mint_timeout: std::time::Duration,
+}
+
+/// The shared state; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub client: kube::Client,
+    pub history: History,
+    pub store: Store,
+    pub tokens: AccessTokens,
+    pub index: Arc<Index>,
+    pub limits: Limits,
+    pub secrets: Secrets,
+    pub events: Events,
+    pub settings: Settings,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub fn new(inner: Inner) -> Self {
+        Self(Arc::new(inner))
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.0.client
+    }
+
+    pub fn history(&self) -> &History {
+        &self.0.history
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    pub fn tokens(&self) -> &AccessTokens {
+        &self.0.tokens
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.0.index
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.0.limits
+    }
+
+    pub fn secrets(&self) -> &Secrets {
+        &self.0.secrets
+    }
+
+    pub fn events(&self) -> &Events {
+        &self.0.events
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.0.settings
+    }
+}

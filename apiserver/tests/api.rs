@@ -1,0 +1,1024 @@
+//! The REST facade against a real management cluster, real PostgreSQL and the real controllers,
+//! through two API server replicas.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use common::{Client, PASSWORD, cluster, org, plane, project, unique, user, web_app};
+use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
+use kubenest_crds::App;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn refresh_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("kubenest_refresh="))
+        .map(|v| v.split(';').next().unwrap_or_default().to_owned())
+}
+
+async fn refresh(base: &str, cookie: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/api/v1/refresh"))
+        .header("cookie", format!("kubenest_refresh={cookie}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_refresh_rotation_reuse_and_logout_across_both_replicas() {
+    let [a, b] = plane().urls.clone();
+    let http = reqwest::Client::new();
+    let login = http
+        .post(format!("{a}/api/v1/login"))
+        .json(&json!({"username": common::ADMIN, "password": common::ADMIN_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 200);
+    let set_cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Strict"));
+    assert!(set_cookie.contains("Max-Age=604800"), "{set_cookie}");
+    let first = refresh_cookie(&login).unwrap();
+    let body: Value = login.json().await.unwrap();
+    assert_eq!(body["token_type"], "Bearer");
+    assert!(body["expires_in"].as_i64().unwrap() > 1700);
+
+    // Rotation on the other replica: a new cookie and a working access token.
+    let rotated = refresh(&b, &first).await;
+    assert_eq!(rotated.status(), 200);
+    let second = refresh_cookie(&rotated).unwrap();
+    assert_ne!(first, second);
+    let token: Value = rotated.json().await.unwrap();
+    let me = http
+        .get(format!("{a}/api/v1/me"))
+        .bearer_auth(token["access_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), 200);
+
+    // Reusing the first token revokes the family: the second stops working too.
+    let reused = refresh(&a, &first).await;
+    assert_eq!(reused.status(), 401);
+    let body: Value = reused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already used")
+    );
+    assert_eq!(refresh(&b, &second).await.status(), 401);
+
+    // Logout ends a fresh login's family.
+    let again = http
+        .post(format!("{b}/api/v1/login"))
+        .json(&json!({"username": common::ADMIN, "password": common::ADMIN_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = refresh_cookie(&again).unwrap();
+    let out = http
+        .post(format!("{a}/api/v1/logout"))
+        .header("cookie", format!("kubenest_refresh={cookie}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 204);
+    assert!(
+        out.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    assert_eq!(refresh(&a, &cookie).await.status(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_logins_are_limited_per_user_on_every_replica() {
+    let admin = Client::admin().await;
+    let name = user(&admin, "guess").await;
+    let [a, b] = plane().urls.clone();
+    for i in 0..5 {
+        let base = if i % 2 == 0 { &a } else { &b };
+        let (status, body) = Client::anonymous(base)
+            .post(
+                "/api/v1/login",
+                json!({"username": name, "password": "wrong password!"}),
+            )
+            .await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // Even the right password waits now, on either replica.
+    let (status, body) = Client::anonymous(&b)
+        .post(
+            "/api/v1/login",
+            json!({"username": name, "password": PASSWORD}),
+        )
+        .await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "rate_limited");
+}
+
+fn forge(claims: Value, pem: &str, alg: jsonwebtoken::Algorithm) -> String {
+    let key = jsonwebtoken::EncodingKey::from_ed_pem(pem.as_bytes()).unwrap();
+    jsonwebtoken::encode(&jsonwebtoken::Header::new(alg), &claims, &key).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_that_are_expired_unsigned_foreign_or_for_another_audience_are_refused() {
+    let plane = plane();
+    let now = chrono::Utc::now().timestamp();
+    let claims = |aud: &str, exp: i64| {
+        json!({"sub": "admin", "iss": "kubenest", "aud": aud, "iat": now - 10, "exp": exp,
+               "jti": "x", "adm": true})
+    };
+    let good = forge(
+        claims("kubenest-api", now + 600),
+        &plane.api_key_pem,
+        jsonwebtoken::Algorithm::EdDSA,
+    );
+    let other_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+        .unwrap()
+        .serialize_pem();
+    let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+    let payload = URL_SAFE_NO_PAD.encode(claims("kubenest-api", now + 600).to_string());
+    let cases = [
+        (
+            "expired",
+            forge(
+                claims("kubenest-api", now - 120),
+                &plane.api_key_pem,
+                jsonwebtoken::Algorithm::EdDSA,
+            ),
+        ),
+        ("alg none", format!("{header}.{payload}.")),
+        (
+            "wrong key",
+            forge(
+                claims("kubenest-api", now + 600),
+                &other_key,
+                jsonwebtoken::Algorithm::EdDSA,
+            ),
+        ),
+        (
+            "wrong audience",
+            forge(
+                claims("kubenest-hub", now + 600),
+                &plane.api_key_pem,
+                jsonwebtoken::Algorithm::EdDSA,
+            ),
+        ),
+        ("garbage", "not.a.token".to_owned()),
+    ];
+    let mut client = Client::anonymous(&plane.urls[1]);
+    client.token = Some(good);
+    assert_eq!(client.get("/api/v1/orgs").await.0, 200);
+    for (what, token) in cases {
+        client.token = Some(token);
+        let (status, body) = client.get("/api/v1/orgs").await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert_eq!(body["error"]["code"], "unauthenticated", "{what}");
+    }
+    client.token = None;
+    assert_eq!(client.get("/api/v1/orgs").await.0, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "reg", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let id = registration["cluster_id"].as_str().unwrap().to_owned();
+    let token = registration["connection_token"].as_str().unwrap();
+    let identity = plane()
+        .cluster_verifier
+        .verify(token, kubenest_contracts::ClientType::Cluster)
+        .unwrap();
+    assert!(format!("{identity:?}").contains(&id), "{identity:?}");
+    let command = registration["helm_install_command"].as_str().unwrap();
+    assert!(command.starts_with("helm install kubenest-agent charts/kubenest-agent"));
+    assert!(command.contains(token) && command.contains("--set hub.url=wss://hub.example.test"));
+
+    let got = admin
+        .expect(Method::GET, &format!("/api/v1/clusters/{id}"), None, 200)
+        .await;
+    assert_eq!(got["state"], "pending");
+    for field in [
+        "cpu_total",
+        "cpu_used",
+        "mem_total",
+        "mem_used",
+        "node_count",
+    ] {
+        assert!(got[field].is_number(), "{field}: {got}");
+    }
+
+    let rotated = admin
+        .expect(
+            Method::POST,
+            &format!("/api/v1/clusters/{id}/rotate-token"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(rotated["token_version"], 2);
+    assert_ne!(
+        rotated["connection_token"],
+        registration["connection_token"]
+    );
+
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/clusters/{id}/scale"),
+            json!({"desired_node_count": 3}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "not_provisioned");
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/clusters/{id}/scale"),
+            json!({"desired_node_count": 0}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "desired_node_count");
+
+    // Validation names the field; unknown fields are refused.
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/orgs/{org}/clusters"),
+            json!({"name": "Not_A_Name"}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["error"]["field"].as_str()),
+        (422, Some("name"))
+    );
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/orgs/{org}/clusters"),
+            json!({"name": "x", "colour": "red"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("colour"),
+        "{body}"
+    );
+
+    let project = project(&admin, &org, &id).await;
+    let (status, body) = admin
+        .call(Method::DELETE, &format!("/api/v1/clusters/{id}"), None)
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "has_projects");
+    admin
+        .expect(
+            Method::DELETE,
+            &format!("/api/v1/projects/{}", project["id"].as_str().unwrap()),
+            None,
+            202,
+        )
+        .await;
+    common::eventually("the project is gone", 30, async || {
+        admin
+            .get(&format!(
+                "/api/v1/projects/{}",
+                project["id"].as_str().unwrap()
+            ))
+            .await
+            .0
+            == 404
+    })
+    .await;
+    admin
+        .expect(Method::DELETE, &format!("/api/v1/clusters/{id}"), None, 202)
+        .await;
+}
+
+/// Sets what the status router would write for an App (its drift report).
+async fn report_blocked(client: &kube::Client, org: &str, name: &str) {
+    let api: Api<App> = Api::namespaced(client.clone(), &format!("org-{org}"));
+    let patch = json!({"status": {"sync": {"driftDetected": true, "driftClass": "blocked_sync",
+        "driftDetails": [{"resource": "Deployment/web", "field": "status.conditions[Progressing]",
+                          "desired": "progressing", "observed": "ProgressDeadlineExceeded"}]}}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "apps", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let project_id = project["id"].as_str().unwrap();
+
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(project_id, "shop", "shop:1")),
+            202,
+        )
+        .await;
+    assert_eq!(created["phase"], "Pending");
+    assert_eq!(created["components"][0]["workload_spec"]["image"], "shop:1");
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    // The second replica reads it at once (by id, found through a list on an index miss).
+    let other = Client::login(1, common::ADMIN, common::ADMIN_PASSWORD).await;
+    let got = other
+        .expect(Method::GET, &format!("/api/v1/apps/{id}"), None, 200)
+        .await;
+    assert_eq!(got["project_id"], project_id);
+    let list = other
+        .expect(Method::GET, &format!("/api/v1/apps?org={org}"), None, 200)
+        .await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+
+    // Validation errors name the field in the API's own terms.
+    let mut bad = web_app(project_id, "bad", "shop:1");
+    bad["components"][0]["workload_spec"]["env"] =
+        json!([{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}]);
+    let (status, body) = admin.post("/api/v1/apps", bad).await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["field"]
+            .as_str()
+            .unwrap()
+            .starts_with("components[0].workload_spec.env"),
+        "{body}"
+    );
+    let mut bad = web_app(project_id, "bad", "shop:1");
+    bad["components"][0]["workload_spec"]["replicas"] = json!("two");
+    let (status, body) = admin.post("/api/v1/apps", bad).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["error"]["field"],
+        "components[0].workload_spec.replicas"
+    );
+    let (status, _) = admin
+        .post("/api/v1/apps", web_app(project_id, "shop", "shop:1"))
+        .await;
+    assert_eq!(status, 409);
+
+    let changed = admin
+        .expect(
+            Method::PATCH,
+            &format!("/api/v1/apps/{id}"),
+            Some(json!({"components": [{"name": "web", "type": "workload",
+                "workload_spec": {"image": "shop:2", "replicas": 3}}]})),
+            202,
+        )
+        .await;
+    assert_eq!(changed["components"][0]["workload_spec"]["replicas"], 3);
+    let paused = admin
+        .expect(Method::POST, &format!("/api/v1/apps/{id}/pause"), None, 202)
+        .await;
+    assert_eq!(paused["paused"], true);
+    assert_eq!(
+        admin
+            .post(&format!("/api/v1/apps/{id}/pause"), json!({}))
+            .await
+            .0,
+        409
+    );
+    admin
+        .expect(
+            Method::POST,
+            &format!("/api/v1/apps/{id}/resume"),
+            None,
+            202,
+        )
+        .await;
+    admin
+        .expect(
+            Method::POST,
+            &format!("/api/v1/apps/{id}/redeploy"),
+            None,
+            202,
+        )
+        .await;
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/apps/{id}/rollback"),
+            json!({"deployment_id": uuid::Uuid::new_v4()}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["error"]["field"].as_str()),
+        (422, Some("deployment_id"))
+    );
+    admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/apps/{id}/deployments"),
+            None,
+            200,
+        )
+        .await;
+
+    // Without an agent, a component secret cannot be confirmed: refused, nothing queued.
+    let (status, body) = admin
+        .call(
+            Method::PUT,
+            &format!("/api/v1/apps/{id}/components/web/secret"),
+            Some(json!({"values": {"API_KEY": "s3cret"}})),
+        )
+        .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(!body.to_string().contains("s3cret"));
+
+    let kube = plane().kube().await;
+    report_blocked(&kube, &org, "shop").await;
+    for (method, path, body) in [
+        (
+            Method::PATCH,
+            format!("/api/v1/apps/{id}"),
+            Some(json!({"progress_deadline_seconds": 60})),
+        ),
+        (Method::POST, format!("/api/v1/apps/{id}/pause"), None),
+        (Method::POST, format!("/api/v1/apps/{id}/redeploy"), None),
+    ] {
+        let (status, answer) = admin.call(method.clone(), &path, body).await;
+        assert_eq!(status, 409, "{method} {path}: {answer}");
+        assert_eq!(answer["error"]["code"], "blocked_sync");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("ProgressDeadlineExceeded")
+        );
+    }
+    let blocked = admin
+        .expect(Method::GET, &format!("/api/v1/apps/{id}"), None, 200)
+        .await;
+    assert_eq!(blocked["sync"]["drift_class"], "blocked_sync");
+    admin
+        .expect(Method::DELETE, &format!("/api/v1/apps/{id}"), None, 202)
+        .await;
+}
+
+/// One role × scope × verb expectation.
+struct Case {
+    who: &'static str,
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    want: u16,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_at_each_scope_allow_exactly_their_operations_and_other_orgs_do_not_exist() {
+    let admin = Client::admin().await;
+    let names: Vec<String> = futures::future::join_all(
+        [
+            "oadmin", "omember", "oviewer", "padmin", "pviewer", "cmember", "outsider",
+        ]
+        .iter()
+        .map(|p| user(&admin, p)),
+    )
+    .await;
+    let [oadmin, omember, oviewer, padmin, pviewer, cmember, outsider] =
+        <[String; 7]>::try_from(names).unwrap();
+    let acme = org(
+        &admin,
+        "acme",
+        json!([
+        {"user": oadmin, "role": "admin"}, {"user": omember, "role": "member"},
+        {"user": oviewer, "role": "viewer"}]),
+    )
+    .await;
+    let globex = org(
+        &admin,
+        "globex",
+        json!([{"user": outsider, "role": "admin"}]),
+    )
+    .await;
+    let c = cluster(&admin, &acme).await;
+    let cluster_id = c["cluster_id"].as_str().unwrap().to_owned();
+    let p = project(&admin, &acme, &cluster_id).await;
+    let project_id = p["id"].as_str().unwrap().to_owned();
+    let other_project = project(&admin, &acme, &cluster_id).await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/projects/{project_id}/members"),
+            Some(json!({"user": padmin, "role": "admin"})),
+            200,
+        )
+        .await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/projects/{project_id}/members"),
+            Some(json!({"user": pviewer, "role": "viewer"})),
+            200,
+        )
+        .await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/clusters/{cluster_id}/members"),
+            Some(json!({"user": cmember, "role": "member"})),
+            200,
+        )
+        .await;
+    let app = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(&project_id, "site", "site:1")),
+            202,
+        )
+        .await;
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    let g_cluster = cluster(&admin, &globex).await;
+    let g_project = project(&admin, &globex, g_cluster["cluster_id"].as_str().unwrap()).await;
+    let g_app = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(g_project["id"].as_str().unwrap(), "rival", "r:1")),
+            202,
+        )
+        .await;
+
+    let mut clients = std::collections::HashMap::new();
+    for (who, name) in [
+        ("oadmin", &oadmin),
+        ("omember", &omember),
+        ("oviewer", &oviewer),
+        ("padmin", &padmin),
+        ("pviewer", &pviewer),
+        ("cmember", &cmember),
+        ("outsider", &outsider),
+    ] {
+        clients.insert(who, Client::login(0, name, PASSWORD).await);
+    }
+    let case = |who, method, path: String, body, want| Case {
+        who,
+        method,
+        path,
+        body,
+        want,
+    };
+    let app_path = format!("/api/v1/apps/{app_id}");
+    let patch = Some(json!({"progress_deadline_seconds": 120}));
+    let mut cases = vec![
+        // Reading the app: every role that reaches its project; outsiders and people of another
+        // project do not see it at all.
+        case("oadmin", Method::GET, app_path.clone(), None, 200),
+        case("oviewer", Method::GET, app_path.clone(), None, 200),
+        case("pviewer", Method::GET, app_path.clone(), None, 200),
+        case("cmember", Method::GET, app_path.clone(), None, 200),
+        case("outsider", Method::GET, app_path.clone(), None, 404),
+        // Changing it: members and up.
+        case(
+            "oviewer",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            403,
+        ),
+        case(
+            "pviewer",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            403,
+        ),
+        case(
+            "omember",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            202,
+        ),
+        case(
+            "cmember",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            202,
+        ),
+        case(
+            "padmin",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            202,
+        ),
+        case(
+            "outsider",
+            Method::PATCH,
+            app_path.clone(),
+            patch.clone(),
+            404,
+        ),
+        // The other project of the same organization: only organization and cluster roles.
+        case(
+            "padmin",
+            Method::GET,
+            format!("/api/v1/projects/{}", other_project["id"].as_str().unwrap()),
+            None,
+            404,
+        ),
+        case(
+            "cmember",
+            Method::GET,
+            format!("/api/v1/projects/{}", other_project["id"].as_str().unwrap()),
+            None,
+            200,
+        ),
+        // Destructive operations: admins only.
+        case(
+            "omember",
+            Method::POST,
+            format!("/api/v1/clusters/{cluster_id}/rotate-token"),
+            None,
+            403,
+        ),
+        case(
+            "cmember",
+            Method::POST,
+            format!("/api/v1/clusters/{cluster_id}/rotate-token"),
+            None,
+            403,
+        ),
+        case(
+            "padmin",
+            Method::GET,
+            format!("/api/v1/clusters/{cluster_id}"),
+            None,
+            404,
+        ),
+        case(
+            "omember",
+            Method::DELETE,
+            format!("/api/v1/projects/{project_id}"),
+            None,
+            403,
+        ),
+        case(
+            "cmember",
+            Method::POST,
+            format!("/api/v1/clusters/{cluster_id}/scale"),
+            Some(json!({"desired_node_count": 2})),
+            403,
+        ),
+        case(
+            "oadmin",
+            Method::POST,
+            format!("/api/v1/clusters/{cluster_id}/scale"),
+            Some(json!({"desired_node_count": 2})),
+            409,
+        ),
+        case(
+            "omember",
+            Method::POST,
+            format!("/api/v1/orgs/{acme}/clusters"),
+            Some(json!({"name": "more"})),
+            403,
+        ),
+        // Another organization's objects do not exist, by any path.
+        case(
+            "oadmin",
+            Method::GET,
+            format!("/api/v1/apps/{}", g_app["id"].as_str().unwrap()),
+            None,
+            404,
+        ),
+        case(
+            "oadmin",
+            Method::GET,
+            format!("/api/v1/orgs/{globex}"),
+            None,
+            404,
+        ),
+        case(
+            "oadmin",
+            Method::GET,
+            format!(
+                "/api/v1/clusters/{}",
+                g_cluster["cluster_id"].as_str().unwrap()
+            ),
+            None,
+            404,
+        ),
+        case(
+            "oadmin",
+            Method::POST,
+            "/api/v1/apps".into(),
+            Some(web_app(g_project["id"].as_str().unwrap(), "sneak", "x:1")),
+            422,
+        ),
+        case(
+            "outsider",
+            Method::GET,
+            format!("/api/v1/apps/{app_id}/deployments"),
+            None,
+            404,
+        ),
+        case(
+            "outsider",
+            Method::GET,
+            format!("/api/v1/orgs/{acme}/projects"),
+            None,
+            404,
+        ),
+        // Membership changes: admins of the scope.
+        case(
+            "omember",
+            Method::PUT,
+            format!("/api/v1/orgs/{acme}/members"),
+            Some(json!({"user": outsider, "role": "viewer"})),
+            403,
+        ),
+        case(
+            "padmin",
+            Method::PUT,
+            format!("/api/v1/projects/{project_id}/members"),
+            Some(json!({"user": omember, "role": "viewer"})),
+            200,
+        ),
+    ];
+    // Creating in the project: members and up.
+    for (who, want) in [("pviewer", 403), ("padmin", 202), ("oviewer", 403)] {
+        cases.push(case(
+            who,
+            Method::POST,
+            "/api/v1/apps".into(),
+            Some(web_app(&project_id, &unique(who), "x:1")),
+            want,
+        ));
+    }
+    for case in cases {
+        let client = &clients[case.who];
+        let (status, body) = client
+            .call(case.method.clone(), &case.path, case.body)
+            .await;
+        assert_eq!(
+            status.as_u16(),
+            case.want,
+            "{} {} {}: {body}",
+            case.who,
+            case.method,
+            case.path
+        );
+    }
+    // Lists show exactly what each may see.
+    let seen = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let outsider_apps = clients["outsider"]
+        .expect(Method::GET, "/api/v1/apps", None, 200)
+        .await;
+    assert_eq!(seen(&outsider_apps), ["rival"]);
+    let orgs = clients["pviewer"]
+        .expect(Method::GET, "/api/v1/orgs", None, 200)
+        .await;
+    assert_eq!(orgs.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_event_id() {
+    let admin = Client::admin().await;
+    let viewer = user(&admin, "watcher").await;
+    let org = org(
+        &admin,
+        "events",
+        json!([{"user": viewer, "role": "viewer"}]),
+    )
+    .await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(project["id"].as_str().unwrap(), "feed", "feed:1")),
+            202,
+        )
+        .await;
+    let app_id = created["id"].as_str().unwrap().to_owned();
+    let watcher = Client::login(1, &viewer, PASSWORD).await;
+    let kube = plane().kube().await;
+    let apps: Api<App> = Api::namespaced(kube, &format!("org-{org}"));
+    let phase = async |phase: &str| {
+        let patch = json!({"status": {"phase": phase}});
+        apps.patch_status("feed", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    };
+
+    let open = async |last: Option<String>| {
+        let mut request = watcher
+            .http
+            .get(format!(
+                "{}/api/v1/events/stream?app_id={app_id}",
+                watcher.base
+            ))
+            .bearer_auth(watcher.token.clone().unwrap());
+        if let Some(last) = last {
+            request = request.header("last-event-id", last);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        response.bytes_stream()
+    };
+    let next_event =
+        async |stream: &mut (dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+               buffer: &mut String|
+               -> (String, Value) {
+            loop {
+                if let Some(end) = buffer.find("\n\n") {
+                    let frame: String = buffer.drain(..end + 2).collect();
+                    let id = frame
+                        .lines()
+                        .find_map(|l| l.strip_prefix("id: "))
+                        .map(str::to_owned);
+                    let data = frame
+                        .lines()
+                        .find_map(|l| l.strip_prefix("data: "))
+                        .map(str::to_owned);
+                    if let (Some(id), Some(data)) = (id, data) {
+                        return (id, serde_json::from_str(&data).unwrap());
+                    }
+                    continue;
+                }
+                let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next())
+                    .await
+                    .expect("an event in time")
+                    .unwrap()
+                    .unwrap();
+                buffer.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        };
+    let mut stream = Box::pin(open(None).await);
+    let mut buffer = String::new();
+    // Give the subscription a moment to exist before the change.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    phase("Deploying").await;
+    let (first_id, first) = loop {
+        let (id, event) = next_event(&mut stream, &mut buffer).await;
+        if event["kind"] == "app.phase" && event["phase"] == "Deploying" {
+            break (id, event);
+        }
+    };
+    assert_eq!(first["app_id"], app_id);
+    assert_eq!(first["org"], org);
+    drop(stream);
+
+    // While disconnected: two changes. Resuming on the other replica replays them in order.
+    phase("Running").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    phase("Failed").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut resumed = Box::pin(open(Some(first_id.clone())).await);
+    let mut buffer = String::new();
+    // (The App controller writes phases of its own in between; ours come in order.)
+    let mut phases = Vec::new();
+    let mut last_id = first_id.parse::<i64>().unwrap();
+    while !phases.iter().any(|p| p == "Failed") {
+        let (id, event) = next_event(&mut resumed, &mut buffer).await;
+        let id = id.parse::<i64>().unwrap();
+        assert!(id > last_id, "ids rise: {id} after {last_id}");
+        last_id = id;
+        if event["kind"] == "app.phase" {
+            phases.push(event["phase"].as_str().unwrap().to_owned());
+        }
+    }
+    let running = phases
+        .iter()
+        .position(|p| p == "Running")
+        .expect("Running replayed");
+    assert!(running < phases.len() - 1, "{phases:?}");
+
+    // Someone with no role in the organization sees nothing of it.
+    let stranger = Client::login(0, &user(&admin, "stranger").await, PASSWORD).await;
+    let (status, _) = stranger
+        .get(&format!("/api/v1/events/stream?org={org}"))
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_parameters() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "tpl", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let project_id = project["id"].as_str().unwrap();
+    let template = admin
+        .expect(
+            Method::POST,
+            "/api/v1/templates",
+            Some(json!({
+                "name": "web", "scope": "project", "project_id": project_id,
+                "parameters": [{"name": "image", "type": "string", "required": true},
+                               {"name": "replicas", "type": "integer", "default": "2"}],
+                "components": [{"name": "web", "type": "workload",
+                    "workload_spec": {"image": "${image}", "replicas": "${replicas}"}}]
+            })),
+            201,
+        )
+        .await;
+    assert_eq!(template["valid"], true, "{template}");
+    let id = template["id"].as_str().unwrap();
+    let (status, body) = admin
+        .post(
+            &format!("/api/v1/templates/{id}/deploy"),
+            json!({"project_id": project_id, "name": "from-tpl"}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["field"].as_str().unwrap().contains("image"),
+        "{body}"
+    );
+    let app = admin
+        .expect(Method::POST, &format!("/api/v1/templates/{id}/deploy"),
+            Some(json!({"project_id": project_id, "name": "from-tpl", "parameters": {"image": "web:7"}})), 202)
+        .await;
+    assert_eq!(app["components"][0]["workload_spec"]["image"], "web:7");
+    assert_eq!(app["components"][0]["workload_spec"]["replicas"], 2);
+
+    let exported = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/templates/{id}/export"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(exported["kind"], "StackTemplate");
+    let imported = admin
+        .expect(Method::POST, "/api/v1/templates/import", Some(json!({
+            "name": "web-copy", "scope": "project", "project_id": project_id, "template": exported
+        })), 201)
+        .await;
+    assert_eq!(imported["parameters"].as_array().unwrap().len(), 2);
+    let copied = admin
+        .expect(Method::POST, "/api/v1/templates/from-app", Some(json!({
+            "app_id": app["id"], "name": "snapshot", "scope": "project", "project_id": project_id
+        })), 201)
+        .await;
+    assert_eq!(copied["components"][0]["workload_spec"]["image"], "web:7");
+    let list = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/templates?org={org}"),
+            None,
+            200,
+        )
+        .await;
+    assert!(list.as_array().unwrap().len() >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_have_one_shape_and_the_openapi_document_is_served() {
+    let admin = Client::admin().await;
+    let (status, body) = admin.get("/api/v1/nothing-here").await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "not_found");
+    let response = reqwest::Client::new()
+        .post(format!("{}/api/v1/apps", plane().urls[0]))
+        .bearer_auth(admin.token.clone().unwrap())
+        .header("content-type", "application/json")
+        .body(vec![b'x'; kubenest_apiserver::MAX_BODY_BYTES + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    assert!(response.headers().contains_key("x-request-id"));
+    let (status, document) = admin.get("/api/v1/openapi.json").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        document,
+        serde_json::to_value(kubenest_apiserver::openapi()).unwrap()
+    );
+    assert!(document["paths"]["/api/v1/apps/{id}/rollback"]["post"].is_object());
+}

@@ -1,0 +1,327 @@
+//! The test plane: a real management cluster and PostgreSQL, the real controllers, and two
+//! API server replicas on loopback, started once per test binary on a runtime of their own.
+
+#![allow(dead_code)] // each test binary uses part of this
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams};
+use kubenest_apiserver::limits::LimitsConfig;
+use kubenest_apiserver::run::{Config, start};
+use kubenest_apiserver::state::Settings;
+use kubenest_controllers::history::{DatabaseUrl, History};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub const SYSTEM: &str = "kubenest-system";
+pub const ADMIN: &str = "admin";
+pub const ADMIN_PASSWORD: &str = "admin-password-for-tests";
+/// What every test user's password is.
+pub const PASSWORD: &str = "a-long-enough-password";
+
+/// What the tests reach.
+pub struct Plane {
+    /// The two replicas' base URLs.
+    pub urls: [String; 2],
+    /// The API's signing key (to forge tokens in tests of what must be refused).
+    pub api_key_pem: String,
+    /// Verifies cluster tokens the controllers mint.
+    pub cluster_verifier: kubenest_contracts::TokenVerifier,
+    pub kubeconfig: std::path::PathBuf,
+    pub database_url: String,
+}
+
+impl Plane {
+    pub async fn kube(&self) -> kube::Client {
+        let config = kube::config::Kubeconfig::read_from(&self.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+            .await
+            .unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+}
+
+/// Starts the plane on first use.
+pub fn plane() -> &'static Plane {
+    static PLANE: OnceLock<Plane> = OnceLock::new();
+    PLANE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async move {
+                let env = kubenest_testkit::Environment::builder()
+                    .management("mgmt")
+                    .postgres()
+                    .start()
+                    .await
+                    .unwrap();
+                let plane = boot(&env).await;
+                tx.send(plane).unwrap();
+                std::future::pending::<()>().await;
+                drop(env);
+            });
+        });
+        rx.recv_timeout(Duration::from_secs(300)).unwrap()
+    })
+}
+
+async fn boot(env: &kubenest_testkit::Environment) -> Plane {
+    let mgmt = env.management().unwrap();
+    let client = mgmt.client().await.unwrap();
+    kubenest_controllers::ensure_crds(&client).await.unwrap();
+    kubenest_controllers::rbac::ensure_cluster_roles(&client)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}});
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            SYSTEM,
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(&ns),
+        )
+        .await
+        .unwrap();
+    let database = env.postgres().unwrap().fresh_database("api").await.unwrap();
+    let url = DatabaseUrl::new(database.url.clone());
+
+    let cluster_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+    let signer = kubenest_contracts::TokenSigner::from_pem(
+        cluster_key.serialize_pem().as_bytes(),
+        "kubenest",
+    )
+    .unwrap();
+    let shutdown = CancellationToken::new();
+    let controllers = kubenest_controllers::run::Config {
+        client: client.clone(),
+        history: History::connect(&url, 4).await.unwrap(),
+        // No hub in these tests: commands wait with a named reason, as they would in an outage.
+        hub_urls: vec!["ws://127.0.0.1:9/v1/connect".into()],
+        signer: Arc::new(signer),
+        session_namespace: SYSTEM.into(),
+        system_namespace: SYSTEM.into(),
+        heartbeat_window: chrono::Duration::seconds(90),
+    };
+    tokio::spawn(kubenest_controllers::run::run(
+        controllers,
+        shutdown.clone(),
+    ));
+
+    let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+        .unwrap()
+        .serialize_pem();
+    let mut urls = Vec::new();
+    for _ in 0..2 {
+        let config = Config {
+            client: client.clone(),
+            database_url: url.clone(),
+            signing_key_pem: api_key.clone(),
+            issuer: "kubenest".into(),
+            admin: Some((ADMIN.into(), ADMIN_PASSWORD.into())),
+            hub: None,
+            settings: Settings {
+                public_hub_url: "wss://hub.example.test/v1/connect".into(),
+                agent_chart: "charts/kubenest-agent".into(),
+                system_namespace: SYSTEM.into(),
+                secure_cookies: false,
+                mint_timeout: Duration::from_secs(20),
+            },
+            limits: LimitsConfig {
+                reads_per_second: 2000,
+                writes_per_second: 1000,
+                logins_per_minute_per_address: 1000,
+            },
+        };
+        let state = start(config, &shutdown).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        urls.push(format!("http://{}", listener.local_addr().unwrap()));
+        let stop = shutdown.clone();
+        tokio::spawn(kubenest_apiserver::serve(listener, state, async move {
+            stop.cancelled().await
+        }));
+    }
+    std::mem::forget(shutdown);
+    Plane {
+        urls: [urls[0].clone(), urls[1].clone()],
+        api_key_pem: api_key,
+        cluster_verifier: kubenest_contracts::TokenVerifier::from_pem(
+            cluster_key.public_key_pem().as_bytes(),
+            "kubenest",
+        )
+        .unwrap(),
+        kubeconfig: mgmt.kubeconfig_path().to_path_buf(),
+        database_url: database.url.clone(),
+    }
+}
+
+/// A signed-in client of one replica.
+#[derive(Clone)]
+pub struct Client {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub token: Option<String>,
+    pub user: String,
+}
+
+impl Client {
+    pub fn anonymous(base: &str) -> Self {
+        Self {
+            base: base.to_owned(),
+            http: reqwest::Client::new(),
+            token: None,
+            user: String::new(),
+        }
+    }
+
+    /// Logs in on replica `replica`.
+    pub async fn login(replica: usize, user: &str, password: &str) -> Self {
+        let mut client = Self::anonymous(&plane().urls[replica]);
+        let (status, body) = client
+            .call(
+                Method::POST,
+                "/api/v1/login",
+                Some(json!({"username": user, "password": password})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "login {user}: {body}");
+        client.token = Some(body["access_token"].as_str().unwrap().to_owned());
+        client.user = user.to_owned();
+        client
+    }
+
+    pub async fn admin() -> Self {
+        Self::login(0, ADMIN, ADMIN_PASSWORD).await
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    /// Asserts the status and returns the body.
+    pub async fn expect(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        want: u16,
+    ) -> Value {
+        let (status, value) = self.call(method.clone(), path, body).await;
+        assert_eq!(
+            status.as_u16(),
+            want,
+            "{method} {path} as {}: {value}",
+            self.user
+        );
+        value
+    }
+}
+
+/// A fresh suffix for names.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    )
+}
+
+/// A new user (as the admin); returns the name.
+pub async fn user(admin: &Client, prefix: &str) -> String {
+    let name = unique(prefix);
+    admin
+        .expect(
+            Method::POST,
+            "/api/v1/users",
+            Some(json!({"username": name, "password": PASSWORD})),
+            201,
+        )
+        .await;
+    name
+}
+
+/// A new organization with `members`; returns its name.
+pub async fn org(admin: &Client, prefix: &str, members: Value) -> String {
+    let name = unique(prefix);
+    let body = admin
+        .expect(
+            Method::POST,
+            "/api/v1/orgs",
+            Some(json!({"name": name, "display_name": prefix, "members": members})),
+            201,
+        )
+        .await;
+    assert_eq!(body["namespace"], format!("org-{name}"), "{body}");
+    name
+}
+
+/// Registers a cluster; returns the registration response.
+pub async fn cluster(client: &Client, org: &str) -> Value {
+    client
+        .expect(
+            Method::POST,
+            &format!("/api/v1/orgs/{org}/clusters"),
+            Some(json!({"name": unique("c")})),
+            201,
+        )
+        .await
+}
+
+/// A project on a cluster; returns it.
+pub async fn project(client: &Client, org: &str, cluster_id: &str) -> Value {
+    client
+        .expect(
+            Method::POST,
+            &format!("/api/v1/orgs/{org}/projects"),
+            Some(json!({"name": unique("p"), "cluster_id": cluster_id})),
+            201,
+        )
+        .await
+}
+
+/// A web App's body for `project_id`.
+pub fn web_app(project_id: &str, name: &str, image: &str) -> Value {
+    json!({
+        "project_id": project_id,
+        "name": name,
+        "components": [{
+            "name": "web", "type": "workload",
+            "workload_spec": {"image": image, "replicas": 2, "port": 8080}
+        }]
+    })
+}
+
+/// Polls `check` every 100 ms for up to `secs`.
+pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, secs: u64, mut check: F) {
+    for _ in 0..secs * 10 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after {secs}s: {what}");
+}
