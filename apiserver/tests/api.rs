@@ -1022,3 +1022,124 @@ async fn errors_have_one_shape_and_the_openapi_document_is_served() {
     );
     assert!(document["paths"]["/api/v1/apps/{id}/rollback"]["post"].is_object());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_addons_check_values_against_the_catalog_and_change_by_revision() {
+    let kube = plane().kube().await;
+    let definitions =
+        Api::<kubenest_crds::addon::AddonDefinition>::namespaced(kube, common::SYSTEM);
+    definitions
+        .patch(
+            "redis",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "redis"},
+                "spec": {"displayName": "Redis",
+                    "chart": {"repository": "charts/addons", "name": "redis", "version": "1.0.0"},
+                    "exports": {"host": "{release}.{namespace}.svc", "port": "6379"},
+                    "valuesSchema": {"type": "object", "additionalProperties": false,
+                        "properties": {"maxmemory": {"type": "string", "pattern": "^[0-9]+mb$"}}}}
+            })),
+        )
+        .await
+        .unwrap();
+    let admin = Client::admin().await;
+    let catalog = admin
+        .expect(Method::GET, "/api/v1/addon-definitions/redis", None, 200)
+        .await;
+    assert_eq!(catalog["chart_version"], "1.0.0");
+    let org = org(&admin, "addons", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let body = |values: Value| {
+        json!({"project_id": project["id"], "name": "cache",
+        "definition": "redis", "values": values})
+    };
+    let (status, answer) = admin
+        .post(
+            "/api/v1/addon-instances",
+            body(json!({"maxmemory": "lots"})),
+        )
+        .await;
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(answer["error"]["field"], "values.maxmemory");
+    let (status, answer) = admin
+        .post(
+            "/api/v1/addon-instances",
+            json!({"project_id": project["id"], "name": "x", "definition": "nosuch"}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (422, Some("definition"))
+    );
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/addon-instances",
+            Some(body(json!({"maxmemory": "64mb"}))),
+            202,
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    let changed = admin
+        .expect(
+            Method::PATCH,
+            &format!("/api/v1/addon-instances/{id}"),
+            Some(json!({"version": "1.0.1", "values": {"maxmemory": "128mb"}})),
+            202,
+        )
+        .await;
+    assert_eq!(
+        (changed["version"].as_str(), &changed["values"]),
+        (Some("1.0.1"), &json!({"maxmemory": "128mb"}))
+    );
+    let (status, answer) = admin
+        .call(
+            Method::PATCH,
+            &format!("/api/v1/addon-instances/{id}"),
+            Some(json!({"version": "^1.0"})),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (422, Some("version"))
+    );
+    let read = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/addon-instances/{id}"),
+            None,
+            200,
+        )
+        .await;
+    assert!(read["revisions"].is_array(), "{read}");
+    let (status, answer) = admin
+        .post(
+            &format!("/api/v1/addon-instances/{id}/rollback"),
+            json!({"revision": 99}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (422, Some("revision"))
+    );
+    let listed = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/addon-instances?org={org}"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    admin
+        .expect(
+            Method::DELETE,
+            &format!("/api/v1/addon-instances/{id}"),
+            None,
+            202,
+        )
+        .await;
+}
