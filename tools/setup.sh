@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests and `make dev` need on a fresh Debian machine, and caches it:
-# Debian packages (PostgreSQL server, git) and the Go-built upstream Kubernetes binaries.
+# Debian packages (PostgreSQL server, git), the Go-built upstream Kubernetes binaries and
+# schemathesis (the API's property-based test) in a virtualenv.
 # Safe to run again: each step is skipped when its result is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,3 +20,4 @@ if ((${#need_pkgs[@]})); then
 fi
 
 "$here/build-k8s-bins.sh"
+"$here/install-schemathesis.sh"

@@ -172,6 +172,10 @@ impl From<kube::Error> for ApiError {
     fn from(error: kube::Error) -> Self {
         match &error {
             kube::Error::Api(status) if status.code == 404 => Self::not_found("object"),
+            // The management API server refused what the request carried.
+            kube::Error::Api(status) if status.code == 400 => {
+                Self::bad_request(status.message.clone())
+            }
             kube::Error::Api(status) if status.code == 409 => Self::conflict(
                 "conflict",
                 format!("changed concurrently or already exists: {}", status.message),

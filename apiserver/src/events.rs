@@ -41,9 +41,18 @@ pub struct StoredEvent {
     pub kind: String,
     pub payload: Value,
     pub at: chrono::DateTime<chrono::Utc>,
+    /// The event as the stream sends it, serialized once for every subscriber.
+    #[sqlx(skip)]
+    pub data: String,
 }
 
 impl StoredEvent {
+    /// Fills in [`Self::data`].
+    fn rendered(mut self) -> Self {
+        self.data = self.to_json().to_string();
+        self
+    }
+
     /// The event as the stream sends it.
     pub fn to_json(&self) -> Value {
         let mut body = json!({
@@ -119,6 +128,7 @@ impl Events {
         .bind(limit)
         .fetch_all(&self.pool)
         .await
+        .map(|rows: Vec<StoredEvent>| rows.into_iter().map(StoredEvent::rendered).collect())
     }
 }
 
@@ -153,7 +163,7 @@ async fn listen_once(events: &Events, shutdown: &CancellationToken) -> Result<()
         .fetch_optional(&events.pool)
         .await?;
         if let Some(row) = row {
-            let _ = events.live.send(Arc::new(row));
+            let _ = events.live.send(Arc::new(row.rendered()));
         }
     }
 }

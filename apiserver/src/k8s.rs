@@ -165,11 +165,26 @@ pub fn org_name_of(namespace: &str) -> Option<&str> {
     namespace.strip_prefix("org-")
 }
 
-/// An organization by name, if it exists and has its namespace.
+/// Whether `name` can name a kubenest object (a DNS label). Anything else names nothing, and
+/// is never sent to the API server.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// An organization by name, if it exists.
 pub async fn organization(
     client: &kube::Client,
     name: &str,
 ) -> Result<Option<Organization>, ApiError> {
+    if !is_name(name) {
+        return Ok(None);
+    }
     let api: Api<Organization> = Api::all(client.clone());
     Ok(api.get_opt(name).await?)
 }

@@ -1143,3 +1143,74 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await;
 }
+
+/// schemathesis, as `tools/install-schemathesis.sh` installs it.
+fn schemathesis() -> std::path::PathBuf {
+    let cache = std::env::var_os("KUBENEST_CACHE").map_or_else(
+        || std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/kubenest"),
+        std::path::PathBuf::from,
+    );
+    let version = kubenest_testkit::pinned_version("SCHEMATHESIS_VERSION").unwrap();
+    let bin = cache
+        .join("schemathesis")
+        .join(version)
+        .join("bin/schemathesis");
+    assert!(
+        bin.exists(),
+        "{} missing: run tools/setup.sh (make test does)",
+        bin.display()
+    );
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_property_based_run_against_the_openapi_document_finds_no_server_error() {
+    // Something to find: an organization with a cluster, a project and an app.
+    let admin = Client::admin().await;
+    let org = org(&admin, "fuzz", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(project["id"].as_str().unwrap(), "fuzzed", "f:1")),
+            202,
+        )
+        .await;
+    let base = &plane().urls[1];
+    let report = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(schemathesis())
+        .arg("run")
+        .arg(format!("{base}/api/v1/openapi.json"))
+        .args(["--url", base])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", admin.token.clone().unwrap()),
+        ])
+        .args(["--checks", "not_a_server_error"])
+        .args(["--phases", "examples,coverage,fuzzing"])
+        .args(["--max-examples", "12", "--seed", "7", "--workers", "2"])
+        .args(["--request-timeout", "20"])
+        // The stream never ends; its query parameters are checked by the tests above.
+        .args(["--exclude-path", "/api/v1/events/stream"])
+        .arg("--report-dir")
+        .arg(report.path())
+        .env("SCHEMATHESIS_HOOKS", "")
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // From the failures section on (schemathesis prints each with a curl to reproduce it).
+    let tail = stdout
+        .find("FAILURES")
+        .map_or(&stdout[..], |at| &stdout[at..]);
+    assert!(
+        output.status.success(),
+        "schemathesis found failures:\n{tail}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The run really exercised the API.
+    assert!(stdout.contains("passed"), "{tail}");
+}

@@ -71,10 +71,7 @@ pub async fn definition(
     _caller: Caller,
     Path(path): Path<NamePath>,
 ) -> ApiResult<Json<DefinitionResponse>> {
-    let api: Api<AddonDefinition> =
-        Api::namespaced(state.client().clone(), &state.settings().system_namespace);
-    let found = api
-        .get_opt(&path.name)
+    let found = definition_named(&state, &path.name)
         .await?
         .ok_or_else(|| ApiError::not_found("addon definition"))?;
     Ok(Json(definition_response(&found)))
@@ -149,6 +146,9 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
 }
 
 async fn definition_named(state: &AppState, name: &str) -> ApiResult<Option<AddonDefinition>> {
+    if !k8s::is_name(name) {
+        return Ok(None);
+    }
     let api: Api<AddonDefinition> =
         Api::namespaced(state.client().clone(), &state.settings().system_namespace);
     Ok(api.get_opt(name).await?)

@@ -291,14 +291,7 @@ pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
 
 /// A DNS label, or a 422 naming `field`.
 pub fn check_dns_label(field: &str, value: &str) -> ApiResult<()> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    if ok {
+    if k8s::is_name(value) {
         Ok(())
     } else {
         Err(ApiError::invalid(
@@ -321,6 +314,13 @@ pub async fn set_member<K>(
 where
     K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
+    if !session::is_username(user) {
+        return Err(if role.is_some() {
+            ApiError::invalid("user", "not a user name")
+        } else {
+            ApiError::not_found("member")
+        });
+    }
     if role.is_some() && state.store().user(user).await?.is_none() {
         return Err(ApiError::invalid("user", format!("no user named {user:?}")));
     }

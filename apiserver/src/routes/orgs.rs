@@ -73,7 +73,9 @@ pub async fn create(
         return Err(ApiError::invalid("display_name", "1 to 253 characters"));
     }
     for (i, member) in body.members.iter().enumerate() {
-        if state.store().user(&member.user).await?.is_none() {
+        if !super::session::is_username(&member.user)
+            || state.store().user(&member.user).await?.is_none()
+        {
             return Err(ApiError::invalid(
                 format!("members[{i}].user"),
                 format!("no user named {:?}", member.user),

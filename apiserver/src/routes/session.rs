@@ -91,6 +91,10 @@ pub async fn login(
 ) -> ApiResult<Response> {
     let address = peer.ip();
     state.limits().check_login(address)?;
+    // No such user can exist; nothing to look up or count against a user.
+    if !is_username(&body.username) || body.password.contains('\0') {
+        return Err(ApiError::unauthenticated("invalid username or password"));
+    }
     let store = state.store();
     if let Some(wait) = store
         .login_blocked(&body.username, &address.to_string())
@@ -193,15 +197,19 @@ pub struct NewUserBody {
     pub platform_admin: bool,
 }
 
-fn check_username(name: &str) -> ApiResult<()> {
-    let ok = !name.is_empty()
+/// Whether `name` can be a user name (the same rule the database enforces).
+pub fn is_username(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 253
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-._@".contains(c))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn check_username(name: &str) -> ApiResult<()> {
+    if is_username(name) {
         Ok(())
     } else {
         Err(ApiError::invalid(
@@ -212,6 +220,12 @@ fn check_username(name: &str) -> ApiResult<()> {
 }
 
 fn check_password(password: &str) -> ApiResult<()> {
+    if password.contains('\0') {
+        return Err(ApiError::invalid(
+            "password",
+            "a password holds no NUL characters",
+        ));
+    }
     if password.chars().count() < 12 || password.len() > 1024 {
         return Err(ApiError::invalid(
             "password",
@@ -265,6 +279,9 @@ pub async fn delete_user(
     Path(path): Path<UserPath>,
 ) -> ApiResult<StatusCode> {
     require_platform_admin(&caller)?;
+    if !is_username(&path.username) {
+        return Err(ApiError::not_found("user"));
+    }
     if path.username == caller.user {
         return Err(ApiError::conflict("self", "you cannot delete yourself"));
     }
@@ -292,6 +309,9 @@ pub async fn set_password(
 ) -> ApiResult<StatusCode> {
     if path.username != caller.user {
         require_platform_admin(&caller)?;
+    }
+    if !is_username(&path.username) {
+        return Err(ApiError::not_found("user"));
     }
     check_password(&body.password)?;
     if state

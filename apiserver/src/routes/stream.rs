@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::authz::{self, Caller};
@@ -106,7 +106,7 @@ fn frame(event: &StoredEvent) -> Event {
     Event::default()
         .id(event.id.to_string())
         .event(event.kind.clone())
-        .data(event.to_json().to_string())
+        .data(&event.data)
 }
 
 /// The stream.
@@ -126,26 +126,50 @@ pub async fn stream(
         ),
         None => query.last_event_id,
     };
-    let mut sight = sight(&state, &caller, query.org.as_deref()).await?;
+    let first = sight(&state, &caller, query.org.as_deref()).await?;
     // Subscribe before replaying, so nothing falls between the two.
     let mut live = state.events().subscribe();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
+    // Roles are looked up again now and then beside the stream, never in its way, and at a
+    // jittered time so that many open streams do not all ask at once.
+    let (sight_tx, mut sight_rx) = watch::channel(Some(first));
+    tokio::spawn({
+        let (state, caller, org, tx) =
+            (state.clone(), caller.clone(), query.org.clone(), tx.clone());
+        async move {
+            loop {
+                let jitter = rand::random_range(0..REFRESH_ROLES.as_millis() as u64);
+                tokio::select! {
+                    () = tx.closed() => return,
+                    () = tokio::time::sleep(REFRESH_ROLES / 2 + Duration::from_millis(jitter)) => {}
+                }
+                match self::sight(&state, &caller, org.as_deref()).await {
+                    Ok(fresh) => {
+                        let _ = sight_tx.send(Some(fresh));
+                    }
+                    // The organization is gone or no longer visible: end the stream.
+                    Err(e) if e.status == 404 => {
+                        let _ = sight_tx.send(None);
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    });
     tokio::spawn(async move {
+        let mut sight = sight_rx.borrow_and_update().clone().unwrap_or_default();
         let mut last = resume.unwrap_or(i64::MAX);
         if resume.is_some() && !replay(&state, &query, &sight, &mut last, &tx).await {
             return;
         }
-        let mut refresh = tokio::time::interval(REFRESH_ROLES);
-        refresh.tick().await;
         loop {
             tokio::select! {
                 () = tx.closed() => return,
-                _ = refresh.tick() => {
-                    match self::sight(&state, &caller, query.org.as_deref()).await {
-                        Ok(fresh) => sight = fresh,
-                        // The organization is gone or no longer visible: end the stream.
-                        Err(e) if e.status == 404 => return,
-                        Err(_) => {}
+                changed = sight_rx.changed() => {
+                    match (changed, sight_rx.borrow_and_update().clone()) {
+                        (Ok(()), Some(fresh)) => sight = fresh,
+                        _ => return,
                     }
                 }
                 event = live.recv() => match event {
@@ -159,7 +183,8 @@ pub async fn stream(
                         last = event.id;
                     }
                     // Too slow for the live channel: catch up from the table.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "an event subscriber lagged; replaying from the log");
                         if !replay(&state, &query, &sight, &mut last, &tx).await {
                             return;
                         }
