@@ -416,6 +416,17 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
             202,
         )
         .await;
+    // The request is the annotation the controller acts on, next to who asked.
+    let object = Api::<App>::namespaced(plane().kube().await, &format!("org-{org}"))
+        .get("shop")
+        .await
+        .unwrap();
+    let annotations = object.metadata.annotations.unwrap();
+    assert!(
+        annotations.contains_key("kubenest.io/redeploy"),
+        "{annotations:?}"
+    );
+    assert_eq!(annotations["kubenest.io/actor"], common::ADMIN);
     let (status, body) = admin
         .post(
             &format!("/api/v1/apps/{id}/rollback"),

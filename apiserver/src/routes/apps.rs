@@ -94,6 +94,19 @@ pub struct AppResponse {
     pub ingress_address: Option<String>,
     pub observed_at: Option<String>,
     pub created_at: Option<String>,
+    /// The App's conditions (`Ready`, `RollbackFailed`, ...), each with its reason.
+    pub conditions: Vec<ConditionView>,
+}
+
+/// One condition of an object.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConditionView {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
 }
 
 fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
@@ -154,6 +167,16 @@ fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
         ingress_address: status.ingress_address,
         observed_at: status.observed_at,
         created_at: k8s::created(app),
+        conditions: status
+            .conditions
+            .iter()
+            .map(|c| ConditionView {
+                kind: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -457,7 +480,14 @@ async fn write(
     let mut patch = patch;
     // Only the fields of this change are sent: the controllers' concurrent status and finalizer
     // writes neither conflict with it nor get overwritten.
-    patch["metadata"]["annotations"] = json!(actor_annotations(caller));
+    let mut annotations = patch["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (key, value) in actor_annotations(caller) {
+        annotations.insert(key, value.into());
+    }
+    patch["metadata"]["annotations"] = Value::Object(annotations);
     let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
     let updated = api
         .patch(

@@ -1,0 +1,347 @@
+//! The REST API end to end with real parts only: the API server, every controller, the history
+//! in PostgreSQL and a hub replica on a management kube-apiserver, and the real agent on a
+//! workload cluster with kwok nodes, installed with the token from the API's registration
+//! response. Through REST alone: register, project, the reference App Running, a component
+//! secret set and removed on the cluster, a change and a rollback, all in the history.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::eventually;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams};
+use kubenest_apiserver::limits::LimitsConfig;
+use kubenest_apiserver::run::{Config, HubConfig};
+use kubenest_apiserver::state::Settings;
+use kubenest_controllers::history::{DatabaseUrl, History};
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const LONG: Duration = Duration::from_secs(120);
+
+struct Rest {
+    base: String,
+    http: reqwest::Client,
+    token: String,
+}
+
+impl Rest {
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    async fn expect(&self, method: Method, path: &str, body: Option<Value>, want: u16) -> Value {
+        let (status, value) = self.call(method.clone(), path, body).await;
+        assert_eq!(status, want, "{method} {path}: {value}");
+        value
+    }
+
+    async fn get(&self, path: &str) -> Value {
+        self.expect(Method::GET, path, None, 200).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back() {
+    let env = kubenest_testkit::shared().await.unwrap();
+    let (mgmt, east) = (env.management().unwrap(), env.cluster("east").unwrap());
+    let client = mgmt.client().await.unwrap();
+    kubenest_controllers::ensure_crds(&client).await.unwrap();
+    kubenest_controllers::rbac::ensure_cluster_roles(&client)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    common::system_namespace(&client).await;
+    let database = env
+        .postgres()
+        .unwrap()
+        .fresh_database("api-e2e")
+        .await
+        .unwrap();
+    let url = DatabaseUrl::new(database.url.clone());
+
+    let hub = common::Hub::prepare(mgmt);
+    let (hub_url, signer) = (hub.url.clone(), hub.signer.clone());
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    hub.start(shutdown.clone());
+    tokio::spawn(kubenest_controllers::run::run(
+        kubenest_controllers::run::Config {
+            client: client.clone(),
+            history: History::connect(&url, 4).await.unwrap(),
+            hub_urls: vec![hub_url.clone()],
+            signer: signer.clone(),
+            session_namespace: common::SYSTEM.into(),
+            system_namespace: common::SYSTEM.into(),
+            heartbeat_window: chrono::Duration::seconds(90),
+        },
+        shutdown.clone(),
+    ));
+    Api::<kubenest_crds::addon::AddonDefinition>::namespaced(client.clone(), common::SYSTEM)
+        .patch(
+            "postgres",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "postgres"},
+                "spec": {"displayName": "PostgreSQL",
+                    "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
+                    "defaultValues": {"persistence": {"enabled": false}},
+                    "exports": {"host": "{release}.{namespace}.svc", "port": "5432", "user": "app",
+                        "database": "app", "password": "{password}",
+                        "dsn": "postgres://{user}:{password}@{host}:{port}/{database}"}}
+            })),
+        )
+        .await
+        .unwrap();
+
+    // The API server, with a hub session of its own for component secrets.
+    let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
+        .unwrap()
+        .serialize_pem();
+    let state = kubenest_apiserver::run::start(
+        Config {
+            client: client.clone(),
+            database_url: url.clone(),
+            signing_key_pem: api_key,
+            issuer: "kubenest".into(),
+            admin: Some(("admin".into(), "admin-password-e2e".into())),
+            hub: Some(HubConfig {
+                urls: vec![hub_url.clone()],
+                signer: Arc::clone(&signer),
+                session_namespace: common::SYSTEM.into(),
+            }),
+            settings: Settings {
+                public_hub_url: hub_url.clone(),
+                agent_chart: "charts/kubenest-agent".into(),
+                system_namespace: common::SYSTEM.into(),
+                secure_cookies: false,
+                mint_timeout: Duration::from_secs(30),
+            },
+            limits: LimitsConfig::default(),
+        },
+        &shutdown,
+    )
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let stop = shutdown.clone();
+    tokio::spawn(kubenest_apiserver::serve(listener, state, async move {
+        stop.cancelled().await
+    }));
+    let http = reqwest::Client::new();
+    let login: Value = http
+        .post(format!("{base}/api/v1/login"))
+        .json(&json!({"username": "admin", "password": "admin-password-e2e"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rest = Rest {
+        base,
+        http,
+        token: login["access_token"].as_str().unwrap().to_owned(),
+    };
+
+    // Register the cluster and install its agent with the response's token.
+    let org = format!("rest-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    rest.expect(
+        Method::POST,
+        "/api/v1/orgs",
+        Some(json!({"name": org, "display_name": "REST"})),
+        201,
+    )
+    .await;
+    let registration = rest
+        .expect(
+            Method::POST,
+            &format!("/api/v1/orgs/{org}/clusters"),
+            Some(json!({"name": "east"})),
+            201,
+        )
+        .await;
+    let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
+    let token = registration["connection_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bare = common::bare_repository();
+    let agent = common::agent_config(
+        east,
+        &hub_url,
+        token,
+        &cluster_id,
+        &org,
+        &bare,
+        "kubenest-agent-rest",
+    )
+    .await;
+    tokio::spawn(kubenest_agent::run(agent, shutdown.clone()));
+    eventually("the cluster connected", LONG, async || {
+        rest.get(&format!("/api/v1/clusters/{cluster_id}")).await["state"] == "connected"
+    })
+    .await;
+    let cluster = rest.get(&format!("/api/v1/clusters/{cluster_id}")).await;
+    eventually("heartbeat capacity", LONG, async || {
+        rest.get(&format!("/api/v1/clusters/{cluster_id}")).await["node_count"].as_u64() > Some(0)
+    })
+    .await;
+    assert!(cluster["last_heartbeat"].is_string() || cluster["state"] == "connected");
+
+    let target_ns = format!("shop-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let project = rest
+        .expect(
+            Method::POST,
+            &format!("/api/v1/orgs/{org}/projects"),
+            Some(json!({"name": "shop", "cluster_id": cluster_id, "namespace": target_ns})),
+            201,
+        )
+        .await;
+    let project_id = project["id"].as_str().unwrap().to_owned();
+    eventually("the project Ready", LONG, async || {
+        rest.get(&format!("/api/v1/projects/{project_id}")).await["phase"] == "Ready"
+    })
+    .await;
+
+    let created = rest
+        .expect(Method::POST, "/api/v1/apps", Some(json!({
+            "project_id": project_id, "name": "web",
+            "components": [
+                {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
+                {"name": "web", "type": "workload", "workload_spec": {
+                    "image": "nginx:1.27", "replicas": 2, "port": 8080,
+                    "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}]}}
+            ]})), 202)
+        .await;
+    assert_eq!(created["phase"], "Pending");
+    let app_id = created["id"].as_str().unwrap().to_owned();
+    let app_path = format!("/api/v1/apps/{app_id}");
+    let running = async |revision: Option<&str>| {
+        eventually("the App Running", LONG, async || {
+            let app = rest.get(&app_path).await;
+            app["phase"] == "Running"
+                && app["observed_revision"] == app["revision"]
+                && revision.is_none_or(|r| app["revision"] != r)
+        })
+        .await;
+        rest.get(&app_path).await
+    };
+    let first = running(None).await;
+    assert_eq!(
+        first["component_status"].as_array().unwrap().len(),
+        2,
+        "{first}"
+    );
+
+    // A component secret: set on the cluster, confirmed, never echoed; then removed.
+    let secret_path = format!("{app_path}/components/web/secret");
+    let answer = rest
+        .expect(
+            Method::PUT,
+            &secret_path,
+            Some(json!({"values": {"API_KEY": "s3cret-value"}})),
+            200,
+        )
+        .await;
+    assert_eq!(answer, json!({"component": "web", "keys": ["API_KEY"]}));
+    let east_client = east.client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(east_client.clone(), &target_ns);
+    let secret = secrets.get("web-web-env").await.unwrap();
+    assert_eq!(secret.data.unwrap()["API_KEY"].0, b"s3cret-value");
+    let deployment = Api::<Deployment>::namespaced(east_client.clone(), &target_ns)
+        .get("web-web")
+        .await
+        .unwrap();
+    let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
+    let env_from = container.env_from.clone().unwrap();
+    assert_eq!(env_from[0].secret_ref.as_ref().unwrap().name, "web-web-env");
+    rest.expect(
+        Method::DELETE,
+        &format!("{secret_path}?keys=API_KEY"),
+        None,
+        200,
+    )
+    .await;
+    let secret = secrets.get("web-web-env").await.unwrap();
+    assert!(!secret.data.unwrap_or_default().contains_key("API_KEY"));
+
+    // A change is a new deployment; a rollback restores the first and is recorded as such.
+    let first_revision = first["revision"].as_str().unwrap().to_owned();
+    let mut components = first["components"].clone();
+    components[1]["workload_spec"]["image"] = json!("nginx:1.28");
+    rest.expect(
+        Method::PATCH,
+        &app_path,
+        Some(json!({"components": components})),
+        202,
+    )
+    .await;
+    let changed = running(Some(&first_revision)).await;
+    assert_eq!(
+        changed["components"][1]["workload_spec"]["image"],
+        "nginx:1.28"
+    );
+    let history = rest.get(&format!("{app_path}/deployments")).await;
+    let rows = history.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{history}");
+    assert_eq!(
+        (rows[0]["operation"].as_str(), rows[0]["actor"].as_str()),
+        (Some("update"), Some("admin"))
+    );
+    assert_eq!(rows[1]["operation"], "create");
+    assert!(
+        rows[0]["diff"].to_string().contains("nginx:1.28"),
+        "{}",
+        rows[0]["diff"]
+    );
+    let first_deployment = rows[1]["id"].as_str().unwrap().to_owned();
+    rest.expect(
+        Method::POST,
+        &format!("{app_path}/rollback"),
+        Some(json!({"deployment_id": first_deployment})),
+        202,
+    )
+    .await;
+    let mut polls = 0;
+    eventually("the rollback recorded and running", LONG, async || {
+        let app = rest.get(&app_path).await;
+        polls += 1;
+        if polls % 100 == 0 {
+            eprintln!("waiting for the rollback: {app}");
+        }
+        app["components"][1]["workload_spec"]["image"] == "nginx:1.27"
+            && app["phase"] == "Running"
+            && app["observed_revision"] == app["revision"]
+    })
+    .await;
+    let history = rest.get(&format!("{app_path}/deployments")).await;
+    let rows = history.as_array().unwrap();
+    assert_eq!(rows[0]["operation"], "rollback", "{history}");
+    assert_eq!(rows[0]["rollback_of"], first_deployment);
+    eventually("the rollback succeeded", LONG, async || {
+        rest.get(&format!("{app_path}/deployments")).await[0]["result"] == "succeeded"
+    })
+    .await;
+}
