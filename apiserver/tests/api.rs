@@ -1225,3 +1225,237 @@ async fn a_property_based_run_against_the_openapi_document_finds_no_server_error
     // The run really exercised the API.
     assert!(stdout.contains("passed"), "{tail}");
 }
+
+/// What an operation needs, as the product documents say (admin > member > viewer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Needs {
+    Viewer = 1,
+    Member = 2,
+    Admin = 3,
+}
+
+/// Where a role is bound, and where an object sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Org,
+    Cluster,
+    Project,
+}
+
+/// Whether a binding at `bound` reaches an object at `at` (of the same organization): an
+/// organization role reaches everything, a cluster role its cluster and its projects, a project
+/// role its project only; any role lets you see the organization itself.
+fn reaches(bound: Level, at: Level) -> bool {
+    match (bound, at) {
+        (_, Level::Org) | (Level::Org, _) => true,
+        (Level::Cluster, _) => true,
+        (Level::Project, at) => at == Level::Project,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organizations() {
+    let admin = Client::admin().await;
+    let roles = [
+        ("admin", Needs::Admin),
+        ("member", Needs::Member),
+        ("viewer", Needs::Viewer),
+    ];
+    let levels = [Level::Org, Level::Cluster, Level::Project];
+    let spare = user(&admin, "spare").await;
+    // Organization A, where the roles are bound; organization B, which none of them belongs to.
+    let a = org(&admin, "matrix-a", json!([])).await;
+    let b = org(&admin, "matrix-b", json!([])).await;
+    let mut ids = std::collections::HashMap::new();
+    for (name, org) in [("a", &a), ("b", &b)] {
+        let c = cluster(&admin, org).await;
+        let cluster_id = c["cluster_id"].as_str().unwrap().to_owned();
+        let p = project(&admin, org, &cluster_id).await;
+        let project_id = p["id"].as_str().unwrap().to_owned();
+        let app = admin
+            .expect(
+                Method::POST,
+                "/api/v1/apps",
+                Some(web_app(&project_id, "m", "m:1")),
+                202,
+            )
+            .await;
+        ids.insert(
+            name,
+            (
+                cluster_id,
+                project_id,
+                app["id"].as_str().unwrap().to_owned(),
+            ),
+        );
+    }
+    let (cluster_a, project_a, _) = ids["a"].clone();
+    let mut users = Vec::new();
+    for (role, needs) in roles {
+        for level in levels {
+            let name = user(&admin, &format!("{role}-{level:?}").to_lowercase()).await;
+            let binding = json!({"user": name, "role": role});
+            let path = match level {
+                Level::Org => format!("/api/v1/orgs/{a}/members"),
+                Level::Cluster => format!("/api/v1/clusters/{cluster_a}/members"),
+                Level::Project => format!("/api/v1/projects/{project_a}/members"),
+            };
+            admin.expect(Method::PUT, &path, Some(binding), 200).await;
+            users.push((Client::login(0, &name, PASSWORD).await, needs, level));
+        }
+    }
+
+    // (what, where it sits, what it needs, request for org X's objects, success status)
+    type Request = (Method, String, Option<Value>);
+    let requests = |org: &str,
+                    (cluster, project, app): &(String, String, String)|
+     -> Vec<(&'static str, Level, Needs, Request, u16)> {
+        vec![
+            (
+                "get org",
+                Level::Org,
+                Needs::Viewer,
+                (Method::GET, format!("/api/v1/orgs/{org}"), None),
+                200,
+            ),
+            (
+                "get cluster",
+                Level::Cluster,
+                Needs::Viewer,
+                (Method::GET, format!("/api/v1/clusters/{cluster}"), None),
+                200,
+            ),
+            (
+                "rotate token",
+                Level::Cluster,
+                Needs::Admin,
+                (
+                    Method::POST,
+                    format!("/api/v1/clusters/{cluster}/rotate-token"),
+                    None,
+                ),
+                200,
+            ),
+            (
+                "scale",
+                Level::Cluster,
+                Needs::Admin,
+                (
+                    Method::POST,
+                    format!("/api/v1/clusters/{cluster}/scale"),
+                    Some(json!({"desired_node_count": 2})),
+                ),
+                409,
+            ),
+            (
+                "get project",
+                Level::Project,
+                Needs::Viewer,
+                (Method::GET, format!("/api/v1/projects/{project}"), None),
+                200,
+            ),
+            (
+                "delete project",
+                Level::Project,
+                Needs::Admin,
+                (Method::DELETE, format!("/api/v1/projects/{project}"), None),
+                409,
+            ),
+            (
+                "project member",
+                Level::Project,
+                Needs::Admin,
+                (
+                    Method::PUT,
+                    format!("/api/v1/projects/{project}/members"),
+                    Some(json!({"user": spare, "role": "viewer"})),
+                ),
+                200,
+            ),
+            (
+                "get app",
+                Level::Project,
+                Needs::Viewer,
+                (Method::GET, format!("/api/v1/apps/{app}"), None),
+                200,
+            ),
+            (
+                "app history",
+                Level::Project,
+                Needs::Viewer,
+                (Method::GET, format!("/api/v1/apps/{app}/deployments"), None),
+                200,
+            ),
+            (
+                "change app",
+                Level::Project,
+                Needs::Member,
+                (
+                    Method::PATCH,
+                    format!("/api/v1/apps/{app}"),
+                    Some(json!({"progress_deadline_seconds": 300})),
+                ),
+                202,
+            ),
+            (
+                "pause app",
+                Level::Project,
+                Needs::Member,
+                (Method::POST, format!("/api/v1/apps/{app}/redeploy"), None),
+                202,
+            ),
+        ]
+    };
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (client, holds, bound) in &users {
+        for (org, own) in [(&a, true), (&b, false)] {
+            for (what, at, needs, (method, path, body), success) in
+                requests(org, &ids[if own { "a" } else { "b" }])
+            {
+                let want = if !own || !reaches(*bound, at) {
+                    404
+                } else if *holds >= needs {
+                    success
+                } else {
+                    403
+                };
+                let (status, answer) = client.call(method.clone(), &path, body).await;
+                checked += 1;
+                if status.as_u16() != want {
+                    wrong.push(format!(
+                        "{} ({holds:?} at {bound:?}) {what} in {}: {status}, want {want}: {answer}",
+                        client.user,
+                        if own { "own org" } else { "other org" }
+                    ));
+                }
+            }
+            // Creating an App in the project: members and up, where the role reaches.
+            let (_, project, _) = &ids[if own { "a" } else { "b" }];
+            let want = if !own || !reaches(*bound, Level::Project) {
+                422
+            } else if *holds >= Needs::Member {
+                202
+            } else {
+                403
+            };
+            let (status, answer) = client
+                .post("/api/v1/apps", web_app(project, &unique("n"), "n:1"))
+                .await;
+            checked += 1;
+            if status.as_u16() != want {
+                wrong.push(format!(
+                    "{} create app: {status}, want {want}: {answer}",
+                    client.user
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert_eq!(checked, users.len() * 2 * 12);
+}
