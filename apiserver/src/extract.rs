@@ -92,7 +92,12 @@ impl FromRequestParts<AppState> for Caller {
             .verify(token)
             .map_err(|e| ApiError::unauthenticated(format!("invalid access token: {e}")))?;
         let write = !matches!(parts.method, Method::GET | Method::HEAD);
-        state.limits().check_user(&claims.sub, write)?;
+        let route = parts
+            .extensions
+            .get::<axum::extract::MatchedPath>()
+            .map_or_else(|| parts.uri.path().to_owned(), |m| m.as_str().to_owned());
+        let endpoint = format!("{} {route}", parts.method);
+        state.limits().check_user(&claims.sub, &endpoint, write)?;
         Ok(Caller {
             user: claims.sub,
             platform_admin: claims.adm,

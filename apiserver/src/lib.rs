@@ -162,7 +162,9 @@ fn api_routes() -> ApiRouter<AppState> {
         .api_route("/api/v1/templates/import", post(templates::import))
         .api_route(
             "/api/v1/templates/{id}",
-            get(templates::get).delete(templates::delete),
+            get(templates::get)
+                .patch(templates::patch)
+                .delete(templates::delete),
         )
         .api_route("/api/v1/templates/{id}/export", get(templates::export))
         .api_route("/api/v1/templates/{id}/deploy", post(templates::deploy))

@@ -1,4 +1,4 @@
-//! Per-user request rate limits (reads and writes apart) and a per-address limit on logins.
+//! Per-user, per-endpoint request rate limits (reads and writes apart) and a per-address limit on logins.
 //! These buckets are per replica: they shield a replica from one noisy caller. The limit that
 //! must hold across replicas, failed logins per user and address, lives in PostgreSQL
 //! ([`crate::auth::store::Store::login_blocked`]).
@@ -63,14 +63,15 @@ impl Limits {
         }
     }
 
-    /// Counts a request of `user`.
-    pub fn check_user(&self, user: &str, write: bool) -> Result<(), ApiError> {
+    /// Counts a request of `user` to `endpoint` (method and route): each endpoint has its own
+    /// bucket, so a burst on one leaves the others usable.
+    pub fn check_user(&self, user: &str, endpoint: &str, write: bool) -> Result<(), ApiError> {
         let (bucket, what) = if write {
             (&self.writes, "changes")
         } else {
             (&self.reads, "requests")
         };
-        refuse(bucket.check_key(&user.to_owned()), what)
+        refuse(bucket.check_key(&format!("{user} {endpoint}")), what)
     }
 
     /// Counts a login attempt from `address`.
@@ -97,12 +98,14 @@ mod tests {
             writes_per_second: 1,
             logins_per_minute_per_address: 1,
         });
-        assert!(limits.check_user("ada", true).is_ok());
-        assert!(limits.check_user("ada", true).is_ok());
-        let refused = limits.check_user("ada", true).unwrap_err();
+        let apps = "POST /api/v1/apps";
+        assert!(limits.check_user("ada", apps, true).is_ok());
+        assert!(limits.check_user("ada", apps, true).is_ok());
+        let refused = limits.check_user("ada", apps, true).unwrap_err();
         assert_eq!(refused.status, 429);
         assert!(refused.retry_after.is_some());
-        assert!(limits.check_user("bob", true).is_ok());
-        assert!(limits.check_user("ada", false).is_ok());
+        assert!(limits.check_user("bob", apps, true).is_ok());
+        assert!(limits.check_user("ada", "POST /api/v1/orgs", true).is_ok());
+        assert!(limits.check_user("ada", "GET /api/v1/apps", false).is_ok());
     }
 }

@@ -1006,6 +1006,28 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
             200,
         )
         .await;
+    let edited = admin
+        .expect(
+            Method::PATCH,
+            &format!("/api/v1/templates/{id}"),
+            Some(json!({"description": "the web tier"})),
+            200,
+        )
+        .await;
+    assert_eq!(edited["description"], "the web tier");
+    let (status, body) = admin
+        .call(
+            Method::PATCH,
+            &format!("/api/v1/templates/{id}"),
+            Some(json!({"components": [{"name": "web", "type": "workload",
+                "workload_spec": {"image": "${nope}"}}]})),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("nope"),
+        "{body}"
+    );
     assert!(list.as_array().unwrap().len() >= 3);
 }
 
@@ -1176,9 +1198,13 @@ fn schemathesis() -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_property_based_run_against_the_openapi_document_finds_no_server_error() {
-    // Something to find: an organization with a cluster, a project and an app.
+    // Something to find: an organization with a cluster, a project and an app. The run acts as
+    // that organization's admin, not a platform administrator, so that what it changes (it sets
+    // passwords and deletes members, as it should try to) stays inside its organization and
+    // does not disturb the tests running beside it.
     let admin = Client::admin().await;
-    let org = org(&admin, "fuzz", json!([])).await;
+    let fuzzer = user(&admin, "fuzzer").await;
+    let org = org(&admin, "fuzz", json!([{"user": fuzzer, "role": "admin"}])).await;
     let registration = cluster(&admin, &org).await;
     let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
     admin
@@ -1191,13 +1217,14 @@ async fn a_property_based_run_against_the_openapi_document_finds_no_server_error
         .await;
     let base = &plane().urls[1];
     let report = tempfile::tempdir().unwrap();
+    let fuzzer = Client::login(1, &fuzzer, PASSWORD).await;
     let output = tokio::process::Command::new(schemathesis())
         .arg("run")
         .arg(format!("{base}/api/v1/openapi.json"))
         .args(["--url", base])
         .args([
             "--header",
-            &format!("Authorization: Bearer {}", admin.token.clone().unwrap()),
+            &format!("Authorization: Bearer {}", fuzzer.token.clone().unwrap()),
         ])
         .args(["--checks", "not_a_server_error"])
         .args(["--phases", "examples,coverage,fuzzing"])

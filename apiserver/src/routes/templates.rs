@@ -457,3 +457,72 @@ pub async fn deploy(
         })?;
     super::apps::create_in(&state, &caller, project, &body.name, spec).await
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchTemplateBody {
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The new parameters (the whole list).
+    #[serde(default)]
+    pub parameters: Option<Vec<Parameter>>,
+    /// The new components (the whole list), in the App's shape with `${name}` slots.
+    #[serde(default)]
+    pub components: Option<Vec<Value>>,
+}
+
+/// Changes a template's description, parameters or components (members where it lives;
+/// platform administrators for global ones). The result must still instantiate.
+pub async fn patch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<PatchTemplateBody>,
+) -> ApiResult<Json<TemplateResponse>> {
+    let (template, role) = load(&state, &caller, &path.id).await?;
+    authz::require(role, Need::Write, "stack template")?;
+    if body.description.is_none() && body.parameters.is_none() && body.components.is_none() {
+        return Err(ApiError::bad_request(
+            "nothing to change: set description, parameters or components",
+        ));
+    }
+    let mut spec = template.spec.clone();
+    if let Some(description) = body.description {
+        spec.description = description;
+    }
+    if let Some(parameters) = body.parameters {
+        spec.parameters = parameters;
+    }
+    if let Some(components) = body.components {
+        if components.is_empty() || components.len() > 64 {
+            return Err(ApiError::invalid("components", "1 to 64 components"));
+        }
+        spec.components = to_crd_components(components)?;
+    }
+    template::check(&spec).map_err(|e| ApiError::invalid(super::api_field(&e.field), e.reason))?;
+    let api: Api<StackTemplate> = Api::namespaced(
+        state.client().clone(),
+        &template.namespace().unwrap_or_default(),
+    );
+    let ops: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "add", "path": "/spec/description", "value": spec.description},
+        {"op": "add", "path": "/spec/parameters", "value": spec.parameters},
+        {"op": "add", "path": "/spec/components", "value": spec.components},
+    ]))
+    .map_err(ApiError::internal)?;
+    let actor = serde_json::json!({"metadata": {"annotations": actor_annotations(&caller)}});
+    api.patch(
+        &template.name_any(),
+        &super::patch_params(),
+        &kube::api::Patch::Merge(&actor),
+    )
+    .await?;
+    let updated = api
+        .patch(
+            &template.name_any(),
+            &super::patch_params(),
+            &kube::api::Patch::<()>::Json(ops),
+        )
+        .await?;
+    Ok(Json(response(&updated)))
+}
