@@ -260,6 +260,7 @@ async fn fan_out(
     let kube_watch = Arc::new(Mutex::new(Vec::new()));
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(SUBSCRIBERS);
     let counts = Arc::new(Mutex::new(vec![0usize; SUBSCRIBERS]));
+    let seen_phases: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
     let tag = match side {
         Side::Sse => "Sse",
         Side::Watch => "Watch",
@@ -267,8 +268,13 @@ async fn fan_out(
     for i in (0..SUBSCRIBERS).filter(|_| side == Side::Sse) {
         let url = format!("{}/api/v1/events/stream?app_id={app_id}", urls[i % 2]);
         let request = http.get(url).bearer_auth(token);
-        let (sent, sse, ready, counts) =
-            (sent.clone(), sse.clone(), ready_tx.clone(), counts.clone());
+        let (sent, sse, ready, counts, seen_phases) = (
+            sent.clone(),
+            sse.clone(),
+            ready_tx.clone(),
+            counts.clone(),
+            seen_phases.clone(),
+        );
         tokio::spawn(async move {
             let response = request.send().await.unwrap();
             assert_eq!(response.status(), 200);
@@ -297,6 +303,7 @@ async fn fan_out(
                     if let Some(origin) = origin {
                         sse.lock().await.push((at - origin).as_secs_f64() * 1000.0);
                         counts.lock().await[i] += 1;
+                        seen_phases.lock().await.push((i, phase.to_owned()));
                         seen += 1;
                         if seen == CHANGES {
                             return;
@@ -357,7 +364,10 @@ async fn fan_out(
     for _ in 0..SUBSCRIBERS {
         ready_rx.recv().await.unwrap();
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Give the subscriptions time to settle: with 1,000 streams opening at once, clients were
+    // seen to hold their response headers before the server had subscribed them all (under
+    // investigation); measuring starts once every subscription exists.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     for n in 0..CHANGES {
         let phase = format!("{tag}{n}");
         sent.lock().await.push((phase.clone(), Instant::now()));
@@ -381,6 +391,43 @@ async fn fan_out(
         all.len(),
         SUBSCRIBERS * CHANGES
     );
+    // Diagnostics: how late the stragglers are, and who is missing what.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let later = received.lock().await.clone();
+    let slow = later.iter().filter(|ms| **ms > 1000.0).count();
+    let worst = later.iter().copied().fold(0.0, f64::max);
+    eprintln!(
+        "{side:?}: {} delivered 5 s later; {slow} took over 1 s, the slowest {worst:.0} ms",
+        later.len()
+    );
+    if side == Side::Sse {
+        let counts = counts.lock().await;
+        let short: Vec<(usize, usize)> = counts
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, c)| *c < CHANGES)
+            .collect();
+        let on_replica = |r: usize| short.iter().filter(|(i, _)| i % 2 == r).count();
+        let seen_phases = seen_phases.lock().await;
+        let mut missing: std::collections::BTreeMap<String, usize> = Default::default();
+        for (i, _) in &short {
+            for n in 0..CHANGES {
+                let phase = format!("{tag}{n}");
+                if !seen_phases.iter().any(|(j, p)| j == i && *p == phase) {
+                    *missing.entry(phase).or_default() += 1;
+                }
+            }
+        }
+        eprintln!("missing phases: {missing:?}");
+        eprintln!(
+            "{} subscribers short ({} on replica 0, {} on 1); received: {:?}",
+            short.len(),
+            on_replica(0),
+            on_replica(1),
+            short.iter().map(|(_, c)| *c).take(20).collect::<Vec<_>>()
+        );
+    }
     all.sort_by(f64::total_cmp);
     all
 }

@@ -1,11 +1,12 @@
 //! The live event stream's source: phase changes, deployments, drift and cluster connectivity,
-//! derived from watches of the management cluster and kept in PostgreSQL's `events` table.
+//! derived from watches of the management cluster.
 //!
-//! Every replica watches and derives the same events from the same object versions; each event
-//! is inserted under a key naming the change (`{kind}:{uid}:{resourceVersion}`), so it is stored
-//! once whichever replica sees it first, and its id is the same for every client on every
-//! replica. A trigger NOTIFYs each insert; each replica LISTENs and fans the rows out to its
-//! subscribers, who resume after a disconnect from the table (`Last-Event-ID`).
+//! Every replica watches everything and derives the same events from the same object
+//! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
+//! the slot telling apart the events one version can make), so every replica gives it the same
+//! id without asking anyone: each fans its events out to its own subscribers at once, and
+//! stores them (`ON CONFLICT DO NOTHING`: whichever replica is first) in PostgreSQL's `events`
+//! table, from which a client resuming with `Last-Event-ID` on any replica is replayed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use sqlx::postgres::PgListener;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,6 @@ use crate::k8s::org_name_of;
 
 /// Events are kept this long for resuming clients.
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-const CHANNEL: &str = "kubenest_events";
 
 /// One stored event.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -73,10 +72,10 @@ impl StoredEvent {
     }
 }
 
-/// An event about to be stored.
+/// An event just derived.
 #[derive(Debug, Clone, PartialEq)]
 struct NewEvent {
-    key: String,
+    id: i64,
     org_id: String,
     cluster_id: Option<String>,
     project_id: Option<String>,
@@ -97,12 +96,7 @@ impl Events {
     pub fn start(client: &kube::Client, pool: PgPool, shutdown: &CancellationToken) -> Self {
         let (live, _) = broadcast::channel(4096);
         let events = Self { pool, live };
-        tokio::spawn(listen(events.clone(), shutdown.clone()));
-        tokio::spawn(derive(
-            client.clone(),
-            events.pool.clone(),
-            shutdown.clone(),
-        ));
+        tokio::spawn(derive(client.clone(), events.clone(), shutdown.clone()));
         tokio::spawn(prune(events.pool.clone(), shutdown.clone()));
         events
     }
@@ -132,42 +126,6 @@ impl Events {
     }
 }
 
-async fn listen(events: Events, shutdown: CancellationToken) {
-    loop {
-        if let Err(error) = listen_once(&events, &shutdown).await {
-            tracing::warn!(%error, "event listener lost its connection; reconnecting");
-        }
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-        }
-    }
-}
-
-async fn listen_once(events: &Events, shutdown: &CancellationToken) -> Result<(), sqlx::Error> {
-    let mut listener = PgListener::connect_with(&events.pool).await?;
-    listener.listen(CHANNEL).await?;
-    loop {
-        let notification = tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            n = listener.recv() => n?,
-        };
-        let Ok(id) = notification.payload().parse::<i64>() else {
-            continue;
-        };
-        let row: Option<StoredEvent> = sqlx::query_as(
-            "SELECT id, org_id, cluster_id, project_id, app_id, kind, payload, at
-             FROM events WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(&events.pool)
-        .await?;
-        if let Some(row) = row {
-            let _ = events.live.send(Arc::new(row.rendered()));
-        }
-    }
-}
-
 async fn prune(pool: PgPool, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(3600));
     loop {
@@ -187,25 +145,51 @@ async fn prune(pool: PgPool, shutdown: CancellationToken) {
     }
 }
 
-async fn store(pool: &PgPool, events: Vec<NewEvent>) {
-    for event in events {
+/// Fans `events` out to this replica's subscribers, then stores them for resuming clients.
+async fn publish(events: &Events, new: Vec<NewEvent>) {
+    let at = chrono::Utc::now();
+    for event in new {
+        let stored = StoredEvent {
+            id: event.id,
+            org_id: event.org_id,
+            cluster_id: event.cluster_id,
+            project_id: event.project_id,
+            app_id: event.app_id,
+            kind: event.kind.to_owned(),
+            payload: event.payload,
+            at,
+            data: String::new(),
+        }
+        .rendered();
+        let stored = Arc::new(stored);
+        let _ = events.live.send(stored.clone());
         let outcome = sqlx::query(
-            "INSERT INTO events (dedupe_key, org_id, cluster_id, project_id, app_id, kind, payload)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (dedupe_key) DO NOTHING",
+            "INSERT INTO events (id, org_id, cluster_id, project_id, app_id, kind, payload, at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
         )
-        .bind(&event.key)
-        .bind(&event.org_id)
-        .bind(&event.cluster_id)
-        .bind(&event.project_id)
-        .bind(&event.app_id)
-        .bind(event.kind)
-        .bind(&event.payload)
-        .execute(pool)
+        .bind(stored.id)
+        .bind(&stored.org_id)
+        .bind(&stored.cluster_id)
+        .bind(&stored.project_id)
+        .bind(&stored.app_id)
+        .bind(&stored.kind)
+        .bind(&stored.payload)
+        .bind(stored.at)
+        .execute(&events.pool)
         .await;
         if let Err(error) = outcome {
-            tracing::warn!(%error, key = %event.key, "storing an event failed");
+            tracing::warn!(%error, id = stored.id, "storing an event failed");
         }
     }
+}
+
+/// The id of the `slot`-th kind of event a version makes (the same on every replica).
+fn event_id(resource_version: &str, slot: i64) -> Option<i64> {
+    resource_version
+        .parse::<i64>()
+        .ok()?
+        .checked_mul(4)?
+        .checked_add(slot)
 }
 
 /// What the stream reports of an App, to compare versions by.
@@ -272,8 +256,8 @@ fn app_events(
     let new = app_facts(app);
     let old = old.cloned().unwrap_or_default();
     let (project_id, cluster_id) = place;
-    let event = |kind: &'static str, payload: Value| NewEvent {
-        key: format!("{kind}:{uid}:{version}"),
+    let event = |kind: &'static str, slot: i64, payload: Value| NewEvent {
+        id: event_id(&version, slot).unwrap_or_default(),
         org_id: org.to_owned(),
         cluster_id: cluster_id.clone(),
         project_id: project_id.clone(),
@@ -289,6 +273,7 @@ fn app_events(
         let revision = app.status.as_ref().and_then(|s| s.revision.clone());
         events.push(event(
             "deployment",
+            0,
             json!({"app": name, "deployment_id": id, "revision": revision}),
         ));
     }
@@ -303,14 +288,17 @@ fn app_events(
             .unwrap_or_default();
         events.push(event(
             "app.phase",
+            1,
             json!({"app": name, "phase": phase, "previous": old.phase, "message": message}),
         ));
     }
     if new.drift != old.drift && !new.drift.is_null() {
         let mut payload = new.drift.clone();
         payload["app"] = name.clone().into();
-        events.push(event("app.drift", payload));
+        events.push(event("app.drift", 2, payload));
     }
+    // A version that is not a number cannot be ordered: such an event is not sent.
+    events.retain(|e| e.id > 0);
     events
 }
 
@@ -319,7 +307,7 @@ fn app_deleted(app: &App, place: (Option<String>, Option<String>)) -> Option<New
     let org = org_name_of(&namespace)?;
     let uid = app.uid()?;
     Some(NewEvent {
-        key: format!("app.deleted:{uid}"),
+        id: event_id(&app.resource_version()?, 3)?,
         org_id: org.to_owned(),
         cluster_id: place.1,
         project_id: place.0,
@@ -339,10 +327,7 @@ fn cluster_event(old: Option<&str>, cluster: &Cluster) -> Option<NewEvent> {
     }
     let uid = cluster.uid()?;
     Some(NewEvent {
-        key: format!(
-            "cluster.state:{uid}:{}",
-            cluster.resource_version().unwrap_or_default()
-        ),
+        id: event_id(&cluster.resource_version()?, 3)?,
         org_id: org.to_owned(),
         cluster_id: Some(uid),
         project_id: None,
@@ -360,7 +345,7 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
 }
 
 /// Watches Apps, Projects and Clusters and stores the events their changes make.
-async fn derive(client: kube::Client, pool: PgPool, shutdown: CancellationToken) {
+async fn derive(client: kube::Client, events: Events, shutdown: CancellationToken) {
     let config = watcher::Config::default();
     let apps = watcher::watcher(Api::<App>::all(client.clone()), config.clone()).map(Change::App);
     let projects =
@@ -371,6 +356,9 @@ async fn derive(client: kube::Client, pool: PgPool, shutdown: CancellationToken)
     let mut places = Places::default();
     let mut app_facts_by_uid: HashMap<String, AppFacts> = HashMap::new();
     let mut cluster_states: HashMap<String, String> = HashMap::new();
+    // After the first complete list, an App seen for the first time in a relist is new: it was
+    // created while the watch was down.
+    let mut apps_listed = false;
     loop {
         let change = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -409,11 +397,20 @@ async fn derive(client: kube::Client, pool: PgPool, shutdown: CancellationToken)
                 // On a relist, changes missed while disconnected are reported; on the first
                 // list the current state is the baseline.
                 let uid = app.uid().unwrap_or_default();
-                if let Some(old) = app_facts_by_uid.get(&uid) {
+                let old = app_facts_by_uid.get(&uid);
+                if old.is_some() || apps_listed {
                     let place = places.app_place(&key_of(&app).0, &app.spec.project);
-                    out = app_events(Some(old), &app, place);
+                    out = app_events(old, &app, place);
                 }
                 app_facts_by_uid.insert(uid, app_facts(&app));
+            }
+            Change::App(Ok(watcher::Event::InitDone)) => {
+                if apps_listed {
+                    tracing::info!(
+                        "the App watch relisted; missed changes were derived from the difference"
+                    );
+                }
+                apps_listed = true;
             }
             Change::App(Ok(watcher::Event::Delete(app))) => {
                 let uid = app.uid().unwrap_or_default();
@@ -435,7 +432,7 @@ async fn derive(client: kube::Client, pool: PgPool, shutdown: CancellationToken)
             Change::App(Ok(_)) | Change::Project(Ok(_)) | Change::Cluster(Ok(_)) => {}
         }
         if !out.is_empty() {
-            store(&pool, out).await;
+            publish(&events, out).await;
         }
     }
 }
@@ -481,7 +478,7 @@ mod tests {
         let events = app_events(Some(&before), &after, (Some("p".into()), None));
         let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["deployment", "app.phase"]);
-        assert_eq!(events[1].key, "app.phase:u1:6");
+        assert_eq!(events[1].id, 6 * 4 + 1);
         assert_eq!(events[1].org_id, "acme");
         assert_eq!(events[1].payload["previous"], "Running");
         assert!(app_events(Some(&app_facts(&after)), &after, (None, None)).is_empty());

@@ -35,30 +35,18 @@ CREATE TABLE login_failures (
 CREATE INDEX login_failures_user_idx ON login_failures (username, at);
 CREATE INDEX login_failures_address_idx ON login_failures (address, at);
 
--- The live stream's log. Every apiserver replica derives events from the same watches and
--- inserts them under a key naming the change, so two replicas write each event once and a
--- client resuming with Last-Event-ID on any replica sees the same ids.
+-- The live stream's log, for clients resuming with Last-Event-ID. Every apiserver replica
+-- derives the same events from the same object versions and gives each the same id (from the
+-- resourceVersion it was seen in), so a row is stored once whichever replica comes first.
 CREATE TABLE events (
-    id          BIGSERIAL PRIMARY KEY,
-    dedupe_key  TEXT NOT NULL,
+    id          BIGINT PRIMARY KEY,
     org_id      TEXT NOT NULL,
     cluster_id  TEXT,
     project_id  TEXT,
     app_id      TEXT,
     kind        TEXT NOT NULL,
     payload     JSONB NOT NULL,
-    at          TIMESTAMPTZ NOT NULL DEFAULT now(),
-    CONSTRAINT events_dedupe_key_unique UNIQUE (dedupe_key)
+    at          TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 CREATE INDEX events_org_idx ON events (org_id, id);
 CREATE INDEX events_at_idx ON events (at);
-
-CREATE FUNCTION kubenest_notify_event() RETURNS trigger AS $$
-BEGIN
-    PERFORM pg_notify('kubenest_events', NEW.id::text);
-    RETURN NEW;
-END
-$$ LANGUAGE plpgsql;
-
-CREATE TRIGGER events_notify AFTER INSERT ON events
-    FOR EACH ROW EXECUTE FUNCTION kubenest_notify_event();

@@ -159,8 +159,11 @@ pub async fn stream(
     });
     tokio::spawn(async move {
         let mut sight = sight_rx.borrow_and_update().clone().unwrap_or_default();
-        let mut last = resume.unwrap_or(i64::MAX);
-        if resume.is_some() && !replay(&state, &query, &sight, &mut last, &tx).await {
+        let mut last = resume;
+        // What the replay sent, so the live channel does not send it again.
+        let mut replayed = HashSet::new();
+        if resume.is_some() && !replay(&state, &query, &sight, &mut last, &mut replayed, &tx).await
+        {
             return;
         }
         loop {
@@ -174,18 +177,18 @@ pub async fn stream(
                 }
                 event = live.recv() => match event {
                     Ok(event) => {
-                        if resume.is_some() && event.id <= last {
+                        if replayed.remove(&event.id) {
                             continue;
                         }
                         if !send(&tx, &query, &sight, &event).await {
                             return;
                         }
-                        last = event.id;
+                        last = Some(last.map_or(event.id, |l| l.max(event.id)));
                     }
                     // Too slow for the live channel: catch up from the table.
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
                         tracing::warn!(missed, "an event subscriber lagged; replaying from the log");
-                        if !replay(&state, &query, &sight, &mut last, &tx).await {
+                        if !replay(&state, &query, &sight, &mut last, &mut replayed, &tx).await {
                             return;
                         }
                     }
@@ -214,24 +217,32 @@ async fn send(
     tx.send(Ok(frame(event))).await.is_ok()
 }
 
-/// Sends stored events after `last`; false when the client is gone.
+/// Sends stored events after `last` (nothing when there is no `last`); false when the client is
+/// gone.
 async fn replay(
     state: &AppState,
     query: &StreamQuery,
     sight: &Sight,
-    last: &mut i64,
+    last: &mut Option<i64>,
+    replayed: &mut HashSet<i64>,
     tx: &mpsc::Sender<Result<Event, Infallible>>,
 ) -> bool {
-    if *last == i64::MAX {
+    let Some(mut after) = *last else {
         return true;
-    }
+    };
+    // Only events this recent may still arrive live as well.
+    let recent = chrono::Utc::now() - chrono::Duration::seconds(30);
     loop {
-        let Ok(page) = state.events().after(*last, &sight.orgs, REPLAY_PAGE).await else {
+        let Ok(page) = state.events().after(after, &sight.orgs, REPLAY_PAGE).await else {
             return true;
         };
         let full = i64::try_from(page.len()).unwrap_or(0) == REPLAY_PAGE;
         for event in page {
-            *last = event.id;
+            after = event.id;
+            *last = Some(after);
+            if event.at > recent {
+                replayed.insert(event.id);
+            }
             if !send(tx, query, sight, &Arc::new(event)).await {
                 return false;
             }
