@@ -5,8 +5,6 @@
 //! The mapping goes through JSON on purpose: the CRD types stay the single definition of what a
 //! valid App is, and free-form Helm `values` pass through untouched.
 
-use std::collections::BTreeMap;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -279,18 +277,6 @@ pub fn components_from_crd(components: &[kubenest_crds::app::Component]) -> Vec<
         .map(component_from_crd)
         .collect()
 }
-
-/// Labels and selector-free metadata every API object carries.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Meta {
-    pub id: String,
-    pub name: String,
-    pub org: String,
-    pub created_at: Option<String>,
-}
-
-/// Free-form parameters of a template deploy.
-pub type Parameters = BTreeMap<String, Value>;
 
 #[cfg(test)]
 mod tests {
