@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::eventually;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kubenest_apiserver::limits::LimitsConfig;
 use kubenest_apiserver::run::{Config, HubConfig};
 use kubenest_apiserver::state::Settings;
@@ -96,23 +96,7 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
         },
         shutdown.clone(),
     ));
-    Api::<kubenest_crds::addon::AddonDefinition>::namespaced(client.clone(), common::SYSTEM)
-        .patch(
-            "postgres",
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
-                "metadata": {"name": "postgres"},
-                "spec": {"displayName": "PostgreSQL",
-                    "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
-                    "defaultValues": {"persistence": {"enabled": false}},
-                    "exports": {"host": "{release}.{namespace}.svc", "port": "5432", "user": "app",
-                        "database": "app", "password": "{password}",
-                        "dsn": "postgres://{user}:{password}@{host}:{port}/{database}"}}
-            })),
-        )
-        .await
-        .unwrap();
+    common::postgres_definition(&client).await;
 
     // The API server, with a hub session of its own for component secrets.
     let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)

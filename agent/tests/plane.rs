@@ -81,26 +81,7 @@ async fn an_app_applied_on_the_management_cluster_runs_on_its_cluster_through_th
     };
     tokio::spawn(kubenest_controllers::run::run(config, shutdown.clone()));
 
-    // The catalog's postgres, as a global AddonDefinition.
-    let definitions =
-        Api::<kubenest_crds::addon::AddonDefinition>::namespaced(client.clone(), common::SYSTEM);
-    definitions
-        .patch(
-            "postgres",
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
-                "metadata": {"name": "postgres"},
-                "spec": {"displayName": "PostgreSQL",
-                    "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
-                    "defaultValues": {"persistence": {"enabled": false}},
-                    "exports": {"host": "{release}.{namespace}.svc", "port": "5432", "user": "app",
-                        "database": "app", "password": "{password}",
-                        "dsn": "postgres://{user}:{password}@{host}:{port}/{database}"}}
-            })),
-        )
-        .await
-        .unwrap();
+    common::postgres_definition(&client).await;
 
     // An organization and its cluster; the agent connects with the minted token.
     let org = format!("e2e-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);

@@ -38,7 +38,7 @@ use std::time::Duration;
 use aide::axum::ApiRouter;
 use aide::axum::routing::{delete, get, get_with, post, post_with, put};
 use aide::openapi::{Info, OpenApi, SecurityScheme};
-use axum::extract::{DefaultBodyLimit, Extension};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request};
 use axum::response::IntoResponse;
 use axum::{Json, Router};
@@ -182,9 +182,9 @@ fn api_routes() -> ApiRouter<AppState> {
         )
 }
 
-/// The OpenAPI document of the API (what `/api/v1/openapi.json` serves).
-pub fn openapi() -> OpenApi {
-    let mut api = OpenApi {
+/// The document's header, before the routes fill in its paths.
+fn document() -> OpenApi {
+    OpenApi {
         info: Info {
             title: "kubenest API".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -197,7 +197,12 @@ pub fn openapi() -> OpenApi {
             ..Info::default()
         },
         ..OpenApi::default()
-    };
+    }
+}
+
+/// The OpenAPI document of the API (what `/api/v1/openapi.json` serves).
+pub fn openapi() -> OpenApi {
+    let mut api = document();
     let _ = api_routes().finish_api_with(&mut api, with_security);
     api
 }
@@ -218,9 +223,10 @@ fn with_security(
 
 /// The application: routes, limits, request ids and tracing.
 pub fn app(state: AppState) -> Router {
-    let document = Arc::new(openapi());
-    let mut api = OpenApi::default();
+    // One pass over the routes gives both the router and its document.
+    let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
+    let document = Arc::new(api);
     routes
         .route(
             "/api/v1/openapi.json",
@@ -232,7 +238,6 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .fallback(|| async { error::ApiError::not_found("route").into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(Extension(()))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
                 let id = request

@@ -420,3 +420,24 @@ pub fn web_app(
     }))
     .unwrap()
 }
+
+/// The catalog's postgres as a global AddonDefinition (persistence off: kwok has no volumes).
+pub async fn postgres_definition(client: &kube::Client) {
+    Api::<kubenest_crds::addon::AddonDefinition>::namespaced(client.clone(), SYSTEM)
+        .patch(
+            "postgres",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "postgres"},
+                "spec": {"displayName": "PostgreSQL",
+                    "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
+                    "defaultValues": {"persistence": {"enabled": false}},
+                    "exports": {"host": "{release}.{namespace}.svc", "port": "5432", "user": "app",
+                        "database": "app", "password": "{password}",
+                        "dsn": "postgres://{user}:{password}@{host}:{port}/{database}"}}
+            })),
+        )
+        .await
+        .unwrap();
+}

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, check_dns_label, org_view,
-    patch_params, post_params, set_member,
+    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
+    org_view, patch_params, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -393,18 +393,16 @@ pub async fn put_member(
     Body(body): Body<MemberBody>,
 ) -> ApiResult<Json<Vec<MemberBody>>> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
-    scoped.require(Need::Admin, "cluster")?;
-    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
-    let members = set_member(
+    change_member(
         &state,
-        &api,
-        &scoped.object.name_any(),
+        &scoped,
+        "cluster",
         &body.user,
         Some(body.role),
         |c| &mut c.spec.members,
     )
-    .await?;
-    Ok(Json(members))
+    .await
+    .map(Json)
 }
 
 /// Removes a user's role on this cluster (admins).
@@ -414,16 +412,9 @@ pub async fn delete_member(
     Path(path): Path<MemberPath>,
 ) -> ApiResult<Json<Vec<MemberBody>>> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
-    scoped.require(Need::Admin, "cluster")?;
-    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
-    let members = set_member(
-        &state,
-        &api,
-        &scoped.object.name_any(),
-        &path.user,
-        None,
-        |c| &mut c.spec.members,
-    )
-    .await?;
-    Ok(Json(members))
+    change_member(&state, &scoped, "cluster", &path.user, None, |c| {
+        &mut c.spec.members
+    })
+    .await
+    .map(Json)
 }

@@ -351,6 +351,27 @@ where
     ))
 }
 
+/// [`set_member`] on a cluster or project the caller administers (`what` names it in errors).
+pub async fn change_member<K>(
+    state: &AppState,
+    scoped: &Scoped<K>,
+    what: &str,
+    user: &str,
+    role: Option<Role>,
+    members: impl Fn(&mut K) -> &mut Vec<Member>,
+) -> ApiResult<Vec<MemberBody>>
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    scoped.require(Need::Admin, what)?;
+    let api: Api<K> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    set_member(state, &api, &k8s::name(&scoped.object), user, role, members).await
+}
+
 /// Maps a field path of the App CRD (`spec.components[0].workload.healthCheck`) to the API's
 /// (`components[0].workload_spec.health_check`).
 pub fn api_field(crd_path: &str) -> String {

@@ -7,14 +7,13 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
-use kubenest_crds::common::Role;
 use kubenest_crds::project::{Project, ProjectSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, check_dns_label, org_view,
-    post_params, set_member,
+    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
+    org_view, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -221,22 +220,6 @@ pub async fn delete(
     Ok(StatusCode::ACCEPTED)
 }
 
-async fn change_member(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    user: &str,
-    role: Option<Role>,
-) -> ApiResult<Vec<MemberBody>> {
-    let scoped = super::project(state, caller, id).await?;
-    scoped.require(Need::Admin, "project")?;
-    let api: Api<Project> = Api::namespaced(state.client().clone(), &scoped.namespace());
-    set_member(state, &api, &scoped.object.name_any(), user, role, |p| {
-        &mut p.spec.members
-    })
-    .await
-}
-
 /// Gives a user a role on this project (admins).
 pub async fn put_member(
     State(state): State<AppState>,
@@ -244,9 +227,17 @@ pub async fn put_member(
     Path(path): Path<IdPath>,
     Body(body): Body<MemberBody>,
 ) -> ApiResult<Json<Vec<MemberBody>>> {
-    change_member(&state, &caller, &path.id, &body.user, Some(body.role))
-        .await
-        .map(Json)
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    change_member(
+        &state,
+        &scoped,
+        "project",
+        &body.user,
+        Some(body.role),
+        |p| &mut p.spec.members,
+    )
+    .await
+    .map(Json)
 }
 
 /// Removes a user's role on this project (admins).
@@ -255,7 +246,10 @@ pub async fn delete_member(
     caller: Caller,
     Path(path): Path<MemberPath>,
 ) -> ApiResult<Json<Vec<MemberBody>>> {
-    change_member(&state, &caller, &path.id, &path.user, None)
-        .await
-        .map(Json)
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    change_member(&state, &scoped, "project", &path.user, None, |p| {
+        &mut p.spec.members
+    })
+    .await
+    .map(Json)
 }
