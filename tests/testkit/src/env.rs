@@ -61,6 +61,9 @@ impl EnvironmentBuilder {
             ),
         };
         let root = dir.path().to_owned();
+        if let EnvDir::Temp(_) = &dir {
+            crate::process::remove_at_exit(&root)?;
+        }
         let postgres = async {
             if self.postgres {
                 Postgres::start(&root).await.map(Some)

@@ -28,6 +28,7 @@ mod namespace;
 mod pki;
 mod postgres;
 pub mod process;
+mod proxy;
 mod wait;
 
 use std::path::PathBuf;
@@ -40,6 +41,7 @@ pub use namespace::TestNamespace;
 pub use pki::Pki;
 pub use postgres::{Postgres, TestDatabase};
 pub use process::ManagedProcess;
+pub use proxy::{LinkMode, TcpProxy};
 pub use wait::free_port;
 
 /// What went wrong starting or using the environment.

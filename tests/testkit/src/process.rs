@@ -25,19 +25,28 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Registers every process group with the reaper. The string is a POSIX shell script: it ignores
 /// terminal signals (Ctrl-C goes to the owner, which stops its children itself) and on EOF kills
-/// what is still registered.
+/// what is still registered, then removes the directories registered with `=path` (the data of
+/// environments that live in statics, which are never dropped: without this every test run
+/// would leave its etcd and PostgreSQL data behind).
 const REAPER_SCRIPT: &str = r#"
 trap '' INT TERM HUP QUIT
 groups=""
+dirs=""
 while IFS= read -r line; do
   case "$line" in
     +*) groups="$groups ${line#+}" ;;
     -*) g=${line#-}; rest=""
         for x in $groups; do [ "$x" = "$g" ] || rest="$rest $x"; done
         groups=$rest ;;
+    =*) dirs="$dirs
+${line#=}" ;;
   esac
 done
 for g in $groups; do kill -KILL "-$g" 2>/dev/null; done
+if [ -n "$dirs" ]; then
+  sleep 1
+  printf '%s\n' "$dirs" | while IFS= read -r d; do [ -n "$d" ] && rm -rf -- "$d"; done
+fi
 "#;
 
 struct Reaper {
@@ -76,6 +85,15 @@ fn tell_reaper(line: String) -> Result<(), Error> {
         .lock()
         .map_err(|_| Error::Process("reaper lock poisoned".into()))?;
     writeln!(stdin, "{line}").map_err(|e| Error::Process(format!("cannot talk to the reaper: {e}")))
+}
+
+/// Has `dir` removed when this process exits, however it exits (after its processes are killed).
+pub(crate) fn remove_at_exit(dir: &Path) -> Result<(), Error> {
+    let path = dir.display().to_string();
+    if path.contains('\n') {
+        return Err(Error::Process(format!("{path:?}: a newline in a path")));
+    }
+    tell_reaper(format!("={path}"))
 }
 
 /// A running child process owned by the kit.
@@ -156,6 +174,19 @@ impl ManagedProcess {
         if !self.stopped {
             let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
         }
+    }
+
+    /// Kills the process group outright (SIGKILL), as a crash would, and reaps it. Idempotent.
+    pub fn kill(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let pgid = Pid::from_raw(self.child.id() as i32);
+        let _ = killpg(pgid, Signal::SIGKILL);
+        let _ = self.child.wait();
+        let _ = tell_reaper(format!("-{}", pgid));
+        tracing::debug!(process = %self.name, "killed");
     }
 
     /// Stops the process group: SIGTERM, then SIGKILL after a grace period. Idempotent.
