@@ -9,14 +9,22 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev test setup fmt lint bench fuzz
+.PHONY: dev tour test setup fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
 
+# The kubenest programs the local environment runs, and the CLI.
+PROGRAMS := -p kubenest-cli -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent
+
 dev: setup
-	cargo build -p kubenest-cli
+	cargo build $(PROGRAMS) --bins
 	$(CARGO_TARGET_DIR)/debug/kubenest dev up
+
+# The scripted walk through the product, against a running `make dev` (reads .kubenest/dev.env).
+tour:
+	cargo build -p kubenest-cli
+	$(CARGO_TARGET_DIR)/debug/kubenest dev tour
 
 test: setup
 	@start=$$SECONDS; \

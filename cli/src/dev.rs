@@ -1,9 +1,11 @@
-//! `kubenest dev up`: a management cluster, workload clusters with kwok nodes and PostgreSQL, all
-//! real processes on loopback, until Ctrl-C or SIGTERM.
+//! `kubenest dev up`: the whole kubenest on loopback until Ctrl-C or SIGTERM — a management
+//! cluster, workload clusters with kwok nodes, PostgreSQL, two hub replicas, two leader-elected
+//! controllers replicas, the API server with a bootstrap admin, and one agent per workload
+//! cluster registered through the API. `kubenest dev tour` walks through the product on it.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -12,6 +14,8 @@ use kube::api::{Api, ListParams};
 use kubenest_testkit::{Binaries, Environment, NodePool};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::signal::unix::{SignalKind, signal};
+
+use crate::system::{Options, System};
 
 /// The database kubenest's processes use.
 const DATABASE: &str = "kubenest";
@@ -29,6 +33,16 @@ pub enum DevCommand {
         /// Fake (kwok) nodes per workload cluster.
         #[arg(long, default_value_t = 3)]
         nodes: u32,
+        /// The bootstrap admin's password (default: a random one, written to `dev.env`).
+        #[arg(long, env = "KUBENEST_ADMIN_PASSWORD", hide_env_values = true)]
+        admin_password: Option<String>,
+    },
+    /// Walk through the product on a running `dev up` (reads `dev.env`): register, deploy,
+    /// change, roll back, drift, pause, resume, delete.
+    Tour {
+        /// The `dev.env` of the running environment.
+        #[arg(long, default_value = ".kubenest/dev.env")]
+        env_file: PathBuf,
     },
 }
 
@@ -38,11 +52,21 @@ pub async fn run(command: DevCommand) -> anyhow::Result<()> {
             dir,
             workloads,
             nodes,
-        } => up(&dir, &workloads, nodes).await,
+            admin_password,
+        } => up(&dir, &workloads, nodes, admin_password).await,
+        DevCommand::Tour { env_file } => {
+            let env = crate::tour::DevEnv::read(&env_file)?;
+            crate::tour::run(&env, &mut crate::tour::Printer::stdout()).await
+        }
     }
 }
 
-async fn up(dir: &Path, workloads: &[String], nodes: u32) -> anyhow::Result<()> {
+async fn up(
+    dir: &Path,
+    workloads: &[String],
+    nodes: u32,
+    admin_password: Option<String>,
+) -> anyhow::Result<()> {
     for name in workloads {
         anyhow::ensure!(
             !name.is_empty()
@@ -90,21 +114,49 @@ async fn up(dir: &Path, workloads: &[String], nodes: u32) -> anyhow::Result<()> 
         .await?;
     let database_url = postgres.url(DATABASE);
 
-    let contents = dev_env(&env, &bins, &database_url)?;
+    let mut options = Options::default();
+    if let Some(password) = admin_password {
+        options.admin_password = password;
+    }
+    let progress = |line: &str| eprintln!("  {line}");
+    let mut system = System::start(
+        &env,
+        &database_url,
+        &run_dir.join("kubenest"),
+        options,
+        &progress,
+    )
+    .await?;
+    system.ensure_org().await?;
+    for cluster in env.workloads() {
+        let id = system.register(cluster, &bins).await?;
+        eprintln!(
+            "  registered cluster {} ({id}); its agent is starting",
+            cluster.name()
+        );
+    }
+    system.wait_connected(Duration::from_secs(120)).await?;
+    eprintln!(
+        "  every agent connected; kubenest is up in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let contents = dev_env(&env, &bins, &system)?;
     std::fs::write(&env_file, contents).with_context(|| format!("write {}", env_file.display()))?;
-    print_summary(&env, &bins, &env_file, &database_url).await?;
+    print_summary(&env, &bins, &system, &env_file).await?;
     println!("kubenest dev environment is ready");
 
-    let outcome = wait_for_stop(&env).await;
+    let outcome = wait_for_stop(&env, &mut system).await;
     eprintln!("stopping...");
     let _ = std::fs::remove_file(&env_file);
+    drop(system);
     drop(env);
     eprintln!("stopped");
     outcome
 }
 
 /// The `.kubenest/dev.env` lines: where everything is, for scripts and tests.
-fn dev_env(env: &Environment, bins: &Binaries, database_url: &str) -> anyhow::Result<String> {
+fn dev_env(env: &Environment, bins: &Binaries, system: &System) -> anyhow::Result<String> {
     let absolute = |p: &Path| std::path::absolute(p).map(|p| p.display().to_string());
     let mut out = String::new();
     let mgmt = env.management().context("management cluster missing")?;
@@ -122,18 +174,30 @@ fn dev_env(env: &Environment, bins: &Binaries, database_url: &str) -> anyhow::Re
             "KUBENEST_KUBECONFIG_{key}={}",
             absolute(cluster.kubeconfig_path())?
         )?;
+        if let Some(agent) = system.agents.get(cluster.name()) {
+            writeln!(out, "KUBENEST_CLUSTER_ID_{key}={}", agent.cluster_id)?;
+        }
     }
-    writeln!(out, "KUBENEST_DATABASE_URL={database_url}")?;
+    writeln!(out, "KUBENEST_DATABASE_URL={}", system.database_url())?;
+    writeln!(out, "KUBENEST_API={}", system.api_url())?;
+    writeln!(out, "KUBENEST_HUB={}", system.public_hub_url())?;
+    let options = system.options();
+    writeln!(out, "KUBENEST_ADMIN_USER={}", options.admin_user)?;
+    writeln!(out, "KUBENEST_ADMIN_PASSWORD={}", options.admin_password)?;
+    writeln!(out, "KUBENEST_ORG={}", options.org)?;
     writeln!(out, "KUBENEST_KUBECTL={}", absolute(&bins.kubectl)?)?;
     writeln!(out, "KUBENEST_HELM={}", absolute(&bins.helm)?)?;
+    if let Ok(cli) = std::env::current_exe() {
+        writeln!(out, "KUBENEST_CLI={}", cli.display())?;
+    }
     Ok(out)
 }
 
 async fn print_summary(
     env: &Environment,
     bins: &Binaries,
+    system: &System,
     env_file: &Path,
-    database_url: &str,
 ) -> anyhow::Result<()> {
     println!();
     for cluster in env.clusters() {
@@ -142,8 +206,13 @@ async fn print_summary(
             .list(&ListParams::default())
             .await?;
         let rss: u64 = cluster.resident_memory().iter().map(|(_, b)| b).sum();
+        let agent = system
+            .agents
+            .get(cluster.name())
+            .map(|a| format!("  agent: {}", a.cluster_id))
+            .unwrap_or_default();
         println!(
-            "  cluster {:<6} {}  nodes: {:<2} memory: {:>4} MiB",
+            "  cluster {:<6} {}  nodes: {:<2} memory: {:>4} MiB{agent}",
             cluster.name(),
             cluster.url(),
             nodes.items.len(),
@@ -155,7 +224,34 @@ async fn print_summary(
             cluster.kubeconfig_path().display()
         );
     }
-    println!("  postgres       {database_url}");
+    println!("  postgres       {}", system.database_url());
+    for hub in &system.hubs {
+        println!(
+            "  {:<14} {}  (metrics: http://{}/metrics)",
+            hub.service.name(),
+            hub.url(),
+            hub.admin
+        );
+    }
+    println!("  hub (agents)   {}", system.public_hub_url());
+    for service in &system.controllers {
+        println!(
+            "  {:<14} log: {}",
+            service.name(),
+            service.log_path().display()
+        );
+    }
+    println!(
+        "  API            {}  (OpenAPI: {}/api/v1/openapi.json)",
+        system.api_url(),
+        system.api_url()
+    );
+    let options = system.options();
+    println!(
+        "  admin          {} / {}",
+        options.admin_user, options.admin_password
+    );
+    println!("  organization   {}", options.org);
     println!("  logs           {}", env.dir().display());
     println!(
         "  environment    {}  (source it: set -a; . {}; set +a)",
@@ -163,11 +259,18 @@ async fn print_summary(
         env_file.display()
     );
     println!();
+    println!("  try it:  set -a; . {}; set +a", env_file.display());
+    println!(
+        "           echo \"$KUBENEST_ADMIN_PASSWORD\" | $KUBENEST_CLI login -u admin --password-stdin"
+    );
+    println!("           $KUBENEST_CLI clusters list");
+    println!("           make tour");
+    println!();
     Ok(())
 }
 
 /// Waits for Ctrl-C or SIGTERM; fails if a process of the environment dies first.
-async fn wait_for_stop(env: &Environment) -> anyhow::Result<()> {
+async fn wait_for_stop(env: &Environment, system: &mut System) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut check = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
@@ -178,6 +281,7 @@ async fn wait_for_stop(env: &Environment) -> anyhow::Result<()> {
                 for cluster in env.clusters() {
                     cluster.check_running()?;
                 }
+                system.check_running()?;
             }
         }
     }

@@ -3,8 +3,11 @@
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() {
     let cli = kubenest_cli::Cli::parse();
-    kubenest_cli::init_tracing();
-    kubenest_cli::run(cli).await
+    kubenest_cli::init_tracing(if cli.is_dev() { "info" } else { "warn" });
+    if let Err(error) = kubenest_cli::run(cli).await {
+        eprintln!("error: {error:#}");
+        std::process::exit(1);
+    }
 }

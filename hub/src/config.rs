@@ -53,7 +53,8 @@ pub struct Args {
     /// This replica's identity in session Leases (the pod name in Kubernetes).
     #[arg(long, env = "KUBENEST_HUB_REPLICA", default_value = "hub-0")]
     pub replica: String,
-    /// URL controllers use to reach this replica (default: the listener address).
+    /// `ws(s)://host:port` (no path) controllers use to reach this replica (default: the
+    /// listener address).
     #[arg(long, env = "KUBENEST_HUB_ADVERTISE")]
     pub advertise: Option<String>,
     /// Kubeconfig of the management cluster (default: in-cluster or $KUBECONFIG).

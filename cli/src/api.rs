@@ -1,0 +1,338 @@
+//! A small client of the kubenest REST API: JSON in and out, the API's error shape turned into
+//! a typed error, and the session (access token and refresh cookie) kept in a file between
+//! invocations.
+//!
+//! An access token lives 30 minutes; when a call answers 401 and a refresh token is at hand, the
+//! client rotates it once (`POST /api/v1/refresh`), stores the new pair and repeats the call.
+
+use std::path::{Path, PathBuf};
+
+use reqwest::Method;
+use reqwest::header::{COOKIE, SET_COOKIE};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The refresh token's cookie (the API's `REFRESH_COOKIE`).
+const REFRESH_COOKIE: &str = "kubenest_refresh";
+
+/// An answer other than 2xx, in the API's words.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{status} {code}: {message}{}", field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
+    Status {
+        status: u16,
+        code: String,
+        message: String,
+        field: Option<String>,
+    },
+    #[error("cannot reach the kubenest API at {base}: {source}")]
+    Transport {
+        base: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("not logged in: run `kubenest login` (or set KUBENEST_API and log in again)")]
+    NotLoggedIn,
+}
+
+impl ApiError {
+    /// The HTTP status, when the API answered at all.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The API's error code (`not_found`, `validation`, `blocked_sync`, ...).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Status { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// What `kubenest login` stores: where the API is and the tokens to call it with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Session {
+    pub api: String,
+    pub username: String,
+    pub access_token: String,
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+}
+
+impl Session {
+    /// `$KUBENEST_SESSION`, else `$XDG_CONFIG_HOME/kubenest/session.json`, else
+    /// `~/.config/kubenest/session.json`.
+    pub fn default_path() -> PathBuf {
+        if let Some(path) = std::env::var_os("KUBENEST_SESSION") {
+            return path.into();
+        }
+        let config = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        config.join("kubenest").join("session.json")
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Option<Self>> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).map_err(|e| {
+                anyhow::anyhow!("{} is not a kubenest session: {e}", path.display())
+            })?)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(anyhow::anyhow!("read {}: {e}", path.display())),
+        }
+    }
+
+    /// Writes the session readable by its owner only: it holds a refresh token.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("tmp");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&serde_json::to_vec_pretty(self)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+}
+
+/// A client bound to one API address, optionally logged in.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    http: reqwest::Client,
+    session: Option<Session>,
+    /// Where a refreshed session is written back (none for in-memory sessions).
+    session_file: Option<PathBuf>,
+}
+
+impl Client {
+    /// A client of the API at `base` (`http://127.0.0.1:8080`), not logged in.
+    pub fn new(base: &str) -> Self {
+        Self {
+            base: base.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
+            session: None,
+            session_file: None,
+        }
+    }
+
+    /// A client for a stored session; `api` overrides the address stored with it.
+    pub fn from_session(session: Session, file: Option<PathBuf>) -> Self {
+        let mut client = Self::new(&session.api);
+        client.session = Some(session);
+        client.session_file = file;
+        client
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    /// `POST /api/v1/login`; keeps the session in this client and returns it.
+    pub async fn login(&mut self, username: &str, password: &str) -> Result<Session, ApiError> {
+        let body = serde_json::json!({"username": username, "password": password});
+        let response = self
+            .http
+            .post(format!("{}/api/v1/login", self.base))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|source| self.transport(source))?;
+        let refresh_token = refresh_cookie(&response);
+        let value = self.answer(response).await?;
+        let session = Session {
+            api: self.base.clone(),
+            username: username.to_owned(),
+            access_token: access_token(&value),
+            refresh_token,
+        };
+        self.session = Some(session.clone());
+        Ok(session)
+    }
+
+    /// `POST /api/v1/logout`: revokes the refresh family and forgets the session.
+    pub async fn logout(&mut self) -> Result<(), ApiError> {
+        if let Some(session) = self.session.take() {
+            let mut request = self
+                .http
+                .post(format!("{}/api/v1/logout", self.base))
+                .bearer_auth(&session.access_token);
+            if let Some(refresh) = &session.refresh_token {
+                request = request.header(COOKIE, format!("{REFRESH_COOKIE}={refresh}"));
+            }
+            let response = request.send().await.map_err(|s| self.transport(s))?;
+            self.answer(response).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn get(&mut self, path: &str) -> Result<Value, ApiError> {
+        self.call(Method::GET, path, None).await
+    }
+
+    pub async fn post(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn patch(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+
+    pub async fn delete(&mut self, path: &str) -> Result<Value, ApiError> {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    /// One call with the session's access token; a 401 with a refresh token at hand rotates
+    /// the session once and repeats the call.
+    pub async fn call(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        match self.send(method.clone(), path, body).await {
+            Err(ApiError::Status { status: 401, .. })
+                if self
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| s.refresh_token.is_some()) =>
+            {
+                self.refresh().await?;
+                self.send(method, path, body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&session.access_token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|s| self.transport(s))?;
+        self.answer(response).await
+    }
+
+    /// Rotates the refresh token and stores the new session where it came from.
+    async fn refresh(&mut self) -> Result<(), ApiError> {
+        let Some(session) = self.session.clone() else {
+            return Err(ApiError::NotLoggedIn);
+        };
+        let refresh = session.refresh_token.clone().unwrap_or_default();
+        let response = self
+            .http
+            .post(format!("{}/api/v1/refresh", self.base))
+            .header(COOKIE, format!("{REFRESH_COOKIE}={refresh}"))
+            .send()
+            .await
+            .map_err(|s| self.transport(s))?;
+        let rotated = refresh_cookie(&response);
+        let value = self.answer(response).await?;
+        let renewed = Session {
+            access_token: access_token(&value),
+            refresh_token: rotated.or(session.refresh_token.clone()),
+            ..session
+        };
+        if let Some(file) = &self.session_file {
+            // A session that cannot be written back still serves this invocation.
+            if let Err(e) = renewed.save(file) {
+                tracing::warn!(file = %file.display(), "cannot store the refreshed session: {e}");
+            }
+        }
+        self.session = Some(renewed);
+        Ok(())
+    }
+
+    async fn answer(&self, response: reqwest::Response) -> Result<Value, ApiError> {
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(|s| self.transport(s))?;
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if (200..300).contains(&status) {
+            return Ok(value);
+        }
+        let error = &value["error"];
+        Err(ApiError::Status {
+            status,
+            code: error["code"].as_str().unwrap_or("unknown").to_owned(),
+            message: error["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| value.to_string()),
+            field: error["field"].as_str().map(str::to_owned),
+        })
+    }
+
+    fn transport(&self, source: reqwest::Error) -> ApiError {
+        ApiError::Transport {
+            base: self.base.clone(),
+            source,
+        }
+    }
+}
+
+fn access_token(value: &Value) -> String {
+    value["access_token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The refresh token from a `Set-Cookie: kubenest_refresh=...` header, if any.
+fn refresh_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|cookie| {
+            let (pair, _) = cookie.split_once(';').unwrap_or((cookie, ""));
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == REFRESH_COOKIE && !value.is_empty()).then(|| value.to_owned())
+        })
+}
+
+/// Percent-encodes a query value (ids and names are URL-safe already; this guards the rest).
+pub fn query_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}

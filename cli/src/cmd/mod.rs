@@ -1,0 +1,312 @@
+//! The user commands over the REST API: `login`, `logout`, `orgs`, `clusters`, `projects`,
+//! `apps`, `templates`. Each prints a table for people or, with `-o json`, the API's JSON for
+//! scripts. Objects are named by id or by name (names are looked up in the organization, and an
+//! App's name in its project).
+
+mod apps;
+mod clusters;
+mod projects;
+mod table;
+mod templates;
+
+use std::io::Read as _;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use crate::api::{self, Session};
+pub use apps::{AppsCommand, Progress, progress, wait_deleted, wait_running};
+pub use clusters::ClustersCommand;
+pub use projects::ProjectsCommand;
+pub use table::Table;
+pub use templates::TemplatesCommand;
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned columns for people.
+    Table,
+    /// The API's JSON, for scripts.
+    Json,
+}
+
+/// Options every API command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The kubenest API (default: the one you logged in to).
+    #[arg(long, global = true, env = "KUBENEST_API")]
+    pub api: Option<String>,
+    /// The organization names are looked up in (default: your only one).
+    #[arg(long, global = true, env = "KUBENEST_ORG")]
+    pub org: Option<String>,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Where the login session is kept (default: ~/.config/kubenest/session.json).
+    #[arg(long, global = true, env = "KUBENEST_SESSION")]
+    pub session: Option<PathBuf>,
+}
+
+impl Global {
+    fn session_path(&self) -> PathBuf {
+        self.session.clone().unwrap_or_else(Session::default_path)
+    }
+
+    /// A client with the stored session (its API address overridden by `--api`).
+    pub fn client(&self) -> anyhow::Result<api::Client> {
+        let path = self.session_path();
+        let session = Session::load(&path)?.ok_or(api::ApiError::NotLoggedIn)?;
+        if let Some(api) = &self.api
+            && api.trim_end_matches('/') != session.api
+        {
+            anyhow::bail!(
+                "the stored session is for {}, not {api}: run `kubenest login --api {api}`",
+                session.api
+            );
+        }
+        Ok(api::Client::from_session(session, Some(path)))
+    }
+
+    /// `--org`, else the caller's only organization.
+    pub async fn org(&self, client: &mut api::Client) -> anyhow::Result<String> {
+        if let Some(org) = &self.org {
+            return Ok(org.clone());
+        }
+        let orgs = client.get("/api/v1/orgs").await?;
+        let names: Vec<&str> = orgs
+            .as_array()
+            .map(|a| a.iter().filter_map(|o| o["name"].as_str()).collect())
+            .unwrap_or_default();
+        match names.as_slice() {
+            [one] => Ok((*one).to_owned()),
+            [] => anyhow::bail!(
+                "you belong to no organization; create one with `kubenest orgs create`"
+            ),
+            many => anyhow::bail!(
+                "you belong to several organizations ({}): choose one with --org or KUBENEST_ORG",
+                many.join(", ")
+            ),
+        }
+    }
+
+    /// Prints `value` as JSON, or as the table `table` makes of it.
+    pub fn print(&self, value: &Value, table: impl FnOnce(&Value) -> Table) {
+        match self.output {
+            Output::Json => emit(&json_text(value)),
+            Output::Table => emit(&table(value).to_string()),
+        }
+    }
+
+    /// Prints a one-line confirmation for people, or the JSON answer for scripts.
+    pub fn done(&self, value: &Value, message: &str) {
+        match self.output {
+            Output::Json => emit(&json_text(value)),
+            Output::Table => emit(&format!("{message}\n")),
+        }
+    }
+}
+
+/// The API commands.
+#[derive(Debug, Subcommand)]
+pub enum ApiCommand {
+    /// Log in and keep the session for the next commands.
+    Login(LoginArgs),
+    /// End the session (its refresh tokens stop working everywhere).
+    Logout,
+    /// Organizations.
+    Orgs {
+        #[command(subcommand)]
+        command: OrgsCommand,
+    },
+    /// Clusters: register, list, inspect, rotate their token.
+    Clusters {
+        #[command(subcommand)]
+        command: ClustersCommand,
+    },
+    /// Projects: a namespace on a cluster that Apps deploy into.
+    Projects {
+        #[command(subcommand)]
+        command: ProjectsCommand,
+    },
+    /// Apps: apply, inspect, history, rollback, pause, resume, delete.
+    Apps {
+        #[command(subcommand)]
+        command: AppsCommand,
+    },
+    /// Stack templates: reusable Apps with parameters.
+    Templates {
+        #[command(subcommand)]
+        command: TemplatesCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// User name.
+    #[arg(short, long, env = "KUBENEST_USER")]
+    pub username: String,
+    /// Read the password from standard input (otherwise from KUBENEST_PASSWORD).
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OrgsCommand {
+    /// The organizations you belong to.
+    List,
+    /// Create an organization (platform admins).
+    Create {
+        name: String,
+        /// Human-readable name (default: the name).
+        #[arg(long)]
+        display_name: Option<String>,
+    },
+}
+
+/// Runs an API command.
+pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
+    match command {
+        ApiCommand::Login(args) => login(global, args).await,
+        ApiCommand::Logout => {
+            let mut client = global.client()?;
+            client.logout().await?;
+            let path = global.session_path();
+            let _ = std::fs::remove_file(&path);
+            println!("logged out");
+            Ok(())
+        }
+        ApiCommand::Orgs { command } => orgs(global, command).await,
+        ApiCommand::Clusters { command } => clusters::run(global, command).await,
+        ApiCommand::Projects { command } => projects::run(global, command).await,
+        ApiCommand::Apps { command } => apps::run(global, command).await,
+        ApiCommand::Templates { command } => templates::run(global, command).await,
+    }
+}
+
+async fn login(global: &Global, args: LoginArgs) -> anyhow::Result<()> {
+    let api = global
+        .api
+        .clone()
+        .context("which API? pass --api http://host:port or set KUBENEST_API")?;
+    let password = if args.password_stdin {
+        let mut password = String::new();
+        std::io::stdin().read_to_string(&mut password)?;
+        password.trim_end_matches(['\r', '\n']).to_owned()
+    } else {
+        std::env::var("KUBENEST_PASSWORD").map_err(|_| {
+            anyhow::anyhow!(
+                "give the password on standard input (--password-stdin) or in KUBENEST_PASSWORD"
+            )
+        })?
+    };
+    let mut client = api::Client::new(&api);
+    let session = client.login(&args.username, &password).await?;
+    let path = global.session_path();
+    session.save(&path)?;
+    println!(
+        "logged in to {} as {} (session in {})",
+        session.api,
+        session.username,
+        path.display()
+    );
+    Ok(())
+}
+
+async fn orgs(global: &Global, command: OrgsCommand) -> anyhow::Result<()> {
+    let mut client = global.client()?;
+    match command {
+        OrgsCommand::List => {
+            let orgs = client.get("/api/v1/orgs").await?;
+            global.print(&orgs, |orgs| {
+                Table::rows(["NAME", "DISPLAY NAME", "ROLE", "NAMESPACE"], orgs, |o| {
+                    vec![
+                        text(&o["name"]),
+                        text(&o["display_name"]),
+                        text(&o["role"]),
+                        text(&o["namespace"]),
+                    ]
+                })
+            });
+        }
+        OrgsCommand::Create { name, display_name } => {
+            let body = serde_json::json!({
+                "name": name,
+                "display_name": display_name.unwrap_or_else(|| name.clone()),
+            });
+            let org = client.post("/api/v1/orgs", &body).await?;
+            global.done(&org, &format!("organization {name} created"));
+        }
+    }
+    Ok(())
+}
+
+fn json_text(value: &Value) -> String {
+    format!(
+        "{}\n",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    )
+}
+
+/// Writes to standard output; a reader that went away (`| head`) ends the program quietly, as
+/// it does for other command-line tools.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// A JSON value as a table cell: strings bare, null as `-`.
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "-".into(),
+        Value::String(s) if s.is_empty() => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether `s` is an object id (a UUID) rather than a name.
+pub fn is_id(s: &str) -> bool {
+    uuid::Uuid::parse_str(s).is_ok()
+}
+
+/// The one item of `items` whose `name` is `name`, or an error naming what was looked for.
+pub fn by_name<'a>(
+    items: &'a Value,
+    name: &str,
+    what: &str,
+    scope: &str,
+) -> anyhow::Result<&'a Value> {
+    let matches: Vec<&Value> = items
+        .as_array()
+        .map(|a| a.iter().filter(|i| i["name"] == name).collect())
+        .unwrap_or_default();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => anyhow::bail!("no {what} named {name:?} in {scope}"),
+        _ => anyhow::bail!("several {what}s are named {name:?} in {scope}: use the id"),
+    }
+}
+
+/// Reads a YAML or JSON document from a file, or from standard input for `-`.
+pub fn read_document(path: &std::path::Path) -> anyhow::Result<Value> {
+    let text = if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        text
+    } else {
+        std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?
+    };
+    serde_yaml::from_str(&text).with_context(|| format!("{} is not YAML or JSON", path.display()))
+}

@@ -1,0 +1,119 @@
+//! `kubenest projects`.
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::{Global, Table, by_name, clusters, is_id, text};
+use crate::api;
+
+#[derive(Debug, Subcommand)]
+pub enum ProjectsCommand {
+    /// Create a project: a namespace on one cluster.
+    Create {
+        name: String,
+        /// The cluster (name or id).
+        #[arg(long)]
+        cluster: String,
+        /// The namespace on the cluster (default: the project's name).
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// The organization's projects.
+    List,
+    /// One project.
+    Get { project: String },
+    /// Delete a project (refused while Apps or addons remain in it).
+    Delete { project: String },
+}
+
+/// The id of `project` (an id, or a name in the organization).
+pub async fn resolve(
+    global: &Global,
+    client: &mut api::Client,
+    project: &str,
+) -> anyhow::Result<String> {
+    if is_id(project) {
+        return Ok(project.to_owned());
+    }
+    let org = global.org(client).await?;
+    let projects = client.get(&format!("/api/v1/orgs/{org}/projects")).await?;
+    let found = by_name(
+        &projects,
+        project,
+        "project",
+        &format!("organization {org}"),
+    )?;
+    Ok(text(&found["id"]))
+}
+
+pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()> {
+    let mut client = global.client()?;
+    match command {
+        ProjectsCommand::Create {
+            name,
+            cluster,
+            namespace,
+        } => {
+            let org = global.org(&mut client).await?;
+            let cluster_id = clusters::resolve(global, &mut client, &cluster).await?;
+            let mut body = json!({"name": name, "cluster_id": cluster_id});
+            if let Some(namespace) = namespace {
+                body["namespace"] = json!(namespace);
+            }
+            let project = client
+                .post(&format!("/api/v1/orgs/{org}/projects"), &body)
+                .await?;
+            global.done(
+                &project,
+                &format!(
+                    "project {name} created ({}), namespace {} on {cluster}: {}",
+                    text(&project["id"]),
+                    text(&project["namespace"]),
+                    text(&project["phase"])
+                ),
+            );
+        }
+        ProjectsCommand::List => {
+            let org = global.org(&mut client).await?;
+            let projects = client.get(&format!("/api/v1/orgs/{org}/projects")).await?;
+            global.print(&projects, |projects| {
+                Table::rows(
+                    ["NAME", "ID", "CLUSTER", "NAMESPACE", "PHASE"],
+                    projects,
+                    |p| {
+                        vec![
+                            text(&p["name"]),
+                            text(&p["id"]),
+                            text(&p["cluster"]),
+                            text(&p["namespace"]),
+                            text(&p["phase"]),
+                        ]
+                    },
+                )
+            });
+        }
+        ProjectsCommand::Get { project } => {
+            let id = resolve(global, &mut client, &project).await?;
+            let project = client.get(&format!("/api/v1/projects/{id}")).await?;
+            global.print(&project, project_table);
+        }
+        ProjectsCommand::Delete { project } => {
+            let id = resolve(global, &mut client, &project).await?;
+            let answer = client.delete(&format!("/api/v1/projects/{id}")).await?;
+            global.done(&answer, &format!("project {project} is being deleted"));
+        }
+    }
+    Ok(())
+}
+
+fn project_table(project: &Value) -> Table {
+    Table::fields(&[
+        ("Name", text(&project["name"])),
+        ("Id", text(&project["id"])),
+        ("Organization", text(&project["org"])),
+        ("Cluster", text(&project["cluster"])),
+        ("Namespace", text(&project["namespace"])),
+        ("Phase", text(&project["phase"])),
+        ("Message", text(&project["message"])),
+    ])
+}

@@ -1,0 +1,706 @@
+//! The kubenest processes of a local installation, on top of a test-kit [`Environment`]: hub
+//! replicas, leader-elected controllers, the API server, and one agent per workload cluster,
+//! registered through the API like any user's cluster. `kubenest dev up` runs one; the
+//! end-to-end tests run one each and kill, restart and cut parts of it.
+//!
+//! Every part is the real release binary in its own process group with its log under the run
+//! directory. Agents reach the hub through a [`TcpProxy`] of their own (round-robin over the hub
+//! replicas, as a load balancer would), so a test can cut or stall one agent's link; the
+//! public hub address in `dev.env` is another such proxy.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::ApiResource;
+use kubenest_testkit::{Binaries, Cluster, Environment, LinkMode, ManagedProcess, TcpProxy};
+use serde_json::{Value, json};
+
+use crate::api;
+
+/// Namespace of the kubenest system objects on the management cluster and of the agents'.
+pub const SYSTEM_NAMESPACE: &str = "kubenest-system";
+/// The addon catalog's AddonDefinitions (the chart installs the same file).
+const ADDON_DEFINITIONS: &str = include_str!("../../charts/kubenest/files/addon-definitions.yaml");
+const FIELD_MANAGER: &str = "kubenest-dev";
+
+/// Where the repository is: charts and the addon catalog are read from it.
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The kubenest release binaries.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    pub hub: PathBuf,
+    pub controllers: PathBuf,
+    pub apiserver: PathBuf,
+    pub agent: PathBuf,
+}
+
+impl Programs {
+    /// `$KUBENEST_BIN_DIR`, else the directory of the running executable or its parent (a test
+    /// binary runs from `target/debug/deps`, the programs are in `target/debug`).
+    pub fn locate() -> anyhow::Result<Self> {
+        let mut dirs = Vec::new();
+        if let Some(dir) = std::env::var_os("KUBENEST_BIN_DIR") {
+            dirs.push(PathBuf::from(dir));
+        }
+        let exe = std::env::current_exe()?;
+        for dir in exe.ancestors().skip(1).take(2) {
+            dirs.push(dir.to_path_buf());
+        }
+        let dir = dirs
+            .iter()
+            .find(|d| d.join("kubenest-hub").is_file() && d.join("kubenest-agent").is_file())
+            .with_context(|| {
+                format!(
+                    "the kubenest programs are not built (looked in {dirs:?}): run `cargo build \
+                     -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent`"
+                )
+            })?;
+        let programs = Self {
+            hub: dir.join("kubenest-hub"),
+            controllers: dir.join("kubenest-controllers"),
+            apiserver: dir.join("kubenest-apiserver"),
+            agent: dir.join("kubenest-agent"),
+        };
+        for program in [&programs.controllers, &programs.apiserver] {
+            anyhow::ensure!(program.is_file(), "{} is not built", program.display());
+        }
+        Ok(programs)
+    }
+}
+
+/// How the system is laid out and tuned.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub hubs: usize,
+    pub controllers: usize,
+    pub admin_user: String,
+    pub admin_password: String,
+    /// The organization the workload clusters are registered in.
+    pub org: String,
+    /// Seconds between agent heartbeats.
+    pub heartbeat_seconds: u64,
+    /// Upper bound of an agent's reconnect backoff.
+    pub backoff_max_seconds: u64,
+    /// Seconds without a heartbeat before a cluster's checks turn `Unknown`.
+    pub heartbeat_window_seconds: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            hubs: 2,
+            controllers: 2,
+            admin_user: "admin".into(),
+            admin_password: random_password(),
+            org: "dev".into(),
+            heartbeat_seconds: 15,
+            backoff_max_seconds: 30,
+            heartbeat_window_seconds: 90,
+        }
+    }
+}
+
+/// A password of 24 characters from the OS's random source.
+pub fn random_password() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..24].to_owned()
+}
+
+/// One kubenest program: how to start it, and its process while it runs.
+#[derive(Debug)]
+pub struct Service {
+    name: String,
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+    process: Option<ManagedProcess>,
+}
+
+impl Service {
+    fn new(name: &str, program: &Path, dir: &Path) -> Self {
+        Self {
+            name: name.to_owned(),
+            program: program.to_path_buf(),
+            args: Vec::new(),
+            env: Vec::new(),
+            log: dir.join(format!("{name}.log")),
+            process: None,
+        }
+    }
+
+    fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Starts the program (again, after [`kill`](Self::kill) or [`stop`](Self::stop)).
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.process.is_none(), "{} is already running", self.name);
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).env(
+            "RUST_LOG",
+            std::env::var("KUBENEST_LOG").unwrap_or("info".into()),
+        );
+        for (key, value) in &self.env {
+            command.env(key, value);
+        }
+        self.process = Some(ManagedProcess::spawn(
+            &self.name,
+            command,
+            self.log.clone(),
+        )?);
+        Ok(())
+    }
+
+    /// Kills the program outright, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Stops the program: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.stop();
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.process.is_some()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ManagedProcess::pid)
+    }
+
+    /// `Err` with the end of its log when it was started and has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(process) = &mut self.process {
+            process.check_running()?;
+        }
+        Ok(())
+    }
+}
+
+/// A hub replica: its service and where it listens.
+#[derive(Debug)]
+pub struct HubReplica {
+    pub service: Service,
+    pub address: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl HubReplica {
+    pub fn url(&self) -> String {
+        format!("ws://{}/v1/connect", self.address)
+    }
+}
+
+/// A registered workload cluster and its agent.
+#[derive(Debug)]
+pub struct AgentHandle {
+    pub cluster: String,
+    pub cluster_id: String,
+    pub service: Service,
+    /// The agent's own link to the hub replicas.
+    pub link: TcpProxy,
+}
+
+/// A running kubenest.
+#[derive(Debug)]
+pub struct System {
+    dir: PathBuf,
+    programs: Programs,
+    options: Options,
+    mgmt_kubeconfig: PathBuf,
+    database_url: String,
+    signing_key: PathBuf,
+    pub hubs: Vec<HubReplica>,
+    pub controllers: Vec<Service>,
+    pub apiserver: Service,
+    api_address: SocketAddr,
+    /// The hub address agents are told to dial (`KUBENEST_HUB`).
+    public_hub: TcpProxy,
+    pub agents: BTreeMap<String, AgentHandle>,
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+impl System {
+    /// Starts hubs, controllers and the API server against the environment's management
+    /// cluster and `database_url`, and waits until the API answers and the bootstrap admin can
+    /// log in. Logs and keys go to `dir`.
+    pub async fn start(
+        env: &Environment,
+        database_url: &str,
+        dir: &Path,
+        options: Options,
+        progress: &dyn Fn(&str),
+    ) -> anyhow::Result<Self> {
+        let programs = Programs::locate()?;
+        let mgmt = env
+            .management()
+            .context("the environment has no management cluster")?;
+        std::fs::create_dir_all(dir)?;
+        let dir = std::path::absolute(dir)?;
+        let client = mgmt.client().await?;
+        apply_namespace(&client, SYSTEM_NAMESPACE).await?;
+
+        // One key signs cluster and backend tokens (controllers; the API server's hub session);
+        // the hubs verify with its public half. The API server signs access tokens with its own.
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys)?;
+        let signing = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
+        let signing_key = keys.join("signing.pem");
+        let public_key = keys.join("signing.pub");
+        write_private(&signing_key, &signing.serialize_pem())?;
+        std::fs::write(&public_key, signing.public_key_pem())?;
+        let api_key = keys.join("api-signing.pem");
+        write_private(
+            &api_key,
+            &rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)?.serialize_pem(),
+        )?;
+
+        let mgmt_kubeconfig = std::path::absolute(mgmt.kubeconfig_path())?;
+        let mut hubs = Vec::new();
+        for i in 0..options.hubs {
+            let address = loopback(kubenest_testkit::free_port()?);
+            let admin = loopback(kubenest_testkit::free_port()?);
+            let name = format!("hub-{i}");
+            let service = Service::new(&name, &programs.hub, &dir)
+                .arg(format!("--listen={address}"))
+                .arg(format!("--admin-listen={admin}"))
+                .arg(format!("--jwt-public-key={}", public_key.display()))
+                .arg("--insecure-plaintext")
+                .arg(format!("--replica={name}"))
+                .arg(format!("--advertise=ws://{address}"))
+                .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
+                .arg(format!("--lease-namespace={SYSTEM_NAMESPACE}"));
+            hubs.push(HubReplica {
+                service,
+                address,
+                admin,
+            });
+        }
+        let hub_urls: Vec<String> = hubs.iter().map(HubReplica::url).collect();
+        let public_hub =
+            TcpProxy::start("127.0.0.1:0", hubs.iter().map(|h| h.address).collect()).await?;
+        for hub in &mut hubs {
+            hub.service.start()?;
+        }
+        progress(&format!(
+            "{} hub replica(s) started: {}",
+            hubs.len(),
+            hub_urls.join(", ")
+        ));
+
+        let mut controllers = Vec::new();
+        for i in 0..options.controllers {
+            let name = format!("controllers-{i}");
+            let mut service = Service::new(&name, &programs.controllers, &dir)
+                .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
+                .arg(format!("--hub-url={}", hub_urls.join(",")))
+                .arg(format!("--signing-key={}", signing_key.display()))
+                .arg(format!("--identity={name}"))
+                .arg(format!(
+                    "--heartbeat-window-seconds={}",
+                    options.heartbeat_window_seconds
+                ))
+                .arg("--install-crds")
+                .env("KUBENEST_DATABASE_URL", database_url);
+            service.start()?;
+            controllers.push(service);
+        }
+        progress(&format!(
+            "{} controllers replica(s) started (one leads)",
+            controllers.len()
+        ));
+        install_catalog(&client).await?;
+        progress("addon catalog installed (postgres, redis, kafka)");
+
+        let api_address = loopback(kubenest_testkit::free_port()?);
+        let root = repository_root();
+        let mut apiserver = Service::new("apiserver", &programs.apiserver, &dir)
+            .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
+            .arg(format!("--listen={api_address}"))
+            .arg(format!("--api-signing-key={}", api_key.display()))
+            .arg(format!("--hub-url={}", hub_urls.join(",")))
+            .arg(format!("--hub-signing-key={}", signing_key.display()))
+            .arg(format!(
+                "--public-hub-url=ws://{}/v1/connect",
+                public_hub.address()
+            ))
+            .arg(format!(
+                "--agent-chart={}",
+                root.join("charts/kubenest-agent").display()
+            ))
+            .arg("--secure-cookies=false")
+            .env("KUBENEST_DATABASE_URL", database_url)
+            .env("KUBENEST_ADMIN_USER", &options.admin_user)
+            .env("KUBENEST_ADMIN_PASSWORD", &options.admin_password);
+        apiserver.start()?;
+
+        let mut system = Self {
+            dir,
+            programs,
+            options,
+            mgmt_kubeconfig,
+            database_url: database_url.to_owned(),
+            signing_key,
+            hubs,
+            controllers,
+            apiserver,
+            api_address,
+            public_hub,
+            agents: BTreeMap::new(),
+        };
+        system.wait_for_api(Duration::from_secs(60)).await?;
+        progress(&format!("API server ready: {}", system.api_url()));
+        Ok(system)
+    }
+
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.api_address)
+    }
+
+    /// The hub address handed to agents (`ws://.../v1/connect`).
+    pub fn public_hub_url(&self) -> String {
+        format!("ws://{}/v1/connect", self.public_hub.address())
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn database_url(&self) -> &str {
+        &self.database_url
+    }
+
+    pub fn mgmt_kubeconfig(&self) -> &Path {
+        &self.mgmt_kubeconfig
+    }
+
+    pub fn signing_key(&self) -> &Path {
+        &self.signing_key
+    }
+
+    /// A client logged in as the bootstrap admin.
+    pub async fn admin(&self) -> anyhow::Result<api::Client> {
+        let mut client = api::Client::new(&self.api_url());
+        client
+            .login(&self.options.admin_user, &self.options.admin_password)
+            .await?;
+        Ok(client)
+    }
+
+    async fn wait_for_api(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.apiserver.check_running()?;
+            let last = match self.admin().await {
+                Ok(_) => return Ok(()),
+                Err(e) => e.to_string(),
+            };
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the API server did not let the admin log in within {timeout:?}: {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Creates the organization of [`Options::org`] if it is not there yet.
+    pub async fn ensure_org(&self) -> anyhow::Result<()> {
+        let mut admin = self.admin().await?;
+        let org = &self.options.org;
+        match admin
+            .post(
+                "/api/v1/orgs",
+                &json!({"name": org, "display_name": format!("{org} organization")}),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(409) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Registers `cluster` through the API (as a user would), starts its agent with the token
+    /// from the registration response, and returns the cluster id. Does not wait for it to
+    /// connect ([`wait_connected`](Self::wait_connected)).
+    pub async fn register(&mut self, cluster: &Cluster, bins: &Binaries) -> anyhow::Result<String> {
+        let mut admin = self.admin().await?;
+        let registration = admin
+            .post(
+                &format!("/api/v1/orgs/{}/clusters", self.options.org),
+                &json!({"name": cluster.name()}),
+            )
+            .await?;
+        let cluster_id = registration["cluster_id"]
+            .as_str()
+            .context("registration without cluster_id")?
+            .to_owned();
+        let token = registration["connection_token"]
+            .as_str()
+            .context("registration without connection_token")?;
+        self.start_agent(cluster, bins, &cluster_id, token).await?;
+        Ok(cluster_id)
+    }
+
+    async fn start_agent(
+        &mut self,
+        cluster: &Cluster,
+        bins: &Binaries,
+        cluster_id: &str,
+        token: &str,
+    ) -> anyhow::Result<()> {
+        let name = cluster.name().to_owned();
+        let home = self.dir.join("agents").join(&name);
+        std::fs::create_dir_all(&home)?;
+        let token_file = home.join("token");
+        write_private(&token_file, token)?;
+        let gitops = home.join("gitops.git");
+        if !gitops.exists() {
+            let status = Command::new("git")
+                .args(["init", "--quiet", "--bare", "--initial-branch=main"])
+                .arg(&gitops)
+                .status()
+                .context("git init (the agent's GitOps repository)")?;
+            anyhow::ensure!(status.success(), "git init {} failed", gitops.display());
+        }
+        let link =
+            TcpProxy::start("127.0.0.1:0", self.hubs.iter().map(|h| h.address).collect()).await?;
+        let mut service = Service::new(&format!("agent-{name}"), &self.programs.agent, &self.dir)
+            .arg(format!(
+                "--kubeconfig={}",
+                std::path::absolute(cluster.kubeconfig_path())?.display()
+            ))
+            .arg(format!("--hub-url=ws://{}/v1/connect", link.address()))
+            .arg(format!("--token-file={}", token_file.display()))
+            .arg(format!("--namespace={SYSTEM_NAMESPACE}"))
+            .arg(format!(
+                "--catalog={}",
+                repository_root().join("charts/addons").display()
+            ))
+            .arg(format!("--helm={}", bins.helm.display()))
+            .arg(format!("--gitops-repo={}", gitops.display()))
+            .arg(format!("--gitops-workdir={}", home.join("work").display()))
+            .arg(format!(
+                "--heartbeat-seconds={}",
+                self.options.heartbeat_seconds
+            ))
+            .arg(format!(
+                "--backoff-max-seconds={}",
+                self.options.backoff_max_seconds
+            ))
+            .arg("--install-crds");
+        service.start()?;
+        self.agents.insert(
+            name.clone(),
+            AgentHandle {
+                cluster: name,
+                cluster_id: cluster_id.to_owned(),
+                service,
+                link,
+            },
+        );
+        Ok(())
+    }
+
+    /// Waits until every registered cluster is `connected` and has reported its nodes.
+    pub async fn wait_connected(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut admin = self.admin().await?;
+        let ids: Vec<(String, String)> = self
+            .agents
+            .values()
+            .map(|a| (a.cluster.clone(), a.cluster_id.clone()))
+            .collect();
+        for (name, id) in ids {
+            let mut last = Value::Null;
+            loop {
+                self.check_running()?;
+                if let Ok(cluster) = admin.get(&format!("/api/v1/clusters/{id}")).await {
+                    if cluster["state"] == "connected" && cluster["node_count"].as_u64() > Some(0) {
+                        break;
+                    }
+                    last = cluster;
+                }
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "cluster {name} did not connect within {timeout:?}; last seen: {last}"
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every service, for liveness checks and shutdown.
+    fn services(&mut self) -> impl Iterator<Item = &mut Service> {
+        self.hubs
+            .iter_mut()
+            .map(|h| &mut h.service)
+            .chain(self.controllers.iter_mut())
+            .chain(std::iter::once(&mut self.apiserver))
+            .chain(self.agents.values_mut().map(|a| &mut a.service))
+    }
+
+    /// `Err` naming the first started program that has exited, with its log's end.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        for service in self.services() {
+            service.check_running()?;
+        }
+        Ok(())
+    }
+
+    /// The agent of workload cluster `name`.
+    pub fn agent(&mut self, name: &str) -> anyhow::Result<&mut AgentHandle> {
+        self.agents
+            .get_mut(name)
+            .with_context(|| format!("no agent for cluster {name}"))
+    }
+
+    /// Cuts (`Drop`), stalls or restores the link between cluster `name`'s agent and the hub.
+    pub fn set_link(&mut self, name: &str, mode: LinkMode) -> anyhow::Result<()> {
+        self.agent(name)?.link.set_mode(mode);
+        Ok(())
+    }
+
+    /// Which controllers replica holds the leader Lease now, if any.
+    pub async fn leader(&self, client: &kube::Client) -> anyhow::Result<Option<usize>> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), SYSTEM_NAMESPACE);
+        let holder = leases
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|l| l.spec.and_then(|s| s.holder_identity))
+            .find(|h| h.starts_with("controllers-"));
+        Ok(holder.and_then(|h| self.controllers.iter().position(|c| c.name() == h.as_str())))
+    }
+
+    /// Stops every program (agents first, so nothing reports into a half-stopped plane).
+    pub fn stop(&mut self) {
+        for agent in self.agents.values_mut() {
+            agent.service.stop();
+        }
+        self.apiserver.stop();
+        for service in &mut self.controllers {
+            service.stop();
+        }
+        for hub in &mut self.hubs {
+            hub.service.stop();
+        }
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("write {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+async fn apply_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&namespace),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Applies the catalog's AddonDefinitions into the system namespace once the controllers have
+/// installed the CRD. kwok nodes have no storage provisioner, so addons default to running
+/// without persistent volumes here (a user may still ask for them in an App's values).
+async fn install_catalog(client: &kube::Client) -> anyhow::Result<()> {
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "kubenest.io",
+        "v1alpha1",
+        "AddonDefinition",
+    ));
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), SYSTEM_NAMESPACE, &resource);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for document in serde_yaml::Deserializer::from_str(ADDON_DEFINITIONS) {
+        let mut definition: Value = serde::Deserialize::deserialize(document)?;
+        if let Some(persistence) = definition.pointer_mut("/spec/defaultValues/persistence") {
+            persistence["enabled"] = json!(false);
+        }
+        let name = definition["metadata"]["name"]
+            .as_str()
+            .context("an AddonDefinition without a name")?
+            .to_owned();
+        loop {
+            // Until the CRD is installed and served this is a 404.
+            match api
+                .patch(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&definition),
+                )
+                .await
+            {
+                Ok(_) => break,
+                Err(e) if Instant::now() < deadline => {
+                    tracing::debug!("AddonDefinition {name} not applied yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e).context(format!("apply AddonDefinition {name}")),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,687 @@
+//! The tour: a scripted walk through kubenest on a running local environment, each step
+//! printing what happened. `make tour` runs it against `make dev` (through `.kubenest/dev.env`);
+//! the end-to-end test runs the same function on a system of its own.
+//!
+//! Steps: the registered clusters (and a registration's answer); a project on each cluster; the
+//! reference App (a Postgres addon and a web workload reading `DATABASE_URL` from it) Running;
+//! its history; an image change as a new deployment; a rollback; the Deployment scaled behind
+//! kubenest's back, the drift reported on the event stream and healed; pause and resume; delete.
+//! Every step checks the workload cluster itself too, not only what the API says.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::api;
+use crate::cmd::{Progress, Table, progress, text};
+
+/// How long one step may take before the tour gives up.
+const STEP: Duration = Duration::from_secs(180);
+
+/// The keys of `.kubenest/dev.env` the tour uses.
+#[derive(Debug, Clone)]
+pub struct DevEnv {
+    pub api: String,
+    pub admin_user: String,
+    pub admin_password: String,
+    pub org: String,
+    /// Workload cluster name → (cluster id, kubeconfig).
+    pub clusters: BTreeMap<String, (String, PathBuf)>,
+}
+
+impl DevEnv {
+    /// Reads a `dev.env` file written by `kubenest dev up`.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "read {} (is `make dev` running in this directory?)",
+                path.display()
+            )
+        })?;
+        Self::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let vars: BTreeMap<&str, &str> = text
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .collect();
+        let get = |key: &str| {
+            vars.get(key)
+                .map(|v| (*v).to_owned())
+                .with_context(|| format!("dev.env has no {key}"))
+        };
+        let mut clusters = BTreeMap::new();
+        for name in get("KUBENEST_CLUSTERS")?
+            .split(',')
+            .filter(|n| !n.is_empty())
+        {
+            let key = name.to_uppercase();
+            clusters.insert(
+                name.to_owned(),
+                (
+                    get(&format!("KUBENEST_CLUSTER_ID_{key}"))?,
+                    PathBuf::from(get(&format!("KUBENEST_KUBECONFIG_{key}"))?),
+                ),
+            );
+        }
+        Ok(Self {
+            api: get("KUBENEST_API")?,
+            admin_user: get("KUBENEST_ADMIN_USER")?,
+            admin_password: get("KUBENEST_ADMIN_PASSWORD")?,
+            org: get("KUBENEST_ORG")?,
+            clusters,
+        })
+    }
+}
+
+/// Where the tour's lines go: standard output, and kept for a test to look at.
+#[derive(Debug, Default)]
+pub struct Printer {
+    pub lines: Vec<String>,
+    quiet: bool,
+}
+
+impl Printer {
+    pub fn stdout() -> Self {
+        Self::default()
+    }
+
+    /// Keeps the lines without printing them (tests print them to stderr on failure).
+    pub fn quiet() -> Self {
+        Self {
+            lines: Vec::new(),
+            quiet: true,
+        }
+    }
+
+    fn line(&mut self, line: impl Into<String>) {
+        let line = line.into();
+        if !self.quiet {
+            println!("{line}");
+        }
+        self.lines.push(line);
+    }
+
+    fn step(&mut self, number: usize, title: &str) {
+        self.line("");
+        self.line(format!("== {number}. {title}"));
+    }
+
+    fn table(&mut self, table: &Table) {
+        for line in table.to_string().lines() {
+            self.line(format!("   {line}"));
+        }
+    }
+}
+
+async fn kube_client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig)?,
+        &Default::default(),
+    )
+    .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Polls `check` until it yields a value, or fails with what it last saw.
+async fn eventually<T>(
+    what: &str,
+    mut check: impl AsyncFnMut() -> anyhow::Result<Result<T, String>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + STEP;
+    loop {
+        let last = match check().await? {
+            Ok(value) => return Ok(value),
+            Err(last) => last,
+        };
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{what}: not so after {}s (last seen: {last})",
+            STEP.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The reference App: a Postgres addon and a web workload whose `DATABASE_URL` is the addon's
+/// `dsn` export, wired on the cluster (the password never leaves it).
+pub fn reference_app(project_id: &str, image: &str) -> Value {
+    json!({
+        "project_id": project_id,
+        "name": "shop",
+        "components": [
+            {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
+            {"name": "web", "type": "workload", "workload_spec": {
+                "image": image, "replicas": 2, "port": 8080,
+                "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}]
+            }}
+        ]
+    })
+}
+
+/// Runs the tour against the environment `env` describes.
+pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut client = api::Client::new(&env.api);
+    client.login(&env.admin_user, &env.admin_password).await?;
+    out.line(format!(
+        "kubenest tour against {} as {} (organization {})",
+        env.api, env.admin_user, env.org
+    ));
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
+
+    // 1. Clusters.
+    out.step(
+        1,
+        "clusters: registered through the API, their agents dialled out to the hub",
+    );
+    let clusters = client
+        .get(&format!("/api/v1/orgs/{}/clusters", env.org))
+        .await?;
+    let mut table = Table::new(["NAME", "ID", "STATE", "NODES", "CPU CORES", "HEARTBEAT"]);
+    for (name, (id, _)) in &env.clusters {
+        let cluster = eventually(&format!("cluster {name} connected"), async || {
+            let cluster = client.get(&format!("/api/v1/clusters/{id}")).await?;
+            Ok(if cluster["state"] == "connected" {
+                Ok(cluster)
+            } else {
+                Err(cluster.to_string())
+            })
+        })
+        .await?;
+        table.push(vec![
+            name.clone(),
+            id.clone(),
+            text(&cluster["state"]),
+            text(&cluster["node_count"]),
+            text(&cluster["cpu_total"]),
+            text(&cluster["last_heartbeat"]),
+        ]);
+    }
+    out.table(&table);
+    anyhow::ensure!(
+        clusters.as_array().map_or(0, Vec::len) >= env.clusters.len(),
+        "the API lists fewer clusters than dev.env: {clusters}"
+    );
+    let demo = format!("demo-{suffix}");
+    let registration = client
+        .post(
+            &format!("/api/v1/orgs/{}/clusters", env.org),
+            &json!({"name": demo}),
+        )
+        .await?;
+    out.line(format!(
+        "   registering another cluster answers its id, a connection token (version {}) and:",
+        text(&registration["token_version"])
+    ));
+    out.line(format!(
+        "     {}",
+        text(&registration["helm_install_command"])
+            .replace(text(&registration["connection_token"]).as_str(), "<token>")
+    ));
+    let demo_id = text(&registration["cluster_id"]);
+    let pending = client.get(&format!("/api/v1/clusters/{demo_id}")).await?;
+    out.line(format!(
+        "   {demo} is {} until an agent connects with that token; deleted again",
+        text(&pending["state"])
+    ));
+    client
+        .delete(&format!("/api/v1/clusters/{demo_id}"))
+        .await?;
+
+    // 2. A project on each cluster.
+    out.step(2, "a project on each cluster");
+    let mut projects = BTreeMap::new();
+    for (name, (cluster_id, _)) in &env.clusters {
+        let project_name = format!("tour-{name}-{suffix}");
+        let project = client
+            .post(
+                &format!("/api/v1/orgs/{}/projects", env.org),
+                &json!({"name": project_name, "cluster_id": cluster_id}),
+            )
+            .await?;
+        projects.insert(name.clone(), (text(&project["id"]), project_name));
+    }
+    for (cluster, (id, name)) in &projects {
+        let project = eventually(&format!("project {name} Ready"), async || {
+            let project = client.get(&format!("/api/v1/projects/{id}")).await?;
+            Ok(if project["phase"] == "Ready" {
+                Ok(project)
+            } else {
+                Err(project.to_string())
+            })
+        })
+        .await?;
+        out.line(format!(
+            "   project {name} on {cluster}: namespace {} is {} (confirmed by the agent)",
+            text(&project["namespace"]),
+            text(&project["phase"])
+        ));
+    }
+
+    // 3. The reference App on the first cluster.
+    let (cluster, (_, kubeconfig)) = env
+        .clusters
+        .iter()
+        .next()
+        .context("dev.env names no workload cluster")?;
+    let project_id = projects[cluster].0.clone();
+    let project = client
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await?;
+    let namespace = text(&project["namespace"]);
+    let workload = kube_client(kubeconfig).await?;
+    let deployments: Api<Deployment> = Api::namespaced(workload.clone(), &namespace);
+
+    out.step(
+        3,
+        &format!("the reference App on {cluster}: Postgres + a web workload reading DATABASE_URL"),
+    );
+    let created = client
+        .post("/api/v1/apps", &reference_app(&project_id, "nginx:1.27"))
+        .await?;
+    let app_id = text(&created["id"]);
+    out.line(format!(
+        "   POST /api/v1/apps → {} ({app_id})",
+        text(&created["phase"])
+    ));
+    let app = running(&mut client, &app_id, None, out).await?;
+    for component in app["component_status"].as_array().into_iter().flatten() {
+        out.line(format!(
+            "   component {}: {}/{} ready",
+            text(&component["name"]),
+            text(&component["ready_replicas"]),
+            text(&component["desired_replicas"])
+        ));
+    }
+    let web = deployments.get("shop-web").await?;
+    let env_var = web
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.env.as_ref())
+        .and_then(|e| e.iter().find(|v| v.name == "DATABASE_URL"))
+        .and_then(|v| v.value_from.as_ref())
+        .and_then(|f| f.secret_key_ref.as_ref())
+        .map(|r| format!("Secret {} key {}", r.name, r.key))
+        .context("the web Deployment does not read DATABASE_URL from a Secret")?;
+    out.line(format!(
+        "   on {cluster}: Deployment {namespace}/shop-web reads DATABASE_URL from {env_var}"
+    ));
+
+    // 4. History.
+    out.step(4, "history: every change is a recorded deployment");
+    let first_deployment = history(&mut client, &app_id, out, 1).await?;
+
+    // 5. A change.
+    out.step(5, "change the image: a new deployment");
+    let mut components = app["components"].clone();
+    set_image(&mut components, "nginx:1.28")?;
+    client
+        .patch(
+            &format!("/api/v1/apps/{app_id}"),
+            &json!({"components": components}),
+        )
+        .await?;
+    let changed = running(&mut client, &app_id, Some(&app), out).await?;
+    let image = eventually("the new image on the cluster", async || {
+        let image = image_of(&deployments.get("shop-web").await?);
+        Ok(if image == "nginx:1.28" {
+            Ok(image)
+        } else {
+            Err(image)
+        })
+    })
+    .await?;
+    out.line(format!("   on {cluster}: shop-web runs {image}"));
+    history(&mut client, &app_id, out, 2).await?;
+
+    // 6. Rollback.
+    out.step(6, "roll back to the first deployment");
+    client
+        .post(
+            &format!("/api/v1/apps/{app_id}/rollback"),
+            &json!({"deployment_id": first_deployment}),
+        )
+        .await?;
+    running(&mut client, &app_id, Some(&changed), out).await?;
+    let image = eventually("the first image back on the cluster", async || {
+        let image = image_of(&deployments.get("shop-web").await?);
+        Ok(if image == "nginx:1.27" {
+            Ok(image)
+        } else {
+            Err(image)
+        })
+    })
+    .await?;
+    out.line(format!("   on {cluster}: shop-web runs {image} again"));
+    history(&mut client, &app_id, out, 3).await?;
+
+    // 7. Drift.
+    out.step(
+        7,
+        "scale the Deployment behind kubenest's back: drift detected, then healed",
+    );
+    let mut stream = EventStream::open(&env.api, &client, &app_id).await?;
+    deployments
+        .patch(
+            "shop-web",
+            &PatchParams::apply("kubectl-scale").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "shop-web"}, "spec": {"replicas": 5}
+            })),
+        )
+        .await?;
+    out.line(format!(
+        "   kubectl scale deployment/shop-web --replicas=5 on {cluster} (field manager kubectl-scale)"
+    ));
+    let drift = stream
+        .until(|event| event.kind == "app.drift" && event.data["drift_detected"] == true)
+        .await?;
+    for detail in drift.data["drift_details"].as_array().into_iter().flatten() {
+        out.line(format!(
+            "   event app.drift: {} {} desired {} observed {} (by {})",
+            text(&detail["resource"]),
+            text(&detail["field"]),
+            text(&detail["desired"]),
+            text(&detail["observed"]),
+            text(&detail["manager"])
+        ));
+    }
+    stream
+        .until(|event| event.kind == "app.drift" && event.data["drift_detected"] == false)
+        .await?;
+    let replicas = eventually("replicas healed on the cluster", async || {
+        let replicas = deployments
+            .get("shop-web")
+            .await?
+            .spec
+            .and_then(|s| s.replicas)
+            .unwrap_or_default();
+        Ok(if replicas == 2 {
+            Ok(replicas)
+        } else {
+            Err(replicas.to_string())
+        })
+    })
+    .await?;
+    out.line(format!(
+        "   event app.drift: in sync again; shop-web is back to {replicas} replicas"
+    ));
+    drop(stream);
+
+    // 8. Pause and resume.
+    out.step(8, "pause and resume");
+    client
+        .post(&format!("/api/v1/apps/{app_id}/pause"), &json!({}))
+        .await?;
+    let paused = eventually("the App Paused and scaled to zero", async || {
+        let app = client.get(&format!("/api/v1/apps/{app_id}")).await?;
+        let replicas = deployments
+            .get("shop-web")
+            .await?
+            .spec
+            .and_then(|s| s.replicas)
+            .unwrap_or(-1);
+        Ok(if app["phase"] == "Paused" && replicas == 0 {
+            Ok(app)
+        } else {
+            Err(format!("{} with {replicas} replicas", text(&app["phase"])))
+        })
+    })
+    .await?;
+    out.line(format!(
+        "   {}: shop-web has 0 replicas on {cluster}",
+        text(&paused["phase"])
+    ));
+    client
+        .post(&format!("/api/v1/apps/{app_id}/resume"), &json!({}))
+        .await?;
+    running(&mut client, &app_id, Some(&paused), out).await?;
+    let replicas = deployments
+        .get("shop-web")
+        .await?
+        .spec
+        .and_then(|s| s.replicas)
+        .unwrap_or_default();
+    out.line(format!(
+        "   resumed: shop-web has {replicas} replicas again"
+    ));
+
+    // 9. Delete.
+    out.step(9, "delete the App, then the projects");
+    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
+    crate::cmd::wait_deleted(&mut client, &app_id, STEP).await?;
+    eventually("the workload gone from the cluster", async || {
+        Ok(match deployments.get_opt("shop-web").await? {
+            None => Ok(()),
+            Some(_) => Err("shop-web still exists".to_owned()),
+        })
+    })
+    .await?;
+    out.line(format!(
+        "   App shop deleted; the agent removed its objects from {namespace} on {cluster}"
+    ));
+    for (id, name) in projects.values() {
+        client.delete(&format!("/api/v1/projects/{id}")).await?;
+        out.line(format!("   project {name} deleted"));
+    }
+
+    out.line("");
+    out.line(format!(
+        "tour finished in {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// Waits for the change made after `before` to run, printing each phase it passes through.
+async fn running(
+    client: &mut api::Client,
+    app_id: &str,
+    before: Option<&Value>,
+    out: &mut Printer,
+) -> anyhow::Result<Value> {
+    let started = Instant::now();
+    let mut seen = Vec::<String>::new();
+    let app = eventually("the change Running", async || {
+        let app = client.get(&format!("/api/v1/apps/{app_id}")).await?;
+        let phase = text(&app["phase"]);
+        if seen.last() != Some(&phase) {
+            seen.push(phase);
+        }
+        match progress(&app, before) {
+            Progress::Running => Ok(Ok(app)),
+            Progress::Failed(message) => anyhow::bail!("the App failed: {message}"),
+            Progress::Waiting(state) => Ok(Err(state)),
+        }
+    })
+    .await?;
+    out.line(format!(
+        "   {} → revision {} Running after {:.1}s",
+        seen.join(" → "),
+        text(&app["revision"]).chars().take(12).collect::<String>(),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(app)
+}
+
+/// Prints the App's history (expecting `rows` deployments); returns the oldest deployment's id.
+async fn history(
+    client: &mut api::Client,
+    app_id: &str,
+    out: &mut Printer,
+    rows: usize,
+) -> anyhow::Result<String> {
+    let history = eventually("the history recorded", async || {
+        let history = client
+            .get(&format!("/api/v1/apps/{app_id}/deployments"))
+            .await?;
+        let count = history.as_array().map_or(0, Vec::len);
+        let settled = history
+            .as_array()
+            .is_some_and(|rows| rows.iter().all(|r| r["result"] != "pending"));
+        Ok(if count == rows && settled {
+            Ok(history)
+        } else {
+            Err(history.to_string())
+        })
+    })
+    .await?;
+    let mut table = Table::new(["DEPLOYMENT", "OPERATION", "ACTOR", "RESULT", "CHANGED"]);
+    for row in history.as_array().into_iter().flatten() {
+        let changed: Vec<String> = row["diff"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|op| {
+                format!(
+                    "{} {}{}",
+                    text(&op["op"]),
+                    text(&op["path"]),
+                    match &op["value"] {
+                        Value::String(v) => format!(" = {v}"),
+                        _ => String::new(),
+                    }
+                )
+            })
+            .take(2)
+            .collect();
+        table.push(vec![
+            text(&row["id"]).chars().take(8).collect(),
+            text(&row["operation"]),
+            text(&row["actor"]),
+            text(&row["result"]),
+            if changed.is_empty() {
+                "-".into()
+            } else {
+                changed.join("; ")
+            },
+        ]);
+    }
+    out.table(&table);
+    history
+        .as_array()
+        .and_then(|rows| rows.last())
+        .map(|row| text(&row["id"]))
+        .context("no deployment recorded")
+}
+
+fn set_image(components: &mut Value, image: &str) -> anyhow::Result<()> {
+    let web = components
+        .as_array_mut()
+        .and_then(|c| c.iter_mut().find(|c| c["name"] == "web"))
+        .context("the App has no web component")?;
+    web["workload_spec"]["image"] = json!(image);
+    Ok(())
+}
+
+fn image_of(deployment: &Deployment) -> String {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub id: Option<String>,
+    pub kind: String,
+    pub data: Value,
+}
+
+/// `GET /api/v1/events/stream?app_id=...`, read event by event.
+#[derive(Debug)]
+pub struct EventStream {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl EventStream {
+    pub async fn open(api: &str, client: &api::Client, app_id: &str) -> anyhow::Result<Self> {
+        let token = client
+            .session()
+            .map(|s| s.access_token.clone())
+            .ok_or(api::ApiError::NotLoggedIn)?;
+        let response = reqwest::Client::new()
+            .get(format!(
+                "{}/api/v1/events/stream?app_id={}",
+                api.trim_end_matches('/'),
+                api::query_value(app_id)
+            ))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "the event stream answered {}",
+            response.status()
+        );
+        Ok(Self {
+            response,
+            buffer: String::new(),
+        })
+    }
+
+    /// The next event (heartbeat comments skipped).
+    pub async fn next(&mut self) -> anyhow::Result<Event> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = Event {
+                    id: None,
+                    kind: "message".into(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        event.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        event.kind = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                event.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Ok(event);
+            }
+            let chunk = self
+                .response
+                .chunk()
+                .await?
+                .context("the event stream ended")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// Reads events until one satisfies `want`, within one step's time.
+    pub async fn until(&mut self, want: impl Fn(&Event) -> bool) -> anyhow::Result<Event> {
+        let wait = async {
+            loop {
+                let event = self.next().await?;
+                if want(&event) {
+                    return anyhow::Ok(event);
+                }
+            }
+        };
+        tokio::time::timeout(STEP, wait)
+            .await
+            .map_err(|_| anyhow::anyhow!("no such event within {}s", STEP.as_secs()))?
+    }
+}
