@@ -583,13 +583,27 @@ impl Router {
     }
 }
 
-/// Asks every connected agent for a fresh snapshot each time the hub client (re)connects.
+/// Asks every connected agent for a fresh snapshot and every status each time the hub client
+/// (re)connects — including its first connection: a replica that has just taken over heard
+/// nothing agents reported while no replica led, and must not wait for the next change to
+/// learn it. Clusters are known only once the caches have been filled.
 pub async fn resync_on_reconnect(plane: Arc<Plane>, caches: Caches, shutdown: CancellationToken) {
     let mut connections = plane.hub.connections();
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        ready = async {
+            caches.clusters.wait_until_ready().await?;
+            caches.namespaces.wait_until_ready().await
+        } => if ready.is_err() { return },
+    }
+    // Connections made before the caches were ready count as the first one.
+    let mut first = *connections.borrow_and_update() > 0;
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            changed = connections.changed() => if changed.is_err() { return },
+        if !std::mem::take(&mut first) {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = connections.changed() => if changed.is_err() { return },
+            }
         }
         // Let the replica's session settle before asking through it.
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
