@@ -265,7 +265,7 @@ impl System {
         database_url: &str,
         dir: &Path,
         options: Options,
-        progress: &dyn Fn(&str),
+        progress: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<Self> {
         let programs = Programs::locate()?;
         let mgmt = env
@@ -674,8 +674,10 @@ async fn install_catalog(client: &kube::Client) -> anyhow::Result<()> {
     ));
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), SYSTEM_NAMESPACE, &resource);
     let deadline = Instant::now() + Duration::from_secs(60);
-    for document in serde_yaml::Deserializer::from_str(ADDON_DEFINITIONS) {
-        let mut definition: Value = serde::Deserialize::deserialize(document)?;
+    let documents = serde_yaml::Deserializer::from_str(ADDON_DEFINITIONS)
+        .map(<Value as serde::Deserialize>::deserialize)
+        .collect::<Result<Vec<_>, _>>()?;
+    for mut definition in documents {
         if let Some(persistence) = definition.pointer_mut("/spec/defaultValues/persistence") {
             persistence["enabled"] = json!(false);
         }

@@ -63,11 +63,22 @@ pub fn rules(role: Role) -> Vec<PolicyRule> {
 /// Applies the three ClusterRoles.
 pub async fn ensure_cluster_roles(client: &kube::Client) -> Result<(), kube::Error> {
     let api: Api<ClusterRole> = Api::all(client.clone());
-    for role in [Role::Viewer, Role::Member, Role::Admin] {
-        let name = cluster_role_name(role);
-        let object = ClusterRole {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for object in cluster_roles() {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&object)).await?;
+    }
+    Ok(())
+}
+
+/// The ClusterRoles of the kubenest roles (viewer, member, admin), bound per organization,
+/// cluster or project. The kubenest chart ships the same objects.
+pub fn cluster_roles() -> Vec<ClusterRole> {
+    [Role::Viewer, Role::Member, Role::Admin]
+        .into_iter()
+        .map(|role| ClusterRole {
             metadata: ObjectMeta {
-                name: Some(name.to_owned()),
+                name: Some(cluster_role_name(role).to_owned()),
                 labels: Some(
                     [(
                         "app.kubernetes.io/managed-by".to_owned(),
@@ -79,9 +90,6 @@ pub async fn ensure_cluster_roles(client: &kube::Client) -> Result<(), kube::Err
             },
             rules: Some(rules(role)),
             ..ClusterRole::default()
-        };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(name, &params, &Patch::Apply(&object)).await?;
-    }
-    Ok(())
+        })
+        .collect()
 }

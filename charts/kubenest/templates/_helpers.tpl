@@ -1,0 +1,55 @@
+{{- define "kubenest.labels" -}}
+app.kubernetes.io/part-of: kubenest
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
+
+{{- define "kubenest.selector" -}}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/name: {{ .name }}
+{{- end }}
+
+{{- define "kubenest.keysSecret" -}}
+{{- if .Values.keys.existingSecret }}{{ .Values.keys.existingSecret }}{{ else }}{{ .Release.Name }}-keys{{ end }}
+{{- end }}
+
+{{- define "kubenest.postgresSecret" -}}
+{{- if .Values.postgres.existingSecret }}{{ .Values.postgres.existingSecret }}{{ else }}{{ .Release.Name }}-postgres{{ end }}
+{{- end }}
+
+{{- define "kubenest.adminSecret" -}}
+{{- if .Values.apiserver.admin.existingSecret }}{{ .Values.apiserver.admin.existingSecret }}{{ else }}{{ .Release.Name }}-admin{{ end }}
+{{- end }}
+
+{{- define "kubenest.hubScheme" -}}
+{{- if .Values.hub.insecurePlaintext }}ws{{ else }}wss{{ end }}
+{{- end }}
+
+{{/* Every hub replica's address, comma-separated: the controllers and the API server dial each. */}}
+{{- define "kubenest.hubUrls" -}}
+{{- $urls := list }}
+{{- range $i := until (int .Values.hub.replicas) }}
+{{- $urls = append $urls (printf "%s://%s-hub-%d.%s-hub-headless.%s.svc:8443/v1/connect" (include "kubenest.hubScheme" $) $.Release.Name $i $.Release.Name $.Release.Namespace) }}
+{{- end }}
+{{- join "," $urls }}
+{{- end }}
+
+{{- define "kubenest.check" -}}
+{{- if not (or .Values.postgres.url .Values.postgres.existingSecret) }}
+{{- fail "postgres.url or postgres.existingSecret is required" }}
+{{- end }}
+{{- if not (or .Values.keys.existingSecret (and .Values.keys.signingKey .Values.keys.publicKey .Values.keys.apiSigningKey)) }}
+{{- fail "keys.existingSecret, or keys.signingKey, keys.publicKey and keys.apiSigningKey, are required (see values.yaml)" }}
+{{- end }}
+{{- if not (or .Values.hub.tls.secretName .Values.hub.insecurePlaintext) }}
+{{- fail "hub.tls.secretName is required (or hub.insecurePlaintext=true where something else terminates TLS)" }}
+{{- end }}
+{{- if not .Values.hub.publicUrl }}
+{{- fail "hub.publicUrl is required: the address agents dial (wss://host/v1/connect)" }}
+{{- end }}
+{{- if not (or .Values.apiserver.admin.existingSecret .Values.apiserver.admin.password) }}
+{{- fail "apiserver.admin.existingSecret or apiserver.admin.password is required" }}
+{{- end }}
+{{- end }}
