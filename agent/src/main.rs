@@ -64,6 +64,10 @@ struct Args {
     /// Upper bound of the reconnect backoff, in seconds.
     #[arg(long, default_value_t = 30)]
     backoff_max_seconds: u64,
+    /// Seconds over which the agent spreads its return after a hub session ends (a uniformly
+    /// random wait up to this), so a restarted hub replica is not hit by its whole fleet at once.
+    #[arg(long, default_value_t = 10)]
+    reconnect_spread_seconds: u64,
     /// Image of the Kaniko executor (Dockerfile builds).
     #[arg(
         long,
@@ -165,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_every: Duration::from_secs(args.heartbeat_seconds.max(1)),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(args.backoff_max_seconds.max(1)),
+            reconnect_spread: Duration::from_secs(args.reconnect_spread_seconds),
             cluster_id,
             org_id,
         },

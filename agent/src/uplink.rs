@@ -38,6 +38,10 @@ pub struct UplinkConfig {
     /// First retry delay bound; doubles per failed attempt up to `backoff_max`.
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// After a session ends the agent waits a uniformly random time up to this before dialling
+    /// again: every agent of a replica that restarts loses its session at the same moment, and
+    /// this spreads their return over the window instead of the first half second.
+    pub reconnect_spread: Duration,
     /// The cluster and org ids (from the token's claims).
     pub cluster_id: wire::Id,
     pub org_id: wire::Id,
@@ -125,12 +129,18 @@ pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
     let ceiling = base
         .saturating_mul(2u32.saturating_pow(attempt.min(20)))
         .min(max);
-    let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+    spread(ceiling)
+}
+
+/// Uniformly random in `[0, window]`.
+pub fn spread(window: Duration) -> Duration {
+    let millis = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rand::rng().random_range(0..=millis))
 }
 
-/// The wait before the next attempt after `attempt` failed: the jittered backoff, but never less
-/// than what the hub asked for with `Retry-After`.
+/// The wait before the next attempt after `attempt` failed: the jittered backoff, on top of
+/// what the hub asked for with `Retry-After`. On top, not the larger of the two: a replica that
+/// answers every agent `Retry-After: 5` would otherwise have them all back in the same instant.
 pub fn next_delay(
     attempt: u32,
     retry_after: Option<Duration>,
@@ -138,7 +148,7 @@ pub fn next_delay(
     max: Duration,
 ) -> Duration {
     let delay = backoff(attempt, base, max);
-    retry_after.map_or(delay, |after| delay.max(after))
+    retry_after.map_or(delay, |after| after + delay)
 }
 
 /// A WebSocket session with the hub.
@@ -199,51 +209,75 @@ pub async fn run(
     connected: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
-    let mut attempt = 0u32;
-    loop {
-        let outcome = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            outcome = connect(&config) => outcome,
-        };
-        let delay = match outcome {
-            Ok(socket) => {
-                attempt = 0;
-                tracing::info!(url = %config.url, "connected to the hub");
-                // Whatever queued while disconnected is older than the resync about to be sent.
-                while events.try_recv().is_ok() {}
-                let _ = connected.send(true);
-                let reason = session(&config, &commands, socket, &mut events, &shutdown).await;
-                let _ = connected.send(false);
-                tracing::info!(%reason, "hub session ended");
-                if shutdown.is_cancelled() {
-                    return;
+    let mut dialer = Dialer::new(&config);
+    while let Some(socket) = dialer.session(&shutdown).await {
+        tracing::info!(url = %config.url, "connected to the hub");
+        // Whatever queued while disconnected is older than the resync about to be sent.
+        while events.try_recv().is_ok() {}
+        let _ = connected.send(true);
+        let reason = session(&config, &commands, socket, &mut events, &shutdown).await;
+        let _ = connected.send(false);
+        tracing::info!(%reason, "hub session ended");
+    }
+}
+
+/// Dials the hub with the agent's pacing. The first session is dialled at once; after a
+/// session the next waits a random time of at most `reconnect_spread` (every agent of a replica
+/// that restarts loses its session at the same moment, and this spreads their return over the
+/// window); each failed attempt is followed by [`next_delay`]: full jitter under a doubling cap,
+/// on top of any `Retry-After`.
+#[derive(Debug)]
+pub struct Dialer<'a> {
+    config: &'a UplinkConfig,
+    attempt: u32,
+    wait: Duration,
+}
+
+impl<'a> Dialer<'a> {
+    pub fn new(config: &'a UplinkConfig) -> Self {
+        Self {
+            config,
+            attempt: 0,
+            wait: Duration::ZERO,
+        }
+    }
+
+    /// The next session, after whatever wait is due; `None` once `shutdown` is cancelled.
+    pub async fn session(&mut self, shutdown: &CancellationToken) -> Option<Socket> {
+        let config = self.config;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                _ = tokio::time::sleep(self.wait) => {}
+            }
+            let outcome = tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                outcome = connect(config) => outcome,
+            };
+            match outcome {
+                Ok(socket) => {
+                    self.attempt = 0;
+                    self.wait = spread(config.reconnect_spread);
+                    return Some(socket);
                 }
-                backoff(0, config.backoff_base, config.backoff_max)
-            }
-            Err(ConnectError::Refused {
-                status,
-                retry_after,
-            }) => {
-                let delay = next_delay(
-                    attempt,
+                Err(ConnectError::Refused {
+                    status,
                     retry_after,
-                    config.backoff_base,
-                    config.backoff_max,
-                );
-                attempt = attempt.saturating_add(1);
-                tracing::warn!(status, ?retry_after, "the hub refused the session");
-                delay
+                }) => {
+                    self.wait = next_delay(
+                        self.attempt,
+                        retry_after,
+                        config.backoff_base,
+                        config.backoff_max,
+                    );
+                    tracing::warn!(status, ?retry_after, wait = ?self.wait, "the hub refused the session");
+                }
+                Err(error) => {
+                    self.wait = backoff(self.attempt, config.backoff_base, config.backoff_max);
+                    tracing::warn!(%error, wait = ?self.wait, "cannot reach the hub; retrying");
+                }
             }
-            Err(error) => {
-                let delay = backoff(attempt, config.backoff_base, config.backoff_max);
-                attempt = attempt.saturating_add(1);
-                tracing::warn!(%error, ?delay, "cannot reach the hub; retrying");
-                delay
-            }
-        };
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(delay) => {}
+            self.attempt = self.attempt.saturating_add(1);
         }
     }
 }
@@ -378,6 +412,11 @@ mod tests {
                     >= Duration::from_secs(5)
             );
         }
+        // Agents told the same Retry-After do not all come back at the same moment.
+        let delays: std::collections::BTreeSet<Duration> = (0..50)
+            .map(|_| next_delay(2, Some(Duration::from_secs(5)), base, max))
+            .collect();
+        assert!(delays.len() > 10, "{delays:?}");
         // Without one, the first retries come quickly.
         assert!(next_delay(0, None, base, max) <= base);
     }

@@ -149,6 +149,7 @@ async fn a_hub_without_floors_asks_the_agent_to_come_back_later() {
         heartbeat_every: Duration::from_secs(5),
         backoff_base: Duration::from_millis(200),
         backoff_max: Duration::from_secs(2),
+        reconnect_spread: Duration::from_millis(500),
         cluster_id: wire::Id::new("c-late"),
         org_id: wire::Id::new("acme"),
     };

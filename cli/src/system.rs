@@ -95,6 +95,8 @@ pub struct Options {
     pub heartbeat_seconds: u64,
     /// Upper bound of an agent's reconnect backoff.
     pub backoff_max_seconds: u64,
+    /// The window over which an agent spreads its return after losing its hub session.
+    pub reconnect_spread_seconds: u64,
     /// Seconds without a heartbeat before a cluster's checks turn `Unknown`.
     pub heartbeat_window_seconds: u64,
 }
@@ -109,6 +111,7 @@ impl Default for Options {
             org: "dev".into(),
             heartbeat_seconds: 15,
             backoff_max_seconds: 30,
+            reconnect_spread_seconds: 10,
             heartbeat_window_seconds: 90,
         }
     }
@@ -527,6 +530,10 @@ impl System {
             .arg(format!(
                 "--backoff-max-seconds={}",
                 self.options.backoff_max_seconds
+            ))
+            .arg(format!(
+                "--reconnect-spread-seconds={}",
+                self.options.reconnect_spread_seconds
             ))
             .arg("--install-crds");
         service.start()?;

@@ -55,6 +55,7 @@ async fn fixture() -> tokio::sync::MutexGuard<'static, Fixture> {
             let options = Options {
                 heartbeat_seconds: 2,
                 backoff_max_seconds: 2,
+                reconnect_spread_seconds: 1,
                 heartbeat_window_seconds: 30,
                 ..Options::default()
             };

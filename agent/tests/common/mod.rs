@@ -326,6 +326,7 @@ pub async fn agent_config(
             heartbeat_every: Duration::from_secs(2),
             backoff_base: Duration::from_millis(200),
             backoff_max: Duration::from_secs(2),
+            reconnect_spread: Duration::from_millis(500),
             cluster_id: wire::Id::new(cluster_id),
             org_id: wire::Id::new(org_id),
         },
