@@ -4,7 +4,10 @@
 //! harmless: every write is an idempotent upsert keyed by the object's id.
 //!
 //! Commands about one object are handled in the order they arrived (one worker per hash of the
-//! object's id); commands about different objects run side by side.
+//! object's id); commands about different objects run side by side. A copy of a command that is
+//! still waiting for its worker (the controllers re-send while the agent is busy) joins the
+//! waiting one and is answered with it, instead of queueing again: under load a backlog would
+//! otherwise feed on its own re-sends.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -16,7 +19,6 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubenest_contracts::{self as wire, Envelope, Message, RejectReason};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 use crate::context::Context;
 use crate::crd::{
@@ -62,10 +64,54 @@ impl Refusal {
 
 type Reply = Box<dyn FnOnce(Message) + Send>;
 
+/// A command waiting for its worker, and every send of it waiting for the answer.
+struct Pending {
+    envelope: Envelope,
+    replies: Vec<(uuid::Uuid, Reply)>,
+}
+
+/// One worker's queue.
+#[derive(Default)]
+struct Queue {
+    pending: std::sync::Mutex<std::collections::VecDeque<Pending>>,
+    ready: tokio::sync::Notify,
+}
+
+impl Queue {
+    fn push(&self, envelope: Envelope, reply: Reply) {
+        let Ok(mut pending) = self.pending.lock() else {
+            return;
+        };
+        let id = envelope.id;
+        match pending
+            .iter_mut()
+            .find(|p| p.envelope.message == envelope.message)
+        {
+            Some(same) => same.replies.push((id, reply)),
+            None => pending.push_back(Pending {
+                envelope,
+                replies: vec![(id, reply)],
+            }),
+        }
+        drop(pending);
+        self.ready.notify_one();
+    }
+
+    async fn pop(&self) -> Pending {
+        loop {
+            let notified = self.ready.notified();
+            if let Some(next) = self.pending.lock().ok().and_then(|mut p| p.pop_front()) {
+                return next;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// The command handler and its workers.
 pub struct Commands {
     ctx: Arc<Context>,
-    workers: Vec<mpsc::UnboundedSender<(Envelope, Reply)>>,
+    workers: Vec<Arc<Queue>>,
 }
 
 impl std::fmt::Debug for Commands {
@@ -109,33 +155,40 @@ impl Commands {
     pub fn start(ctx: Arc<Context>) -> Arc<Self> {
         let mut workers = Vec::new();
         for _ in 0..WORKERS {
-            let (tx, mut rx) = mpsc::unbounded_channel::<(Envelope, Reply)>();
+            let queue = Arc::new(Queue::default());
             let ctx = ctx.clone();
-            tokio::spawn(async move {
-                while let Some((envelope, reply)) = rx.recv().await {
-                    let command_id = envelope.id;
-                    let kind = envelope.message_type();
-                    let answer = match handle(&ctx, envelope.message).await {
-                        Ok(()) => {
-                            tracing::info!(%kind, %command_id, "command accepted");
-                            Message::from(wire::CommandAccepted { command_id })
+            tokio::spawn({
+                let queue = Arc::clone(&queue);
+                async move {
+                    loop {
+                        let Pending { envelope, replies } = queue.pop().await;
+                        let kind = envelope.message_type();
+                        let outcome = handle(&ctx, envelope.message).await;
+                        if matches!(kind, wire::MessageType::ResyncRequest) {
+                            continue;
                         }
-                        Err(refusal) => {
-                            tracing::warn!(%kind, %command_id, reason = ?refusal.reason, field = ?refusal.field, message = %refusal.message, "command rejected");
-                            Message::from(wire::CommandRejected {
-                                command_id,
-                                reason: refusal.reason,
-                                message: refusal.message,
-                                field: refusal.field,
-                            })
+                        for (command_id, reply) in replies {
+                            let answer = match &outcome {
+                                Ok(()) => {
+                                    tracing::info!(%kind, %command_id, "command accepted");
+                                    Message::from(wire::CommandAccepted { command_id })
+                                }
+                                Err(refusal) => {
+                                    tracing::warn!(%kind, %command_id, reason = ?refusal.reason, field = ?refusal.field, message = %refusal.message, "command rejected");
+                                    Message::from(wire::CommandRejected {
+                                        command_id,
+                                        reason: refusal.reason,
+                                        message: refusal.message.clone(),
+                                        field: refusal.field.clone(),
+                                    })
+                                }
+                            };
+                            reply(answer);
                         }
-                    };
-                    if !matches!(kind, wire::MessageType::ResyncRequest) {
-                        reply(answer);
                     }
                 }
             });
-            workers.push(tx);
+            workers.push(queue);
         }
         Arc::new(Self { ctx, workers })
     }
@@ -146,7 +199,7 @@ impl Commands {
         key_of(&envelope.message).hash(&mut hasher);
         let index = usize::try_from(hasher.finish() % WORKERS as u64).unwrap_or(0);
         if let Some(worker) = self.workers.get(index) {
-            let _ = worker.send((envelope, Box::new(reply)));
+            worker.push(envelope, Box::new(reply));
         }
     }
 
@@ -593,4 +646,53 @@ pub async fn stack_deploys(ctx: &Context) -> Result<Vec<StackDeploy>, kube::Erro
             .await?
             .items,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn resync(reason: &str) -> Envelope {
+        Envelope::new(wire::ResyncRequest {
+            reason: reason.into(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_copy_of_a_waiting_command_joins_it_and_is_answered_with_it() {
+        let queue = Queue::default();
+        let answered = Arc::new(Mutex::new(Vec::new()));
+        let reply = |tag: &'static str| -> Reply {
+            let answered = Arc::clone(&answered);
+            Box::new(move |_| answered.lock().unwrap().push(tag))
+        };
+        let (first, copy, other) = (resync("a"), resync("a"), resync("b"));
+        let (first_id, copy_id) = (first.id, copy.id);
+        queue.push(first, reply("first"));
+        queue.push(other, reply("other"));
+        queue.push(copy, reply("copy"));
+
+        let joined = queue.pop().await;
+        let ids: Vec<uuid::Uuid> = joined.replies.iter().map(|(id, _)| *id).collect();
+        assert_eq!(
+            ids,
+            [first_id, copy_id],
+            "the copy waits with the first, in order"
+        );
+        for (_, reply) in joined.replies {
+            reply(Message::from(wire::CommandAccepted {
+                command_id: uuid::Uuid::nil(),
+            }));
+        }
+        assert_eq!(*answered.lock().unwrap(), ["first", "copy"]);
+        let next = queue.pop().await;
+        assert_eq!(
+            next.replies.len(),
+            1,
+            "a different command queues on its own"
+        );
+        assert!(queue.pending.lock().unwrap().is_empty());
+    }
 }

@@ -99,6 +99,9 @@ pub struct Options {
     pub reconnect_spread_seconds: u64,
     /// Seconds without a heartbeat before a cluster's checks turn `Unknown`.
     pub heartbeat_window_seconds: u64,
+    /// The API server's per-user request budgets (reads and writes per second).
+    pub api_reads_per_second: u32,
+    pub api_writes_per_second: u32,
 }
 
 impl Default for Options {
@@ -113,6 +116,8 @@ impl Default for Options {
             backoff_max_seconds: 30,
             reconnect_spread_seconds: 10,
             heartbeat_window_seconds: 90,
+            api_reads_per_second: 200,
+            api_writes_per_second: 50,
         }
     }
 }
@@ -368,6 +373,14 @@ impl System {
                 root.join("charts/kubenest-agent").display()
             ))
             .arg("--secure-cookies=false")
+            .arg(format!(
+                "--reads-per-second={}",
+                options.api_reads_per_second
+            ))
+            .arg(format!(
+                "--writes-per-second={}",
+                options.api_writes_per_second
+            ))
             .env("KUBENEST_DATABASE_URL", database_url)
             .env("KUBENEST_ADMIN_USER", &options.admin_user)
             .env("KUBENEST_ADMIN_PASSWORD", &options.admin_password);
