@@ -240,6 +240,19 @@ impl Applier {
             let key = ObjectRef::new_with(name, resource.clone()).within(namespace);
             return Ok(store.get(&key).and_then(|o| serde_json::to_value(&*o).ok()));
         }
+        self.get_fresh(api_version, kind, namespace, name).await
+    }
+
+    /// The object as the API server has it now, past the cache. A reconcile woken by the
+    /// controller's own watch can run before this cache has seen the same change (they are two
+    /// watches), and would otherwise wait for the next requeue to notice it.
+    pub async fn get_fresh(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, ApplyError> {
         let api = self.api(api_version, kind, Some(namespace)).await?;
         let found = api.get_opt(name).await.map_err(|source| ApplyError::Kube {
             kind: kind.to_owned(),

@@ -286,7 +286,7 @@ async fn workloads(
                     pass.drift.extend(found);
                 }
             }
-            let live = match ctx.applier.apply(object, force || drifted).await {
+            let mut live = match ctx.applier.apply(object, force || drifted).await {
                 Ok(live) => live,
                 Err(error) => {
                     // Not a reason to stop the others: the component waits (and fails at the
@@ -298,6 +298,15 @@ async fn workloads(
                 }
             };
             if is_deployment {
+                if !workload_ready(&live).0
+                    && let Some(fresh) = ctx
+                        .applier
+                        .get_fresh(&id.0, &id.1, app.namespace.as_str(), &id.2)
+                        .await?
+                {
+                    // Not ready in the cache: the API server may know better already.
+                    live = fresh;
+                }
                 status = workload_ready(&live);
                 pass.workloads_at_zero &= status.1 == 0 && live_replicas(&live) == 0;
                 let blocked = drift::blocked(&live);
