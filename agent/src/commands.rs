@@ -70,11 +70,13 @@ struct Pending {
     replies: Vec<(uuid::Uuid, Reply)>,
 }
 
-/// One worker's queue.
+/// One worker's queue. Closed when the [`Commands`] that feeds it is dropped; the worker then
+/// finishes what is queued and ends.
 #[derive(Default)]
 struct Queue {
     pending: std::sync::Mutex<std::collections::VecDeque<Pending>>,
     ready: tokio::sync::Notify,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Queue {
@@ -97,14 +99,24 @@ impl Queue {
         self.ready.notify_one();
     }
 
-    async fn pop(&self) -> Pending {
+    /// The next command, or `None` once the queue is closed and empty.
+    async fn pop(&self) -> Option<Pending> {
         loop {
             let notified = self.ready.notified();
             if let Some(next) = self.pending.lock().ok().and_then(|mut p| p.pop_front()) {
-                return next;
+                return Some(next);
+            }
+            if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+                return None;
             }
             notified.await;
         }
+    }
+
+    fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.ready.notify_one();
     }
 }
 
@@ -112,6 +124,12 @@ impl Queue {
 pub struct Commands {
     ctx: Arc<Context>,
     workers: Vec<Arc<Queue>>,
+}
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        self.workers.iter().for_each(|queue| queue.close());
+    }
 }
 
 impl std::fmt::Debug for Commands {
@@ -160,8 +178,7 @@ impl Commands {
             tokio::spawn({
                 let queue = Arc::clone(&queue);
                 async move {
-                    loop {
-                        let Pending { envelope, replies } = queue.pop().await;
+                    while let Some(Pending { envelope, replies }) = queue.pop().await {
                         let kind = envelope.message_type();
                         let outcome = handle(&ctx, envelope.message).await;
                         if matches!(kind, wire::MessageType::ResyncRequest) {
@@ -674,7 +691,7 @@ mod tests {
         queue.push(other, reply("other"));
         queue.push(copy, reply("copy"));
 
-        let joined = queue.pop().await;
+        let joined = queue.pop().await.unwrap();
         let ids: Vec<uuid::Uuid> = joined.replies.iter().map(|(id, _)| *id).collect();
         assert_eq!(
             ids,
@@ -687,12 +704,17 @@ mod tests {
             }));
         }
         assert_eq!(*answered.lock().unwrap(), ["first", "copy"]);
-        let next = queue.pop().await;
+        let next = queue.pop().await.unwrap();
         assert_eq!(
             next.replies.len(),
             1,
             "a different command queues on its own"
         );
         assert!(queue.pending.lock().unwrap().is_empty());
+        queue.close();
+        assert!(
+            queue.pop().await.is_none(),
+            "a closed, empty queue ends its worker"
+        );
     }
 }
