@@ -3,9 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn chart() -> PathBuf {
     let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
@@ -15,15 +14,7 @@ fn chart() -> PathBuf {
 }
 
 fn helm(args: &[&str]) -> Output {
-    let bins = kubenest_testkit::Binaries::locate().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    Command::new(bins.helm)
-        .args(args)
-        .env("HELM_CACHE_HOME", home.path().join("cache"))
-        .env("HELM_CONFIG_HOME", home.path().join("config"))
-        .env("HELM_DATA_HOME", home.path().join("data"))
-        .output()
-        .unwrap()
+    kubenest_testkit::tools::helm(args).unwrap()
 }
 
 const VALUES: [&str; 6] = [
@@ -69,7 +60,6 @@ fn the_chart_lints_clean_and_ships_the_agents_crds() {
 async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
     let env = kubenest_testkit::shared().await.unwrap();
     let east = env.cluster("east").unwrap();
-    let bins = kubenest_testkit::Binaries::locate().unwrap();
     let namespace = east.test_namespace("agent-chart").await.unwrap();
     let chart = chart();
     let mut args = vec![
@@ -104,29 +94,7 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
             "no {kind} rendered"
         );
     }
-    let mut apply = Command::new(&bins.kubectl)
-        .arg(format!("--kubeconfig={}", east.kubeconfig_path().display()))
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--namespace",
-            namespace.name(),
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    apply
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    let out = apply.wait_with_output().unwrap();
+    let out = kubenest_testkit::tools::server_dry_run(east, namespace.name(), &manifest).unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

@@ -7,9 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -20,15 +19,7 @@ fn chart() -> PathBuf {
 }
 
 fn helm(args: &[&str]) -> Output {
-    let bins = kubenest_testkit::Binaries::locate().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    Command::new(bins.helm)
-        .args(args)
-        .env("HELM_CACHE_HOME", home.path().join("cache"))
-        .env("HELM_CONFIG_HOME", home.path().join("config"))
-        .env("HELM_DATA_HOME", home.path().join("data"))
-        .output()
-        .unwrap()
+    kubenest_testkit::tools::helm(args).unwrap()
 }
 
 const VALUES: [&str; 12] = [
@@ -173,30 +164,7 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
         )),
         "the controllers are not given every hub replica"
     );
-    let bins = kubenest_testkit::Binaries::locate().unwrap();
-    let mut apply = Command::new(&bins.kubectl)
-        .arg(format!("--kubeconfig={}", mgmt.kubeconfig_path().display()))
-        .args([
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--namespace",
-            namespace.name(),
-            "-f",
-            "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    apply
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(manifest.as_bytes())
-        .unwrap();
-    let out = apply.wait_with_output().unwrap();
+    let out = kubenest_testkit::tools::server_dry_run(mgmt, namespace.name(), &manifest).unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

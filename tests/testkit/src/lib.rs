@@ -29,6 +29,7 @@ mod pki;
 mod postgres;
 pub mod process;
 mod proxy;
+pub mod tools;
 mod wait;
 
 use std::path::PathBuf;

@@ -1,0 +1,52 @@
+//! The command-line tools tests drive charts with: helm with a throwaway home, and a
+//! server-side dry run of a manifest against a cluster of the kit.
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+use crate::{Binaries, Cluster, Error};
+
+/// Runs the kit's helm with `args`, its cache, config and data in a fresh temporary directory.
+pub fn helm(args: &[&str]) -> Result<Output, Error> {
+    let bins = Binaries::locate()?;
+    let home = tempfile::tempdir().map_err(|e| Error::io("helm home", e))?;
+    Command::new(bins.helm)
+        .args(args)
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .output()
+        .map_err(|e| Error::io("run helm", e))
+}
+
+/// `kubectl apply --server-side --dry-run=server` of `manifest` into `namespace` of `cluster`.
+pub fn server_dry_run(cluster: &Cluster, namespace: &str, manifest: &str) -> Result<Output, Error> {
+    let bins = Binaries::locate()?;
+    let mut apply = Command::new(&bins.kubectl)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--namespace",
+            namespace,
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::io("run kubectl", e))?;
+    if let Some(mut stdin) = apply.stdin.take() {
+        stdin
+            .write_all(manifest.as_bytes())
+            .map_err(|e| Error::io("write the manifest to kubectl", e))?;
+    }
+    apply
+        .wait_with_output()
+        .map_err(|e| Error::io("wait for kubectl", e))
+}
