@@ -179,7 +179,9 @@ pub async fn connect(config: &UplinkConfig) -> Result<Socket, ConnectError> {
     match tokio_tungstenite::connect_async_tls_with_config(
         request,
         Some(ws_config),
-        false,
+        // Frames are small and often follow each other (an acceptance, then a status): with
+        // Nagle's algorithm the second waits for the peer's delayed acknowledgement (40 ms).
+        true,
         connector,
     )
     .await

@@ -267,6 +267,14 @@ pub async fn serve(
             limits_state.limits().shrink();
         }
     });
+    // Responses and event frames go out at once: with Nagle's algorithm a write that follows
+    // another (an SSE frame after the last, a body after its headers) waits for the client's
+    // delayed acknowledgement.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(
         listener,
         app(state).into_make_service_with_connect_info::<SocketAddr>(),

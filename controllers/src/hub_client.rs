@@ -338,7 +338,8 @@ async fn connect(url: &str, signer: &TokenSigner) -> Result<Socket, String> {
         "Authorization",
         format!("Bearer {token}").parse().map_err(|_| "header")?,
     );
-    let (socket, _) = tokio_tungstenite::connect_async(request)
+    // No Nagle: a command after a command would wait for the hub's delayed acknowledgement.
+    let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
         .await
         .map_err(|e| e.to_string())?;
     Ok(socket)

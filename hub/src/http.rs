@@ -60,6 +60,7 @@ pub(crate) async fn serve(
                     context: "listener",
                     source,
                 })?
+                .map(|tls| tls.acceptor(no_delay()))
                 .handle(handle)
                 .serve(app.into_make_service())
                 .await
@@ -70,6 +71,7 @@ pub(crate) async fn serve(
                     context: "listener",
                     source,
                 })?
+                .acceptor(no_delay())
                 .handle(handle)
                 .serve(app.into_make_service())
                 .await
@@ -79,6 +81,14 @@ pub(crate) async fn serve(
         context: "serve",
         source,
     })
+}
+
+/// Accepted sockets send each frame at once: Nagle's algorithm would hold a frame that follows
+/// another (a `route.ack`, then the command) until the peer's delayed acknowledgement, 40 ms.
+fn no_delay() -> axum_server::accept::TcpConfigAcceptor {
+    axum_server::accept::TcpConfigAcceptor::new(
+        axum_server::accept::TcpSocketConfig::new().nodelay(true),
+    )
 }
 
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
