@@ -348,6 +348,9 @@ async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refus
     .await?;
     crate::stack::validate(&deploy)
         .map_err(|(field, message)| Refusal::new(RejectReason::Invalid, message, Some(&field)))?;
+    if ctx.already_stored(&deploy) {
+        return Ok(()); // a re-send: the StackDeploy holds it
+    }
     let name = stack_deploy_name(deploy.app.app_id.as_str());
     let mut object = StackDeploy::new(
         &name,
@@ -357,6 +360,9 @@ async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refus
         },
     );
     object.metadata.labels = Some(labels(&deploy.app));
+    // Stored holding the finalizer the StackDeploy controller would otherwise add in a write
+    // of its own before applying anything.
+    object.metadata.finalizers = Some(vec![crate::stack::FINALIZER.to_owned()]);
     let mut value = serde_json::to_value(&object).map_err(Refusal::internal)?;
     // Only the fields this manager owns: a redeploy request is another manager's.
     if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
@@ -370,10 +376,12 @@ async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refus
         )
         .await
         .map_err(Refusal::internal)?;
+    ctx.remember_stored(deploy);
     Ok(())
 }
 
 async fn delete_app(ctx: &Arc<Context>, app: &wire::AppRef) -> Result<(), Refusal> {
+    ctx.forget_stored(app.app_id.as_str());
     let name = stack_deploy_name(app.app_id.as_str());
     let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     match api.delete(&name, &DeleteParams::default()).await {

@@ -4,6 +4,8 @@ use crate::apply::Applier;
 use crate::gitops::GitOps;
 use crate::helm::Helm;
 use crate::uplink::Reporter;
+use kubenest_contracts::AppDeploy;
+use std::sync::Arc;
 
 /// The agent's shared context: the local API server, where its own objects live, and the
 /// uplink's reporter.
@@ -23,6 +25,10 @@ pub struct Context {
     pub builders: Builders,
     /// When each App's objects were last all written regardless of their stamps.
     pub full_passes: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// The `app.deploy` each App's StackDeploy was last written with by this process, so a
+    /// re-send of the same command (the management side re-sends until it hears the answer)
+    /// is answered without writing it again.
+    pub stored: std::sync::Mutex<std::collections::HashMap<String, Arc<AppDeploy>>>,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,
@@ -45,10 +51,35 @@ impl Context {
         due
     }
 
-    /// Forgets an App's full-pass clock (it is gone).
+    /// Forgets an App's full-pass clock and stored command (it is gone).
     pub fn forget_full_pass(&self, app_id: &str) {
         if let Ok(mut passes) = self.full_passes.lock() {
             passes.remove(app_id);
+        }
+        self.forget_stored(app_id);
+    }
+
+    /// Whether `deploy` is exactly what this process last stored for its App.
+    pub fn already_stored(&self, deploy: &AppDeploy) -> bool {
+        self.stored.lock().is_ok_and(|stored| {
+            stored
+                .get(deploy.app.app_id.as_str())
+                .is_some_and(|held| **held == *deploy)
+        })
+    }
+
+    /// Remembers that `deploy` is stored.
+    pub fn remember_stored(&self, deploy: AppDeploy) {
+        if let Ok(mut stored) = self.stored.lock() {
+            stored.insert(deploy.app.app_id.to_string(), Arc::new(deploy));
+        }
+    }
+
+    /// Forgets what was stored for `app_id` (its StackDeploy is being deleted or was changed
+    /// by someone else).
+    pub fn forget_stored(&self, app_id: &str) {
+        if let Ok(mut stored) = self.stored.lock() {
+            stored.remove(app_id);
         }
     }
 }

@@ -435,6 +435,10 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     finalizer::hold(&api, &name, held.finalizers(), FINALIZER).await?;
+    // Someone else changed what is stored (or this is an older copy): a re-send is written.
+    if !ctx.already_stored(deploy) {
+        ctx.forget_stored(app.app_id.as_str());
+    }
 
     let old = held.status.clone().unwrap_or_default();
     let mut new = old.clone();
@@ -503,14 +507,18 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     }
 
     if new != old {
-        let patch = json!({"status": new});
-        let updated = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        // Reported first: what the cluster shows is true whether or not the StackDeploy's
+        // record of it is written yet, and the management side need not wait for that write.
+        // A failed write is retried, and the report sent again with a newer sequence.
         if reportable(&old) != reportable(&new) {
+            let mut observed = (*held).clone();
+            observed.status = Some(new.clone());
             ctx.reporter
-                .report(status::app_status(&ctx.reporter, &updated));
+                .report(status::app_status(&ctx.reporter, &observed));
         }
+        let patch = json!({"status": new});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
     if drift_changed {
         ctx.reporter.report(wire::DriftReport {
