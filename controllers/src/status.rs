@@ -262,6 +262,31 @@ fn phase_name<T: Serialize>(phase: &T) -> String {
         .unwrap_or_default()
 }
 
+/// Status events written to the management cluster at once.
+const LANES: usize = 16;
+/// Events waiting in one lane before the router waits for it.
+const LANE_DEPTH: usize = 256;
+
+/// The lane of an event: by the object it is about, so one object's events stay in order.
+fn lane_of(envelope: &Envelope) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    match &envelope.message {
+        Message::AppStatus(status) => status.app_id.as_str().hash(&mut hasher),
+        Message::DriftReport(report) => report.app_id.as_str().hash(&mut hasher),
+        Message::ProjectStatus(status) => status.project_id.as_str().hash(&mut hasher),
+        Message::AddonStatus(status) => status.addon_id.as_str().hash(&mut hasher),
+        Message::CommandAccepted(accepted) => accepted.command_id.hash(&mut hasher),
+        Message::CommandRejected(rejected) => rejected.command_id.hash(&mut hasher),
+        _ => envelope
+            .cluster_id
+            .as_ref()
+            .map(|c| c.as_str())
+            .hash(&mut hasher),
+    }
+    usize::try_from(hasher.finish()).unwrap_or(0)
+}
+
 /// Routes status events to their objects.
 pub struct Router {
     plane: Arc<Plane>,
@@ -279,17 +304,39 @@ impl Router {
         Self { plane, caches }
     }
 
-    /// Consumes status events until the channel closes.
+    /// Consumes status events until the channel closes. Each event is a write to the
+    /// management cluster; they are written [`LANES`] at a time, the events about one object
+    /// always in the same lane, so they are recorded in the order the agent sent them.
     pub async fn run(self, mut statuses: mpsc::Receiver<Envelope>) {
+        let router = Arc::new(self);
+        let lanes: Vec<mpsc::Sender<Envelope>> = (0..LANES)
+            .map(|_| {
+                let (lane, mut events) = mpsc::channel::<Envelope>(LANE_DEPTH);
+                let router = router.clone();
+                tokio::spawn(async move {
+                    while let Some(envelope) = events.recv().await {
+                        router.record(envelope).await;
+                    }
+                });
+                lane
+            })
+            .collect();
         while let Some(envelope) = statuses.recv().await {
-            // The hub guarantees an agent speaks only for its own cluster, so cluster_id is trusted.
-            let Some(cluster_id) = envelope.cluster_id.clone() else {
-                continue;
-            };
-            let kind = envelope.message.message_type();
-            if let Err(error) = self.handle(cluster_id.as_str(), envelope.message).await {
-                tracing::warn!(%cluster_id, %kind, %error, "status event could not be recorded");
+            let lane = lane_of(&envelope) % LANES;
+            if lanes[lane].send(envelope).await.is_err() {
+                return;
             }
+        }
+    }
+
+    async fn record(&self, envelope: Envelope) {
+        // The hub guarantees an agent speaks only for its own cluster, so cluster_id is trusted.
+        let Some(cluster_id) = envelope.cluster_id.clone() else {
+            return;
+        };
+        let kind = envelope.message.message_type();
+        if let Err(error) = self.handle(cluster_id.as_str(), envelope.message).await {
+            tracing::warn!(%cluster_id, %kind, %error, "status event could not be recorded");
         }
     }
 

@@ -17,7 +17,7 @@ use kubenest_contracts::{
     self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
 };
 use kubenest_controllers::app::controller::{
-    REDEPLOY_ANNOTATION, ROLLBACK_ANNOTATION, resolved_addon,
+    FINALIZER as APP_FINALIZER, REDEPLOY_ANNOTATION, ROLLBACK_ANNOTATION, resolved_addon,
 };
 use kubenest_controllers::app::{AppIdentity, ResolvedAddon, build_deploy};
 use kubenest_crds::App;
@@ -325,6 +325,10 @@ pub async fn create_in(
     check_buildable(state, &namespace, &spec).await?;
     let mut app = App::new(name, spec);
     app.metadata.annotations = Some(actor_annotations(caller));
+    // Created holding the controllers' cleanup finalizer, which they would otherwise add in
+    // a write of their own before sending anything to the cluster (an App made with kubectl
+    // still gets it that way).
+    app.metadata.finalizers = Some(vec![APP_FINALIZER.to_owned()]);
     let api: Api<App> = Api::namespaced(state.client().clone(), &namespace);
     let created = api
         .create(&post_params(), &app)
