@@ -40,15 +40,21 @@ pub struct StoredEvent {
     pub kind: String,
     pub payload: Value,
     pub at: chrono::DateTime<chrono::Utc>,
-    /// The event as the stream sends it, serialized once for every subscriber.
+    /// The event's Server-Sent Events frame, rendered once for every subscriber.
     #[sqlx(skip)]
-    pub data: String,
+    pub frame: axum::body::Bytes,
 }
 
 impl StoredEvent {
-    /// Fills in [`Self::data`].
+    /// Fills in [`Self::frame`]. The data is compact JSON, so it is one line.
     fn rendered(mut self) -> Self {
-        self.data = self.to_json().to_string();
+        let frame = format!(
+            "id: {}\nevent: {}\ndata: {}\n\n",
+            self.id,
+            self.kind,
+            self.to_json()
+        );
+        self.frame = frame.into();
         self
     }
 
@@ -158,7 +164,7 @@ async fn publish(events: &Events, new: Vec<NewEvent>) {
             kind: event.kind.to_owned(),
             payload: event.payload,
             at,
-            data: String::new(),
+            frame: Default::default(),
         }
         .rendered();
         let stored = Arc::new(stored);

@@ -1,20 +1,19 @@
 //! `GET /api/v1/events/stream`: Server-Sent Events of what the caller may see, filtered by
 //! organization, project or app, resumable with `Last-Event-ID`, with heartbeat comments.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{broadcast, watch};
 
 use crate::authz::{self, Caller};
 use crate::error::{ApiError, ApiResult};
@@ -23,6 +22,8 @@ use crate::state::AppState;
 
 /// How often the caller's roles are looked up again while the stream is open.
 const REFRESH_ROLES: Duration = Duration::from_secs(30);
+/// How often a comment keeps an idle stream open through proxies.
+const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Replayed events per query when resuming.
 const REPLAY_PAGE: i64 = 500;
 
@@ -102,11 +103,97 @@ fn wanted(query: &StreamQuery, event: &StoredEvent) -> bool {
             .is_none_or(|a| event.app_id.as_ref() == Some(a))
 }
 
-fn frame(event: &StoredEvent) -> Event {
-    Event::default()
-        .id(event.id.to_string())
-        .event(event.kind.clone())
-        .data(&event.data)
+/// What a stream holds between two frames.
+struct Feed {
+    state: AppState,
+    query: StreamQuery,
+    sight: Sight,
+    sight_rx: watch::Receiver<Option<Sight>>,
+    live: broadcast::Receiver<Arc<StoredEvent>>,
+    /// The newest event id sent.
+    last: Option<i64>,
+    /// Replayed from the table and still to be sent (a page at a time).
+    pending: VecDeque<Arc<StoredEvent>>,
+    /// More of the table to replay after `last`.
+    replaying: bool,
+    /// Ids the replay sent that may still arrive live.
+    replayed: HashSet<i64>,
+    heartbeat: tokio::time::Interval,
+}
+
+impl Feed {
+    /// The next frame to write; `None` ends the stream.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                if let Some(frame) = self.frame(&event) {
+                    return Some(frame);
+                }
+                continue;
+            }
+            if self.replaying {
+                self.replay_page().await;
+                continue;
+            }
+            tokio::select! {
+                changed = self.sight_rx.changed() => {
+                    match (changed, self.sight_rx.borrow_and_update().clone()) {
+                        (Ok(()), Some(fresh)) => self.sight = fresh,
+                        _ => return None,
+                    }
+                }
+                event = self.live.recv() => match event {
+                    Ok(event) => {
+                        if self.replayed.remove(&event.id) {
+                            continue;
+                        }
+                        if let Some(frame) = self.frame(&event) {
+                            return Some(frame);
+                        }
+                    }
+                    // Too slow for the live channel: catch up from the table.
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "an event subscriber lagged; replaying from the log");
+                        self.replaying = self.last.is_some();
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = self.heartbeat.tick() => return Some(Bytes::from_static(b":heartbeat\n\n")),
+            }
+        }
+    }
+
+    /// The event's frame if the caller may see it and asked for it.
+    fn frame(&mut self, event: &StoredEvent) -> Option<Bytes> {
+        self.last = Some(self.last.map_or(event.id, |l| l.max(event.id)));
+        (self.sight.sees(event) && wanted(&self.query, event)).then(|| event.frame.clone())
+    }
+
+    /// Queues the next page of stored events after `last`.
+    async fn replay_page(&mut self) {
+        let Some(after) = self.last else {
+            self.replaying = false;
+            return;
+        };
+        let Ok(page) = self
+            .state
+            .events()
+            .after(after, &self.sight.orgs, REPLAY_PAGE)
+            .await
+        else {
+            self.replaying = false;
+            return;
+        };
+        self.replaying = i64::try_from(page.len()).unwrap_or(0) == REPLAY_PAGE;
+        // Only events this recent may still arrive live as well.
+        let recent = chrono::Utc::now() - chrono::Duration::seconds(30);
+        for event in page {
+            if event.at > recent {
+                self.replayed.insert(event.id);
+            }
+            self.pending.push_back(Arc::new(event));
+        }
+    }
 }
 
 /// The stream.
@@ -128,19 +215,18 @@ pub async fn stream(
     };
     let first = sight(&state, &caller, query.org.as_deref()).await?;
     // Subscribe before replaying, so nothing falls between the two.
-    let mut live = state.events().subscribe();
-    let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(256);
+    let live = state.events().subscribe();
     // Roles are looked up again now and then beside the stream, never in its way, and at a
     // jittered time so that many open streams do not all ask at once.
-    let (sight_tx, mut sight_rx) = watch::channel(Some(first));
+    let (sight_tx, sight_rx) = watch::channel(Some(first.clone()));
     tokio::spawn({
-        let (state, caller, org, tx) =
-            (state.clone(), caller.clone(), query.org.clone(), tx.clone());
+        let (state, caller, org) = (state.clone(), caller.clone(), query.org.clone());
         async move {
             loop {
                 let jitter = rand::random_range(0..REFRESH_ROLES.as_millis() as u64);
                 tokio::select! {
-                    () = tx.closed() => return,
+                    // The stream is gone (the client left).
+                    () = sight_tx.closed() => return,
                     () = tokio::time::sleep(REFRESH_ROLES / 2 + Duration::from_millis(jitter)) => {}
                 }
                 match self::sight(&state, &caller, org.as_deref()).await {
@@ -157,98 +243,30 @@ pub async fn stream(
             }
         }
     });
-    tokio::spawn(async move {
-        let mut sight = sight_rx.borrow_and_update().clone().unwrap_or_default();
-        let mut last = resume;
-        // What the replay sent, so the live channel does not send it again.
-        let mut replayed = HashSet::new();
-        if resume.is_some() && !replay(&state, &query, &sight, &mut last, &mut replayed, &tx).await
-        {
-            return;
-        }
-        loop {
-            tokio::select! {
-                () = tx.closed() => return,
-                changed = sight_rx.changed() => {
-                    match (changed, sight_rx.borrow_and_update().clone()) {
-                        (Ok(()), Some(fresh)) => sight = fresh,
-                        _ => return,
-                    }
-                }
-                event = live.recv() => match event {
-                    Ok(event) => {
-                        if replayed.remove(&event.id) {
-                            continue;
-                        }
-                        if !send(&tx, &query, &sight, &event).await {
-                            return;
-                        }
-                        last = Some(last.map_or(event.id, |l| l.max(event.id)));
-                    }
-                    // Too slow for the live channel: catch up from the table.
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "an event subscriber lagged; replaying from the log");
-                        if !replay(&state, &query, &sight, &mut last, &mut replayed, &tx).await {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
-            }
-        }
-    });
-    let keep_alive = KeepAlive::new()
-        .interval(Duration::from_secs(15))
-        .text("heartbeat");
-    Ok(Sse::new(ReceiverStream::new(rx))
-        .keep_alive(keep_alive)
-        .into_response())
-}
-
-async fn send(
-    tx: &mpsc::Sender<Result<Event, Infallible>>,
-    query: &StreamQuery,
-    sight: &Sight,
-    event: &Arc<StoredEvent>,
-) -> bool {
-    if !sight.sees(event) || !wanted(query, event) {
-        return true;
-    }
-    tx.send(Ok(frame(event))).await.is_ok()
-}
-
-/// Sends stored events after `last` (nothing when there is no `last`); false when the client is
-/// gone.
-async fn replay(
-    state: &AppState,
-    query: &StreamQuery,
-    sight: &Sight,
-    last: &mut Option<i64>,
-    replayed: &mut HashSet<i64>,
-    tx: &mpsc::Sender<Result<Event, Infallible>>,
-) -> bool {
-    let Some(mut after) = *last else {
-        return true;
+    let feed = Feed {
+        state,
+        query,
+        sight: first,
+        sight_rx,
+        live,
+        last: resume,
+        pending: VecDeque::new(),
+        replaying: resume.is_some(),
+        replayed: HashSet::new(),
+        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
     };
-    // Only events this recent may still arrive live as well.
-    let recent = chrono::Utc::now() - chrono::Duration::seconds(30);
-    loop {
-        let Ok(page) = state.events().after(after, &sight.orgs, REPLAY_PAGE).await else {
-            return true;
-        };
-        let full = i64::try_from(page.len()).unwrap_or(0) == REPLAY_PAGE;
-        for event in page {
-            after = event.id;
-            *last = Some(after);
-            if event.at > recent {
-                replayed.insert(event.id);
-            }
-            if !send(tx, query, sight, &Arc::new(event)).await {
-                return false;
-            }
-        }
-        if !full {
-            return true;
-        }
-    }
+    // The body polls the feed itself: an event wakes each subscriber's connection once, and
+    // every subscriber writes the same pre-rendered bytes.
+    let frames = futures::stream::unfold(feed, |mut feed| async move {
+        let frame = feed.next().await?;
+        Some((Ok::<_, Infallible>(frame), feed))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response())
 }
