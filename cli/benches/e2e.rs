@@ -5,27 +5,35 @@
 //!
 //! The system is the release programs started as `make dev` starts them (two hubs, two
 //! controllers replicas, the API server, an agent per cluster registered through the API). Both
-//! sides poll every 10 ms: the API's `GET /apps/{id}` for kubenest, the Deployment's status for
-//! the direct apply (server-side apply through the same client library kubectl's apply uses on
-//! the server, without kubectl's process start, so the peer is the stricter baseline).
+//! sides wait the way their clients do, on a watch: the API's event stream (`app.phase` Running)
+//! for kubenest, a watch of the Deployment until Ready for the direct apply (server-side apply
+//! through the same client library kubectl's apply uses, then what `kubectl rollout status`
+//! does, without kubectl's process start, so the peer is the stricter baseline). Watches of both
+//! clusters time each stage of the kubenest path, and `/proc` says what each round cost in CPU
+//! by program.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::watcher;
 use kubenest_cli::api::Client;
 use kubenest_cli::system::{Options, System};
+use kubenest_cli::tour::EventStream;
 use kubenest_testkit::{Binaries, Environment, NodePool};
 use serde_json::{Value, json};
 
 const ROUNDS: usize = 40;
 const WARMUP: usize = 3;
 const CONVERGE_APPS: usize = 1000;
-const POLL: Duration = Duration::from_millis(10);
+/// Overrides [`CONVERGE_APPS`] (0 measures the latency alone), for looking into one part.
+const CONVERGE_APPS_ENV: &str = "E2E_CONVERGE_APPS";
 /// How long the 1,000 Apps get before the figure is reported as not reached.
 const CONVERGE_CAP: Duration = Duration::from_secs(300);
 
@@ -68,30 +76,325 @@ async fn project(admin: &mut Client, org: &str, cluster_id: &str, name: &str) ->
     }
 }
 
-/// One App through kubenest: POST, then poll until its revision is reported Running.
-async fn through_kubenest(admin: &mut Client, project_id: &str, name: &str) -> f64 {
+/// Where an App's time goes, as watches of the management and the workload cluster see it.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    /// The App object exists on the management cluster.
+    Stored,
+    /// The agent stored its StackDeploy on the workload cluster.
+    Accepted,
+    /// The agent created the Deployment.
+    Applied,
+    /// The Deployment is Ready (scheduled, kwok's pod Ready, the ReplicaSet and Deployment
+    /// controllers caught up).
+    Ready,
+    /// The App's status says Running on the management cluster.
+    Reported,
+    /// The API's event stream said so.
+    Streamed,
+}
+
+/// When each App reached each stage, by App id.
+#[derive(Debug, Clone, Default)]
+struct Stages {
+    seen: Arc<Mutex<HashMap<String, [Option<Instant>; 6]>>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Stages {
+    fn mark(&self, app_id: &str, stage: Stage) {
+        let mut seen = self.seen.lock().unwrap();
+        seen.entry(app_id.to_owned()).or_default()[stage as usize].get_or_insert_with(Instant::now);
+        self.changed.notify_waiters();
+    }
+
+    fn get(&self, app_id: &str) -> [Option<Instant>; 6] {
+        self.seen
+            .lock()
+            .unwrap()
+            .get(app_id)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Waits until `app_id` reaches `stage`.
+    async fn reached(&self, app_id: &str, stage: Stage) {
+        loop {
+            let changed = self.changed.notified();
+            if self.get(app_id)[stage as usize].is_some() {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), changed).await;
+        }
+    }
+
+    /// Marks [`Stage::Streamed`] from the API's event stream of a project.
+    async fn stream(&self, admin: &Client, project_id: &str) {
+        let mut events = EventStream::open_filtered(admin.base(), admin, "project_id", project_id)
+            .await
+            .unwrap();
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Ok(event) = events.next().await {
+                if event.kind == "app.phase"
+                    && event.data["phase"] == "Running"
+                    && let Some(app_id) = event.data["app_id"].as_str()
+                {
+                    this.mark(app_id, Stage::Streamed);
+                }
+            }
+        });
+    }
+
+    /// Watches `resource` on `client`, marking what `stages` says of each object.
+    fn watch(
+        &self,
+        client: kube::Client,
+        resource: ApiResource,
+        config: watcher::Config,
+        stages: fn(&DynamicObject) -> Vec<(String, Stage)>,
+    ) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            let mut events = watcher(api, config).boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = event
+                {
+                    for (app_id, stage) in stages(&object) {
+                        this.mark(&app_id, stage);
+                    }
+                }
+            }
+        });
+    }
+}
+
+const APP_ID_LABEL: &str = "kubenest.io/app-id";
+
+fn app_stages(app: &DynamicObject) -> Vec<(String, Stage)> {
+    let Some(uid) = app.metadata.uid.clone() else {
+        return Vec::new();
+    };
+    let mut stages = vec![(uid.clone(), Stage::Stored)];
+    if app.data["status"]["phase"] == "Running" {
+        stages.push((uid, Stage::Reported));
+    }
+    stages
+}
+
+fn stack_deploy_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
+    object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(APP_ID_LABEL))
+        .map(|id| vec![(id.clone(), Stage::Accepted)])
+        .unwrap_or_default()
+}
+
+fn deployment_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
+    let Some(id) = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(APP_ID_LABEL))
+    else {
+        return Vec::new();
+    };
+    let mut stages = vec![(id.clone(), Stage::Applied)];
+    let status = &object.data["status"];
+    if status["readyReplicas"] == 1
+        && status["updatedReplicas"] == 1
+        && status["observedGeneration"].as_i64() == object.metadata.generation
+    {
+        stages.push((id.clone(), Stage::Ready));
+    }
+    stages
+}
+
+/// CPU seconds every process on the machine has used so far, by program name (this benchmark
+/// is the machine's only load, so the difference over a round is what the round cost).
+fn cpu_by_program() -> HashMap<String, f64> {
+    let mut used = HashMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return used;
+    };
+    for entry in entries.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the name may hold spaces, the fields after it do not.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let mut name = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // Kernel threads (children of kthreadd) rename themselves as they work: not ours.
+        if fields.get(1) == Some(&"2") || name == "kthreadd" {
+            continue;
+        }
+        // One API server per cluster: named by the cluster its etcd prefix holds.
+        if name == "kube-apiserver"
+            && let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && let Some(cluster) = String::from_utf8_lossy(&cmdline)
+                .split('\0')
+                .find_map(|a| a.strip_prefix("--etcd-prefix=/clusters/"))
+        {
+            name = format!("kube-apiserver {cluster}");
+        }
+        // utime and stime are the 14th and 15th fields, the 12th and 13th after the name.
+        let ticks: f64 = fields
+            .get(11..13)
+            .map(|t| t.iter().filter_map(|v| v.parse::<f64>().ok()).sum())
+            .unwrap_or(0.0);
+        *used.entry(name).or_default() += ticks / 100.0;
+    }
+    used
+}
+
+/// Adds what each program used between two readings to `total`.
+fn add_cpu(
+    total: &mut HashMap<String, f64>,
+    before: &HashMap<String, f64>,
+    after: &HashMap<String, f64>,
+) {
+    for (name, now) in after {
+        let spent = now - before.get(name).copied().unwrap_or(0.0);
+        if spent > 0.0 {
+            *total.entry(name.clone()).or_default() += spent;
+        }
+    }
+}
+
+/// CPU milliseconds per sample by program, the busiest first, leaving out the idle ones.
+fn per_sample(total: &HashMap<String, f64>, samples: usize) -> serde_json::Map<String, Value> {
+    let mut all: Vec<(&String, f64)> = total
+        .iter()
+        .map(|(name, s)| (name, s * 1000.0 / samples as f64))
+        .filter(|(_, ms)| *ms >= 0.5)
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    all.into_iter()
+        .map(|(name, ms)| (name.clone(), json!((ms * 10.0).round() / 10.0)))
+        .collect()
+}
+
+/// Creates [`DIRECT_NS`] on a workload cluster.
+async fn direct_namespace(client: &kube::Client) {
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            DIRECT_NS,
+            &PatchParams::apply("bench-direct"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": DIRECT_NS}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Where the peer applies its Deployments.
+const DIRECT_NS: &str = "bench-direct";
+
+/// The peer's Deployments, by name, once Ready.
+fn direct_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
+    let ready = object.data["status"]["readyReplicas"] == 1
+        && object.data["status"]["updatedReplicas"] == 1
+        && object.data["status"]["observedGeneration"].as_i64() == object.metadata.generation;
+    match &object.metadata.name {
+        Some(name) if ready && object.metadata.namespace.as_deref() == Some(DIRECT_NS) => {
+            vec![(name.clone(), Stage::Ready)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Starts the watches behind [`Stages`].
+fn track(management: kube::Client, workload: kube::Client) -> Stages {
+    let stages = Stages::default();
+    let kubenest = |kind: &str, plural: &str| ApiResource {
+        group: "kubenest.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "kubenest.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    stages.watch(
+        management,
+        kubenest("App", "apps"),
+        watcher::Config::default(),
+        app_stages,
+    );
+    let labelled = watcher::Config::default().labels(APP_ID_LABEL);
+    stages.watch(
+        workload.clone(),
+        kubenest("StackDeploy", "stackdeploys"),
+        labelled.clone(),
+        stack_deploy_stages,
+    );
+    stages.watch(
+        workload.clone(),
+        ApiResource::erase::<Deployment>(&()),
+        labelled,
+        deployment_stages,
+    );
+    stages.watch(
+        workload,
+        ApiResource::erase::<Deployment>(&()),
+        watcher::Config::default().fields(&format!("metadata.namespace={DIRECT_NS}")),
+        direct_stages,
+    );
+    stages
+}
+
+/// One App through kubenest: POST, then wait for the API's event stream to say it runs. Returns
+/// the total and each stage's share (ms since the stage before).
+async fn through_kubenest(
+    admin: &mut Client,
+    stages: &Stages,
+    project_id: &str,
+    name: &str,
+) -> (f64, [f64; 6]) {
     let started = Instant::now();
     let app = admin
         .post("/api/v1/apps", &app_body(project_id, name))
         .await
         .unwrap();
-    let path = format!("/api/v1/apps/{}", app["id"].as_str().unwrap());
-    loop {
-        let app = admin.get(&path).await.unwrap();
-        if app["phase"] == "Running" && app["observed_revision"] == app["revision"] {
-            return started.elapsed().as_secs_f64() * 1000.0;
+    let id = app["id"].as_str().unwrap().to_owned();
+    stages.reached(&id, Stage::Streamed).await;
+    let done = Instant::now();
+    // What the stream said is what the API answers.
+    let app = admin.get(&format!("/api/v1/apps/{id}")).await.unwrap();
+    assert!(
+        app["phase"] == "Running" && app["observed_revision"] == app["revision"],
+        "streamed Running, but the API answers {app}"
+    );
+    let mut shares = [f64::NAN; 6];
+    let mut before = started;
+    for (share, at) in shares.iter_mut().zip(stages.get(&id)) {
+        if let Some(at) = at {
+            *share = at.saturating_duration_since(before).as_secs_f64() * 1000.0;
+            before = before.max(at);
         }
-        tokio::time::sleep(POLL).await;
     }
+    ((done - started).as_secs_f64() * 1000.0, shares)
 }
 
-/// The same workload applied directly: a Deployment and a Service, then poll until Ready.
-async fn direct(client: &kube::Client, namespace: &str, name: &str) -> f64 {
+/// The same workload applied directly: a Deployment and a Service, then wait on the watch of
+/// [`direct_stages`] (open before the apply, as the API's event stream is) until it is Ready.
+async fn direct(client: &kube::Client, stages: &Stages, namespace: &str, name: &str) -> f64 {
+    let started = Instant::now();
+    apply_direct(client, namespace, name).await;
+    stages.reached(name, Stage::Ready).await;
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Server-side applies the Deployment and Service kubenest renders for the benchmark's App.
+async fn apply_direct(client: &kube::Client, namespace: &str, name: &str) {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let labels = json!({"app.kubernetes.io/name": name});
     let params = PatchParams::apply("bench-direct").force();
-    let started = Instant::now();
     deployments
         .patch(
             name,
@@ -119,17 +422,58 @@ async fn direct(client: &kube::Client, namespace: &str, name: &str) -> f64 {
         )
         .await
         .unwrap();
+}
+
+/// Deployments in [`DIRECT_NS`] named `fleet-…` that are Ready, on `clients`.
+async fn direct_ready(clients: &[kube::Client]) -> usize {
+    let mut count = 0;
+    for client in clients {
+        let Ok(list) = Api::<Deployment>::namespaced(client.clone(), DIRECT_NS)
+            .list(&Default::default())
+            .await
+        else {
+            continue;
+        };
+        count += list
+            .items
+            .iter()
+            .filter(|d| {
+                d.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("fleet-"))
+            })
+            .filter(|d| {
+                let status = d.status.clone().unwrap_or_default();
+                status.observed_generation == d.metadata.generation
+                    && status.ready_replicas == Some(1)
+                    && status.updated_replicas == Some(1)
+            })
+            .count();
+    }
+    count
+}
+
+/// `fleet` Deployments and Services applied directly, half on each of `clients`, 16 at a time;
+/// seconds until all are Ready (None past [`CONVERGE_CAP`]) and how many were.
+async fn direct_fleet(clients: &[kube::Client; 2], fleet: usize) -> (Option<f64>, usize) {
+    let started = Instant::now();
+    let mut applies = futures::stream::iter((0..fleet).map(|i| {
+        let client = clients[i % 2].clone();
+        async move { apply_direct(&client, DIRECT_NS, &format!("fleet-{i}")).await }
+    }))
+    .buffer_unordered(16);
+    while applies.next().await.is_some() {}
+    drop(applies);
+    let applied = started.elapsed().as_secs_f64();
     loop {
-        let deployment = deployments.get(name).await.unwrap();
-        let generation = deployment.metadata.generation;
-        let status = deployment.status.unwrap_or_default();
-        if status.observed_generation == generation
-            && status.ready_replicas == Some(1)
-            && status.updated_replicas == Some(1)
-        {
-            return started.elapsed().as_secs_f64() * 1000.0;
+        let ready = direct_ready(clients).await;
+        if ready >= fleet || started.elapsed() > CONVERGE_CAP {
+            let done = started.elapsed().as_secs_f64();
+            eprintln!("direct: {fleet} applied in {applied:.1}s, {ready} Ready after {done:.1}s");
+            return ((ready >= fleet).then_some(done), ready);
         }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -206,25 +550,53 @@ async fn bench() {
 
     // Latency, alternating the two sides on the same cluster.
     let east = env.cluster("east").unwrap().client().await.unwrap();
-    let direct_ns = "bench-direct";
-    Api::<Namespace>::all(east.clone())
-        .patch(
-            direct_ns,
-            &PatchParams::apply("bench-direct"),
-            &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": direct_ns}})),
-        )
-        .await
-        .unwrap();
+    direct_namespace(&east).await;
+    let management = env.management().unwrap().client().await.unwrap();
+    let stages = track(management, east.clone());
+    stages.stream(&admin, &east_project).await;
     let (mut kubenest, mut kubectl) = (Vec::new(), Vec::new());
+    let mut shares: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    let (mut cpu_ours, mut cpu_theirs) = (HashMap::new(), HashMap::new());
     for round in 0..WARMUP + ROUNDS {
-        let ours = through_kubenest(&mut admin, &east_project, &format!("lat-{round}")).await;
-        let theirs = direct(&east, direct_ns, &format!("direct-{round}")).await;
+        let before = cpu_by_program();
+        let (ours, parts) =
+            through_kubenest(&mut admin, &stages, &east_project, &format!("lat-{round}")).await;
+        // What the round set going settles before the other side is measured.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let middle = cpu_by_program();
+        let theirs = direct(&east, &stages, DIRECT_NS, &format!("direct-{round}")).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         if round >= WARMUP {
+            add_cpu(&mut cpu_ours, &before, &middle);
+            add_cpu(&mut cpu_theirs, &middle, &cpu_by_program());
             kubenest.push(ours);
             kubectl.push(theirs);
+            for (all, part) in shares.iter_mut().zip(parts) {
+                all.push(part);
+            }
         }
     }
+    let stage_names = [
+        "stored", "accepted", "applied", "ready", "reported", "streamed",
+    ];
+    let mut stage_p50 = serde_json::Map::new();
+    for (name, mut all) in stage_names.into_iter().zip(shares) {
+        all.retain(|v| v.is_finite());
+        all.sort_by(f64::total_cmp);
+        if !all.is_empty() {
+            stage_p50.insert(
+                name.to_owned(),
+                json!((percentile(&all, 50.0) * 10.0).round() / 10.0),
+            );
+        }
+    }
+    eprintln!("median ms per stage (each since the one before): {stage_p50:?}");
+    let (cpu_ours, cpu_theirs) = (
+        per_sample(&cpu_ours, ROUNDS),
+        per_sample(&cpu_theirs, ROUNDS),
+    );
+    eprintln!("CPU ms per App through kubenest: {cpu_ours:?}");
+    eprintln!("CPU ms per direct apply: {cpu_theirs:?}");
     kubenest.sort_by(f64::total_cmp);
     kubectl.sort_by(f64::total_cmp);
     let (k50, k99) = (percentile(&kubenest, 50.0), percentile(&kubenest, 99.0));
@@ -234,11 +606,20 @@ async fn bench() {
          direct apply p50 {d50:.0} ms p99 {d99:.0} ms"
     );
 
+    let fleet = std::env::var(CONVERGE_APPS_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CONVERGE_APPS);
+    // The peer first: the same objects applied directly, half on each cluster.
+    let west = env.cluster("west").unwrap().client().await.unwrap();
+    direct_namespace(&west).await;
+    let (direct_converge, direct_ready_at_cap) = direct_fleet(&[east.clone(), west], fleet).await;
+
     // 1,000 Apps across both clusters: created 16 at a time, then until all run.
     let projects = [east_project.clone(), west_project.clone()];
     let started = Instant::now();
     let poster = admin.clone();
-    let mut posts = futures::stream::iter((0..CONVERGE_APPS).map(|i| {
+    let mut posts = futures::stream::iter((0..fleet).map(|i| {
         let (mut client, project) = (poster.clone(), projects[i % 2].clone());
         async move {
             client
@@ -259,21 +640,21 @@ async fn bench() {
                 "  {:>5.1}s: {} of {} Running",
                 started.elapsed().as_secs_f64(),
                 count.saturating_sub(WARMUP + ROUNDS),
-                CONVERGE_APPS
+                fleet
             );
             last = count;
         }
-        if count >= CONVERGE_APPS + WARMUP + ROUNDS || started.elapsed() > CONVERGE_CAP {
+        if count >= fleet + WARMUP + ROUNDS || started.elapsed() > CONVERGE_CAP {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let fleet_running = last.saturating_sub(WARMUP + ROUNDS);
-    let converge = (fleet_running >= CONVERGE_APPS).then(|| started.elapsed().as_secs_f64());
+    let converge = (fleet_running >= fleet).then(|| started.elapsed().as_secs_f64());
     match converge {
-        Some(s) => eprintln!("1,000 Apps: created in {created:.1}s, all Running after {s:.1}s"),
+        Some(s) => eprintln!("{fleet} Apps: created in {created:.1}s, all Running after {s:.1}s"),
         None => eprintln!(
-            "1,000 Apps: created in {created:.1}s, only {fleet_running} Running after {}s",
+            "{fleet} Apps: created in {created:.1}s, only {fleet_running} Running after {}s",
             CONVERGE_CAP.as_secs()
         ),
     }
@@ -292,6 +673,13 @@ async fn bench() {
             "overhead_p99_ms": round(k99 - d99),
             "ratio_p50": (d50 / k50 * 100.0).round() / 100.0,
             "converge_1000_apps_s": converge.map(round),
+            "direct_converge_1000_s": direct_converge.map(round),
+            "direct_ready_at_cap": direct_ready_at_cap,
+            "converge_ratio": converge.zip(direct_converge).map(|(ours, theirs)| (theirs / ours * 100.0).round() / 100.0),
+            "stage_p50_ms": stage_p50,
+            "cpu_ms_per_app": cpu_ours,
+            "cpu_ms_per_direct": cpu_theirs,
+            "fleet_apps": fleet,
             "running_at_cap": fleet_running,
             "create_1000_apps_s": round(created),
             "targets": {"overhead_p50_ms": 150, "overhead_p99_ms": 1000, "converge_1000_apps_s": 60},

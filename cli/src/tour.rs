@@ -611,15 +611,25 @@ pub struct EventStream {
 
 impl EventStream {
     pub async fn open(api: &str, client: &api::Client, app_id: &str) -> anyhow::Result<Self> {
+        Self::open_filtered(api, client, "app_id", app_id).await
+    }
+
+    /// The stream of one organization (`org`), project (`project_id`) or App (`app_id`).
+    pub async fn open_filtered(
+        api: &str,
+        client: &api::Client,
+        filter: &str,
+        id: &str,
+    ) -> anyhow::Result<Self> {
         let token = client
             .session()
             .map(|s| s.access_token.clone())
             .ok_or(api::ApiError::NotLoggedIn)?;
         let response = reqwest::Client::new()
             .get(format!(
-                "{}/api/v1/events/stream?app_id={}",
+                "{}/api/v1/events/stream?{filter}={}",
                 api.trim_end_matches('/'),
-                api::query_value(app_id)
+                api::query_value(id)
             ))
             .bearer_auth(token)
             .send()
