@@ -22,7 +22,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kubenest_cli::api::Client;
 use kubenest_cli::system::{Options, System};
 use kubenest_cli::tour::EventStream;
@@ -44,6 +44,8 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(bench());
+    // The stage watches still run; they are not waited for.
+    runtime.shutdown_timeout(Duration::from_secs(5));
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -157,7 +159,8 @@ impl Stages {
         let this = self.clone();
         tokio::spawn(async move {
             let api: Api<DynamicObject> = Api::all_with(client, &resource);
-            let mut events = watcher(api, config).boxed();
+            // With a backoff: once the clusters stop, errors must not spin.
+            let mut events = watcher(api, config).default_backoff().boxed();
             while let Some(event) = events.next().await {
                 if let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = event
                 {
