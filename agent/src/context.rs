@@ -51,8 +51,9 @@ impl Context {
         due
     }
 
-    /// Forgets an App's full-pass clock and stored command (it is gone).
-    pub fn forget_full_pass(&self, app_id: &str) {
+    /// Forgets what the agent keeps about an App: its full-pass clock and its stored command
+    /// (the App is gone).
+    pub fn forget_app(&self, app_id: &str) {
         if let Ok(mut passes) = self.full_passes.lock() {
             passes.remove(app_id);
         }
@@ -75,11 +76,21 @@ impl Context {
         }
     }
 
-    /// Forgets what was stored for `app_id` (its StackDeploy is being deleted or was changed
-    /// by someone else).
+    /// Forgets what was stored for `app_id` (its App is being deleted).
     pub fn forget_stored(&self, app_id: &str) {
         if let Ok(mut stored) = self.stored.lock() {
             stored.remove(app_id);
+        }
+    }
+
+    /// Keeps the stored command of `deploy`'s App only if the StackDeploy holds exactly it:
+    /// someone else changed it (or this is an older copy), so a re-send is written again.
+    pub fn check_stored(&self, deploy: &AppDeploy) {
+        if let Ok(mut stored) = self.stored.lock() {
+            let app_id = deploy.app.app_id.as_str();
+            if stored.get(app_id).is_some_and(|held| **held != *deploy) {
+                stored.remove(app_id);
+            }
         }
     }
 }

@@ -421,7 +421,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             }
         }
         crate::build::forget_app(&ctx, app).await?;
-        ctx.forget_full_pass(app.app_id.as_str());
+        ctx.forget_app(app.app_id.as_str());
         ctx.reporter.report(status::deleted(
             &ctx.reporter,
             app.app_id.clone(),
@@ -435,10 +435,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         return Ok(Action::await_change());
     }
     finalizer::hold(&api, &name, held.finalizers(), FINALIZER).await?;
-    // Someone else changed what is stored (or this is an older copy): a re-send is written.
-    if !ctx.already_stored(deploy) {
-        ctx.forget_stored(app.app_id.as_str());
-    }
+    ctx.check_stored(deploy);
 
     let old = held.status.clone().unwrap_or_default();
     let mut new = old.clone();
