@@ -394,37 +394,29 @@ async fn direct(client: &kube::Client, stages: &Stages, namespace: &str, name: &
 
 /// Server-side applies the Deployment and Service kubenest renders for the benchmark's App.
 async fn apply_direct(client: &kube::Client, namespace: &str, name: &str) {
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
-    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let labels = json!({"app.kubernetes.io/name": name});
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [
+                {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 8080}]}]}}}
+    });
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"selector": labels, "ports": [{"port": 8080}]}
+    });
     let params = PatchParams::apply("bench-direct").force();
-    deployments
-        .patch(
-            name,
-            &params,
-            &Patch::Apply(json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"replicas": 1, "selector": {"matchLabels": labels},
-                    "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                        {"name": "web", "image": "nginx:1.27",
-                         "ports": [{"containerPort": 8080}]}]}}}
-            })),
-        )
-        .await
-        .unwrap();
-    services
-        .patch(
-            name,
-            &params,
-            &Patch::Apply(json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"selector": labels, "ports": [{"port": 8080}]}
-            })),
-        )
-        .await
-        .unwrap();
+    for (resource, object) in [
+        (ApiResource::erase::<Deployment>(&()), deployment),
+        (ApiResource::erase::<Service>(&()), service),
+    ] {
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource)
+            .patch(name, &params, &Patch::Apply(object))
+            .await
+            .unwrap();
+    }
 }
 
 /// Deployments in [`DIRECT_NS`] named `fleet-…` that are Ready, on `clients`.
