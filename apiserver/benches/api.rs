@@ -293,6 +293,7 @@ async fn fan_out(
                     let Some(phase) = event["phase"].as_str() else {
                         continue;
                     };
+                    // Delivered once parsed, as the watch side's events are.
                     let at = Instant::now();
                     let origin = sent
                         .lock()
@@ -317,14 +318,13 @@ async fn fan_out(
             );
         });
     }
-    for i in 0..SUBSCRIBERS {
+    for _ in (0..SUBSCRIBERS).filter(|_| side == Side::Watch) {
         let (apps, sent, kube_watch, ready) = (
             apps.clone(),
             sent.clone(),
             kube_watch.clone(),
             ready_tx.clone(),
         );
-        let _ = i;
         tokio::spawn(async move {
             let config = kube::runtime::watcher::Config::default().fields("metadata.name=watched");
             let mut events = kube::runtime::watcher::watcher(apps, config).boxed();
