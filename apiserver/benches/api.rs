@@ -364,9 +364,9 @@ async fn fan_out(
     for _ in 0..SUBSCRIBERS {
         ready_rx.recv().await.unwrap();
     }
-    // Give the subscriptions time to settle: with 1,000 streams opening at once, clients were
-    // seen to hold their response headers before the server had subscribed them all (under
-    // investigation); measuring starts once every subscription exists.
+    // Every receiver exists now (a stream's headers are sent once it is subscribed, a watch
+    // announces itself once listed), but a watch client opens its watch only after its list:
+    // a pause keeps the first changes from timing connection set-up on either side.
     tokio::time::sleep(Duration::from_secs(5)).await;
     for n in 0..CHANGES {
         let phase = format!("{tag}{n}");
