@@ -65,6 +65,48 @@ async fn recording_the_same_intent_twice_keeps_one_deployment() {
 }
 
 #[tokio::test]
+async fn a_burst_is_recorded_before_any_of_its_callers_goes_on() {
+    use futures::FutureExt;
+    use std::time::Duration;
+    let h = history("hist_burst").await;
+    let rows = 200;
+    // Two changes of each App: the second is written in a transaction after the first, whose
+    // callers are answered in between. Each future records, waits for the burst, then looks at
+    // what is committed; the first poll of `join_all` starts every recording.
+    let seen = futures::future::join_all((0..rows).map(|i| {
+        let h = h.clone();
+        async move {
+            let (app, generation) = (format!("app{}", i / 2), i % 2 + 1);
+            let spec = json!({"image": format!("web:{generation}")});
+            let new = deployment(&format!("{app}/{generation}"), "acme", &app, None, spec);
+            h.record_change(new).await.unwrap();
+            h.recorded_burst(Duration::from_secs(3600)).await;
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM deployments")
+                .fetch_one(h.pool())
+                .await
+                .unwrap()
+        }
+    }))
+    .await;
+    assert!(
+        seen.iter().all(|n| *n == rows),
+        "a caller went on before the burst was recorded: {:?}",
+        seen.iter().filter(|n| **n != rows).collect::<Vec<_>>()
+    );
+
+    // Nothing in flight, or a recording given up half-way: no wait for the hour's bound.
+    let quick = Duration::from_secs(30);
+    tokio::time::timeout(quick, h.recorded_burst(Duration::from_secs(3600)))
+        .await
+        .expect("an idle recorder makes no one wait");
+    let abandoned = deployment("gone/1", "acme", "gone", None, json!({"image": "web:1"}));
+    assert!(h.record_change(abandoned).now_or_never().is_none());
+    tokio::time::timeout(quick, h.recorded_burst(Duration::from_secs(3600)))
+        .await
+        .expect("an abandoned recording is no longer in flight");
+}
+
+#[tokio::test]
 async fn a_newer_deployment_supersedes_a_pending_one_and_outcomes_are_final() {
     let h = history("hist_final").await;
     let (d1, _) = h

@@ -59,6 +59,8 @@ pub const API_FIELD_MANAGER: &str = "kubenest-apiserver";
 /// How long after a send an accepted (durably stored) revision is sent again if still not
 /// reported observed.
 const ACCEPTED_RESEND: Duration = Duration::from_secs(20);
+/// The longest a recorded App waits for the rest of a burst's rows before it is dispatched.
+const BURST_WAIT: Duration = Duration::from_secs(1);
 /// Condition type of drift.
 pub const SYNCED: &str = "Synced";
 /// Condition type of a rollback request that cannot be carried out.
@@ -684,6 +686,9 @@ async fn record(
     if inserted {
         tracing::info!(%revision, operation = row.operation.as_str(), "deployment recorded");
     }
+    // When many Apps are taken on at once, their rows go first and their dispatches after:
+    // this App's writes to the API server would otherwise slow the recording of the rest.
+    plane.history.recorded_burst(BURST_WAIT).await;
     Ok(row)
 }
 

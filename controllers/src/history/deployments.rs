@@ -187,6 +187,12 @@ impl History {
         self.recorder.record(new, true).await
     }
 
+    /// Waits (at most `at_most`) until the deployments being recorded alongside are committed
+    /// too: see [`super::recorder`]. Returns at once when nothing else is being recorded.
+    pub async fn recorded_burst(&self, at_most: std::time::Duration) {
+        self.recorder.recorded_burst(at_most).await;
+    }
+
     /// Records a pending deployment's outcome. Repeating the same outcome is harmless (status
     /// events may arrive twice); changing a finished outcome is refused.
     pub async fn finish_deployment(

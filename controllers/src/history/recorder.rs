@@ -10,13 +10,21 @@
 //!
 //! A batch that fails (one bad row breaks the transaction) is written again row by row, so one
 //! request's error never becomes another's.
+//!
+//! In such a burst the work after a row (the App's writes to the management API server, the
+//! dispatch) competes for the same cores as the rows still being recorded, and recording crawls
+//! while the first Apps are dispatched. [`Recorder::recorded_burst`] lets a caller wait until the
+//! rows requested alongside its own are committed too (bounded), so a burst records all its
+//! intents first, in a few large batches, and then dispatches. A lone request never waits.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::PgPool;
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::HistoryError;
@@ -28,6 +36,8 @@ pub const MAX_BATCH: usize = 1024;
 const GATHER_YIELDS: u32 = 4;
 /// Requests waiting for a writer before callers wait to queue.
 const QUEUE: usize = 4096;
+/// How long the recorder must have been idle for a burst to be over.
+const BURST_GAP: Duration = Duration::from_millis(5);
 
 /// What a caller gets back: the row, and whether this call inserted it.
 pub type Recorded = Result<(Deployment, bool), HistoryError>;
@@ -45,6 +55,32 @@ struct Request {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     queue: mpsc::Sender<Request>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Requests asked for and not yet answered, and a signal when none are left.
+#[derive(Debug, Default)]
+struct InFlight {
+    count: AtomicUsize,
+    none: Notify,
+}
+
+/// Counts one request in flight until dropped (answered, failed or cancelled alike).
+struct Pending(Arc<InFlight>);
+
+impl Pending {
+    fn new(in_flight: &Arc<InFlight>) -> Self {
+        in_flight.count.fetch_add(1, Ordering::SeqCst);
+        Self(in_flight.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.none.notify_waiters();
+        }
+    }
 }
 
 impl Recorder {
@@ -55,12 +91,16 @@ impl Recorder {
         for _ in 0..writers.max(1) {
             tokio::spawn(writer(pool.clone(), receiver.clone()));
         }
-        Self { queue }
+        Self {
+            queue,
+            in_flight: Arc::default(),
+        }
     }
 
     /// Records `new`; with `derive`, its `spec_before` and `operation` are replaced by what
     /// follows from the App's latest deployment.
     pub async fn record(&self, new: NewDeployment, derive: bool) -> Recorded {
+        let _pending = Pending::new(&self.in_flight);
         let (reply, answer) = oneshot::channel();
         let request = Request { new, derive, reply };
         self.queue
@@ -68,6 +108,42 @@ impl Recorder {
             .await
             .map_err(|_| HistoryError::Closed)?;
         answer.await.map_err(|_| HistoryError::Closed)?
+    }
+
+    /// Returns once no recording is in flight, or after `at_most`: in a burst, when the rows
+    /// requested alongside the caller's are committed as well. At once when nothing else is in
+    /// flight; a steady stream of requests delays a caller by no more than `at_most`.
+    pub async fn recorded_burst(&self, at_most: Duration) {
+        if self.idle() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + at_most;
+        let until_deadline = || tokio::time::sleep_until(deadline);
+        loop {
+            loop {
+                let none = self.in_flight.none.notified();
+                if self.idle() {
+                    break;
+                }
+                tokio::select! {
+                    () = none => {}
+                    () = until_deadline() => return,
+                }
+            }
+            // A burst's requests come in over a while (each as its reconcile gets to it): the
+            // burst is over once none has come for a moment.
+            tokio::select! {
+                () = tokio::time::sleep(BURST_GAP) => {}
+                () = until_deadline() => return,
+            }
+            if self.idle() {
+                return;
+            }
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.in_flight.count.load(Ordering::SeqCst) == 0
     }
 }
 
