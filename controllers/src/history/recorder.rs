@@ -15,11 +15,13 @@
 //! dispatch) competes for the same cores as the rows still being recorded, and recording crawls
 //! while the first Apps are dispatched. [`Recorder::recorded_burst`] lets a caller wait until the
 //! rows requested alongside its own are committed too (bounded), so a burst records all its
-//! intents first, in a few large batches, and then dispatches. A lone request never waits.
+//! intents first, in a few large batches, and then dispatches. A burst is when a writer has
+//! taken [`BURST_ROWS`] rows or more at once since the recorder was last idle; steady traffic,
+//! even from many Apps, gathers a few rows per batch and never waits.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -38,6 +40,8 @@ const GATHER_YIELDS: u32 = 4;
 const QUEUE: usize = 4096;
 /// How long the recorder must have been idle for a burst to be over.
 const BURST_GAP: Duration = Duration::from_millis(5);
+/// Rows taken in one batch that make a burst.
+const BURST_ROWS: usize = 16;
 
 /// What a caller gets back: the row, and whether this call inserted it.
 pub type Recorded = Result<(Deployment, bool), HistoryError>;
@@ -63,6 +67,8 @@ pub struct Recorder {
 struct InFlight {
     count: AtomicUsize,
     none: Notify,
+    /// A batch of [`BURST_ROWS`] or more was taken since the count was last zero.
+    burst: AtomicBool,
 }
 
 /// Counts one request in flight until dropped (answered, failed or cancelled alike).
@@ -78,6 +84,7 @@ impl Pending {
 impl Drop for Pending {
     fn drop(&mut self) {
         if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.burst.store(false, Ordering::SeqCst);
             self.0.none.notify_waiters();
         }
     }
@@ -88,13 +95,11 @@ impl Recorder {
     pub fn start(pool: PgPool, writers: usize) -> Self {
         let (queue, receiver) = mpsc::channel(QUEUE);
         let receiver = Arc::new(Mutex::new(receiver));
+        let in_flight = Arc::<InFlight>::default();
         for _ in 0..writers.max(1) {
-            tokio::spawn(writer(pool.clone(), receiver.clone()));
+            tokio::spawn(writer(pool.clone(), receiver.clone(), in_flight.clone()));
         }
-        Self {
-            queue,
-            in_flight: Arc::default(),
-        }
+        Self { queue, in_flight }
     }
 
     /// Records `new`; with `derive`, its `spec_before` and `operation` are replaced by what
@@ -110,11 +115,11 @@ impl Recorder {
         answer.await.map_err(|_| HistoryError::Closed)?
     }
 
-    /// Returns once no recording is in flight, or after `at_most`: in a burst, when the rows
-    /// requested alongside the caller's are committed as well. At once when nothing else is in
-    /// flight; a steady stream of requests delays a caller by no more than `at_most`.
+    /// In a burst, returns once the rows requested alongside the caller's are committed as
+    /// well (no recording in flight, nor a moment later), or after `at_most`. Outside a burst,
+    /// at once.
     pub async fn recorded_burst(&self, at_most: Duration) {
-        if self.idle() {
+        if self.idle() || !self.in_flight.burst.load(Ordering::SeqCst) {
             return;
         }
         let deadline = tokio::time::Instant::now() + at_most;
@@ -147,7 +152,11 @@ impl Recorder {
     }
 }
 
-async fn writer(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Request>>>) {
+async fn writer(
+    pool: PgPool,
+    queue: Arc<Mutex<mpsc::Receiver<Request>>>,
+    in_flight: Arc<InFlight>,
+) {
     loop {
         let batch = {
             let mut receiver = queue.lock().await;
@@ -171,6 +180,9 @@ async fn writer(pool: PgPool, queue: Arc<Mutex<mpsc::Receiver<Request>>>) {
             }
             batch
         };
+        if batch.len() >= BURST_ROWS {
+            in_flight.burst.store(true, Ordering::SeqCst);
+        }
         for round in rounds(batch) {
             write(&pool, round).await;
         }
