@@ -1,6 +1,6 @@
 //! The controllers' in-memory view of work in flight: which command (by envelope id) was sent
-//! for which object, how often an object's command has been re-sent (its backoff), and what the
-//! agents' snapshots say each App holds.
+//! for which object, how often an object's command has been re-sent (its backoff), what the
+//! agents' snapshots say each App holds, and which deployment's outcome each App last recorded.
 //!
 //! None of it is durable, and none of it needs to be: the durable intent is the object's spec
 //! plus its deployment row. A restarted controller re-derives and re-sends (commands are
@@ -79,6 +79,8 @@ pub struct Intents {
     sent: Mutex<HashMap<Uuid, (Instant, Sent)>>,
     attempts: Mutex<HashMap<String, Backoff>>,
     held: Mutex<HashMap<String, Held>>,
+    /// The deployment (by id) whose outcome each App (by uid) last recorded in the history.
+    finished: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -174,6 +176,19 @@ impl Intents {
     pub fn forget(&self, uid: &str) {
         self.settled(uid);
         self.clear_held(uid);
+        lock(&self.finished).remove(uid);
+    }
+
+    /// Whether this process has recorded the outcome of `uid`'s deployment `deployment`.
+    pub fn outcome_recorded(&self, uid: &str, deployment: &str) -> bool {
+        lock(&self.finished)
+            .get(uid)
+            .is_some_and(|d| d == deployment)
+    }
+
+    /// Notes that `uid`'s deployment `deployment` has its outcome in the history.
+    pub fn record_outcome(&self, uid: &str, deployment: &str) {
+        lock(&self.finished).insert(uid.to_owned(), deployment.to_owned());
     }
 }
 
@@ -196,6 +211,23 @@ mod tests {
         assert!(intents.until_due("a") > Duration::from_secs(50));
         intents.settled("a");
         assert!(intents.backoff("a") <= RESEND_BASE * 2);
+    }
+
+    #[test]
+    fn an_outcome_is_remembered_per_app_for_its_latest_deployment() {
+        let intents = Intents::default();
+        assert!(!intents.outcome_recorded("a", "d1"));
+        intents.record_outcome("a", "d1");
+        assert!(intents.outcome_recorded("a", "d1"));
+        assert!(
+            !intents.outcome_recorded("a", "d2"),
+            "a new deployment is not finished"
+        );
+        assert!(!intents.outcome_recorded("b", "d1"));
+        intents.record_outcome("a", "d2");
+        assert!(intents.outcome_recorded("a", "d2"));
+        intents.forget("a");
+        assert!(!intents.outcome_recorded("a", "d2"));
     }
 
     #[test]

@@ -514,11 +514,16 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
         waiting: waiting.as_ref().map(|(r, m)| (r.as_str(), m.clone())),
     });
     if let (Some(outcome), Some(id)) = (assessment.outcome, status.deployment_id.as_deref()) {
+        // Once per deployment, not on a change of phase: when the status router's write and
+        // this controller's own race, a reconcile may never see the phase change (the App was
+        // Running before a rollback and is Running again), and the row would stay pending.
+        // A restarted controller records each outcome once more; a finished row keeps its own.
         let changed = old.phase.as_deref() != Some(assessment.phase)
             || conditions::get(&old.conditions, READY).map(|c| c.reason.as_str())
                 != Some(assessment.reason.as_str());
-        if changed {
+        if changed || !plane.intents.outcome_recorded(&key.uid, id) {
             finish(plane, &placement.org_id, id, outcome, &assessment.message).await?;
+            plane.intents.record_outcome(&key.uid, id);
         }
     }
     status.phase = Some(assessment.phase.into());
@@ -564,7 +569,9 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
     write_status(plane, key, &old, &status).await?;
 
     let next = match (retry, assessment.outcome) {
-        (Some(retry), None) => retry.max(Duration::from_secs(1)),
+        // A command still to be (re-)sent, even for an App that has settled: a snapshot said
+        // the cluster lost it while the last send's backoff ran.
+        (Some(retry), _) => retry.max(Duration::from_secs(1)),
         (None, None) => (deadline - now)
             .to_std()
             .unwrap_or(Duration::from_secs(1))
