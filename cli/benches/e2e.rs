@@ -256,8 +256,9 @@ fn cpu_by_program() -> HashMap<String, f64> {
     used
 }
 
-/// Adds what each program used between two readings to `total`.
-fn add_cpu(
+/// Adds how much each counter grew between two readings to `total` (CPU seconds by program,
+/// requests by kind).
+fn add_growth(
     total: &mut HashMap<String, f64>,
     before: &HashMap<String, f64>,
     after: &HashMap<String, f64>,
@@ -280,6 +281,58 @@ fn per_sample(total: &HashMap<String, f64>, samples: usize) -> serde_json::Map<S
     all.sort_by(|a, b| b.1.total_cmp(&a.1));
     all.into_iter()
         .map(|(name, ms)| (name.clone(), json!((ms * 10.0).round() / 10.0)))
+        .collect()
+}
+
+/// Requests a kube-apiserver has served so far, by verb and resource (`PATCH apps/status`),
+/// from its `apiserver_request_total` metric.
+async fn requests_served(client: &kube::Client) -> HashMap<String, f64> {
+    let mut served = HashMap::new();
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let Ok(text) = client.request_text(request).await else {
+        return served;
+    };
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |name: &str| {
+            labels
+                .split("\",")
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix("=\""))
+                .map(|v| v.trim_end_matches('"').to_owned())
+                .unwrap_or_default()
+        };
+        let (resource, subresource) = (label("resource"), label("subresource"));
+        let what = if subresource.is_empty() {
+            resource
+        } else {
+            format!("{resource}/{subresource}")
+        };
+        let count: f64 = value.trim().parse().unwrap_or(0.0);
+        *served
+            .entry(format!("{} {what}", label("verb")))
+            .or_default() += count;
+    }
+    served
+}
+
+/// Requests per sample by kind, the most frequent first, leaving out the rare ones.
+fn requests_per_sample(
+    total: &HashMap<String, f64>,
+    samples: usize,
+) -> serde_json::Map<String, Value> {
+    let mut all: Vec<(&String, f64)> = total
+        .iter()
+        .map(|(kind, n)| (kind, n / samples as f64))
+        .filter(|(_, n)| *n >= 0.1)
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    all.into_iter()
+        .map(|(kind, n)| (kind.clone(), json!((n * 10.0).round() / 10.0)))
         .collect()
 }
 
@@ -547,23 +600,34 @@ async fn bench() {
     let east = env.cluster("east").unwrap().client().await.unwrap();
     direct_namespace(&east).await;
     let management = env.management().unwrap().client().await.unwrap();
-    let stages = track(management, east.clone());
+    let stages = track(management.clone(), east.clone());
     stages.stream(&admin, &east_project).await;
     let (mut kubenest, mut kubectl) = (Vec::new(), Vec::new());
     let mut shares: Vec<Vec<f64>> = vec![Vec::new(); 6];
     let (mut cpu_ours, mut cpu_theirs) = (HashMap::new(), HashMap::new());
+    // The management cluster's requests over each side's rounds: what an App costs it, and
+    // what it serves anyway (leases, heartbeats) while the direct side runs.
+    let (mut requests_ours, mut requests_idle) = (HashMap::new(), HashMap::new());
     for round in 0..WARMUP + ROUNDS {
+        let served_before = requests_served(&management).await;
         let before = cpu_by_program();
         let (ours, parts) =
             through_kubenest(&mut admin, &stages, &east_project, &format!("lat-{round}")).await;
         // What the round set going settles before the other side is measured.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let middle = cpu_by_program();
+        let served_middle = requests_served(&management).await;
         let theirs = direct(&east, &stages, DIRECT_NS, &format!("direct-{round}")).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         if round >= WARMUP {
-            add_cpu(&mut cpu_ours, &before, &middle);
-            add_cpu(&mut cpu_theirs, &middle, &cpu_by_program());
+            add_growth(&mut cpu_ours, &before, &middle);
+            add_growth(&mut cpu_theirs, &middle, &cpu_by_program());
+            add_growth(&mut requests_ours, &served_before, &served_middle);
+            add_growth(
+                &mut requests_idle,
+                &served_middle,
+                &requests_served(&management).await,
+            );
             kubenest.push(ours);
             kubectl.push(theirs);
             for (all, part) in shares.iter_mut().zip(parts) {
@@ -592,6 +656,12 @@ async fn bench() {
     );
     eprintln!("CPU ms per App through kubenest: {cpu_ours:?}");
     eprintln!("CPU ms per direct apply: {cpu_theirs:?}");
+    let (requests_ours, requests_idle) = (
+        requests_per_sample(&requests_ours, ROUNDS),
+        requests_per_sample(&requests_idle, ROUNDS),
+    );
+    eprintln!("management API requests per App: {requests_ours:?}");
+    eprintln!("management API requests meanwhile per direct apply: {requests_idle:?}");
     kubenest.sort_by(f64::total_cmp);
     kubectl.sort_by(f64::total_cmp);
     let (k50, k99) = (percentile(&kubenest, 50.0), percentile(&kubenest, 99.0));
@@ -674,6 +744,8 @@ async fn bench() {
             "stage_p50_ms": stage_p50,
             "cpu_ms_per_app": cpu_ours,
             "cpu_ms_per_direct": cpu_theirs,
+            "mgmt_requests_per_app": requests_ours,
+            "mgmt_requests_per_direct": requests_idle,
             "fleet_apps": fleet,
             "running_at_cap": fleet_running,
             "create_1000_apps_s": round(created),
