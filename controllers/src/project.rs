@@ -338,33 +338,20 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
     let client = plane.client.clone();
     let projects: Api<Project> = Api::all(client.clone());
     let caches = plane.caches.clone();
-    // A deleted App or addon may unblock its project's deletion: only a project being deleted
-    // is woken by them. Every change of every App (each status write of a rollout) used to
-    // reconcile its project, and each reconcile lists the namespace's projects. A deletion
-    // that the cache has not seen yet is no loss: it requeues itself while it waits.
-    let deleting = {
-        let projects = plane.caches.projects.clone();
-        move |namespace: Option<String>, project: &str| {
-            let key = ObjectRef::<Project>::new(project).within(&namespace?);
-            projects
-                .get(&key)?
-                .metadata
-                .deletion_timestamp
-                .is_some()
-                .then_some(key)
-        }
+    let to_project = |namespace: Option<String>, project: &str| {
+        Some(ObjectRef::<Project>::new(project).within(&namespace?))
     };
-    let deleting_too = deleting.clone();
     Controller::new(projects, watcher::Config::default())
+        // A deleted App or addon may unblock its project's deletion.
         .watches(
             Api::<App>::all(client.clone()),
             watcher::Config::default(),
-            move |app| deleting(app.namespace(), &app.spec.project),
+            move |app| to_project(app.namespace(), &app.spec.project),
         )
         .watches(
             Api::<AddonInstance>::all(client.clone()),
             watcher::Config::default(),
-            move |addon| deleting_too(addon.namespace(), &addon.spec.project),
+            move |addon| to_project(addon.namespace(), &addon.spec.project),
         )
         // A cluster getting its id places its projects.
         .watches(
