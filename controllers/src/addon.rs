@@ -243,8 +243,12 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
             (phase, false, reason, message, None)
         }
     };
+    // Once per revision, not only on a change of phase: a rollback from Ready to Ready may
+    // never show a reconcile the phase change (as for Apps, see the App controller).
+    let revision_key = format!("revision {revision}");
     if let Some(succeeded) = outcome
-        && old.phase.as_deref() != Some(phase)
+        && (old.phase.as_deref() != Some(phase)
+            || !plane.intents.outcome_recorded(&key.uid, &revision_key))
     {
         match plane
             .history
@@ -257,7 +261,9 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
             )
             .await
         {
-            Ok(()) | Err(HistoryError::InvalidTransition(_) | HistoryError::NotFound) => {}
+            Ok(()) | Err(HistoryError::InvalidTransition(_) | HistoryError::NotFound) => {
+                plane.intents.record_outcome(&key.uid, &revision_key);
+            }
             Err(other) => return Err(other.into()),
         }
     }
