@@ -496,6 +496,119 @@ struct Case {
     want: u16,
 }
 
+/// `value` as a query parameter's value.
+fn encode(value: &str) -> String {
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+/// Every page of `query` (limit 3), following `continue` to the end: the App names in order.
+async fn all_pages(client: &Client, query: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut path = format!("/api/v1/apps?limit=3{query}");
+        if let Some(token) = &token {
+            path.push_str(&format!("&continue={}", encode(token)));
+        }
+        let page = client.expect(Method::GET, &path, None, 200).await;
+        let items = page["items"].as_array().unwrap();
+        assert!(items.len() <= 3, "{page}");
+        names.extend(items.iter().map(|a| a["name"].as_str().unwrap().to_owned()));
+        match page["continue"].as_str() {
+            Some(next) => {
+                assert_eq!(items.len(), 3, "only a full page says more follow: {page}");
+                token = Some(next.to_owned());
+            }
+            None => return names,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_list_pages_through_a_project_an_organization_and_everything_once() {
+    let admin = Client::admin().await;
+    let (first, second) = (
+        org(&admin, "pages", json!([])).await,
+        org(&admin, "pages", json!([])).await,
+    );
+    let mut projects = Vec::new();
+    for (org, count) in [(&first, 7), (&first, 4), (&second, 3)] {
+        let registration = cluster(&admin, org).await;
+        let project = project(&admin, org, registration["cluster_id"].as_str().unwrap()).await;
+        let id = project["id"].as_str().unwrap().to_owned();
+        let mut names = Vec::new();
+        for i in 0..count {
+            let name = format!("app-{}-{i}", projects.len());
+            admin
+                .expect(
+                    Method::POST,
+                    "/api/v1/apps",
+                    Some(web_app(&id, &name, "web:1")),
+                    202,
+                )
+                .await;
+            names.push(name);
+        }
+        names.sort();
+        projects.push((id, names));
+    }
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+
+    // A project's Apps are read with a field selector: full pages, only its own, each once,
+    // though the organization holds more Apps than a page of another project's.
+    for (id, names) in &projects {
+        let got = all_pages(&admin, &format!("&project_id={id}")).await;
+        assert_eq!(sorted(got), *names);
+    }
+    let in_first = all_pages(&admin, &format!("&org={first}")).await;
+    let want: Vec<String> = projects[..2].iter().flat_map(|(_, n)| n.clone()).collect();
+    assert_eq!(sorted(in_first), sorted(want));
+    // Without a filter, every organization the caller sees, one after another: other tests'
+    // Apps come too, but each of these exactly once.
+    let everything = all_pages(&admin, "").await;
+    for (_, names) in &projects {
+        for name in names {
+            let seen = everything.iter().filter(|n| *n == name).count();
+            assert_eq!(seen, 1, "{name} listed {seen} times");
+        }
+    }
+    // A project of another organization than the one asked for lists nothing.
+    let none = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/apps?org={first}&project_id={}", projects[2].0),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(none["items"], json!([]));
+
+    // A token is the list's own: one of another organization, or made up, is refused by name.
+    let page = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/apps?limit=3&org={first}"),
+            None,
+            200,
+        )
+        .await;
+    let token = page["continue"].as_str().unwrap();
+    for (query, token) in [
+        (format!("org={second}"), token.to_owned()),
+        (format!("org={first}"), "no-such-org/".to_owned()),
+        (format!("org={first}"), "not a token".to_owned()),
+        (format!("org={first}"), format!("{first}/garbage")),
+    ] {
+        let path = format!("/api/v1/apps?{query}&continue={}", encode(&token));
+        let (status, body) = admin.get(&path).await;
+        assert_eq!(status, 422, "{path}: {body}");
+        assert_eq!(body["error"]["field"], "continue", "{body}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_at_each_scope_allow_exactly_their_operations_and_other_orgs_do_not_exist() {
     let admin = Client::admin().await;

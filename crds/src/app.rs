@@ -17,6 +17,8 @@ use crate::common::{Chart, Condition, Values, preserve_unknown_fields};
     namespaced
 )]
 #[kube(shortname = "kapp", category = "kubenest", status = "AppStatus")]
+// `kubectl get apps --field-selector spec.project=web`, and the API's list of a project's Apps.
+#[kube(selectable = ".spec.project")]
 #[kube(printcolumn(name = "Project", type_ = "string", json_path = ".spec.project"))]
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
 #[kube(printcolumn(

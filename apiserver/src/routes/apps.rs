@@ -363,7 +363,7 @@ pub struct ListQuery {
     pub project_id: Option<String>,
     /// Page size, 1 to 500 (default 100).
     pub limit: Option<u32>,
-    /// The `continue` of the previous page (needs `org`).
+    /// The `continue` of the previous page, with the same filters.
     #[serde(rename = "continue")]
     pub continue_token: Option<String>,
 }
@@ -377,7 +377,36 @@ pub struct AppList {
     pub continue_token: Option<String>,
 }
 
-/// The Apps you have a role on, newest pages first per organization.
+/// Where the next page of an App list starts: an organization, and the Kubernetes `continue`
+/// of its namespace's list (none at the organization's first App). As text,
+/// `{organization}/{continue}`, which the caller passes back unread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Cursor {
+    org: String,
+    after: Option<String>,
+}
+
+impl Cursor {
+    fn encode(&self) -> String {
+        format!("{}/{}", self.org, self.after.as_deref().unwrap_or_default())
+    }
+
+    fn decode(token: &str) -> ApiResult<Self> {
+        let invalid = || ApiError::invalid("continue", "not a continue token of this list");
+        let (org, after) = token.split_once('/').ok_or_else(invalid)?;
+        if !k8s::is_name(org) {
+            return Err(invalid());
+        }
+        Ok(Self {
+            org: org.to_owned(),
+            after: (!after.is_empty()).then(|| after.to_owned()),
+        })
+    }
+}
+
+/// The Apps you have a role on, organization by organization (by name), each in the order
+/// Kubernetes lists them. A page holds up to `limit` Apps and a `continue` when more follow;
+/// only a project's Apps are read when `project_id` is given (a field selector).
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -387,71 +416,104 @@ pub async fn list(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid("limit", "between 1 and 500"));
     }
-    if query.continue_token.is_some() && query.org.is_none() {
-        return Err(ApiError::invalid("continue", "paging needs org"));
-    }
-    let views = match &query.org {
-        Some(org) => vec![super::org_view(&state, &caller, org).await?],
-        None => super::visible_orgs(&state, &caller).await?,
-    };
+    let cursor = query
+        .continue_token
+        .as_deref()
+        .map(Cursor::decode)
+        .transpose()?;
     let project_name = match &query.project_id {
         Some(id) => {
             let project = super::project(&state, &caller, id).await?;
             project.require(Need::Read, "project")?;
-            Some((project.namespace(), project.object.name_any()))
+            Some((project.org.name_any(), project.object.name_any()))
         }
         None => None,
     };
+    let views = match (&project_name, &query.org) {
+        // A project of another organization than the one asked for: none of its Apps.
+        (Some((org, _)), Some(asked)) if org != asked => Vec::new(),
+        (Some((org, _)), _) => vec![super::org_view(&state, &caller, org).await?],
+        (None, Some(org)) => vec![super::org_view(&state, &caller, org).await?],
+        (None, None) => super::visible_orgs(&state, &caller).await?,
+    };
+    let first = match &cursor {
+        Some(cursor) => views
+            .iter()
+            .position(|v| v.org.name_any() == cursor.org)
+            .ok_or_else(|| ApiError::invalid("continue", "not a continue token of this list"))?,
+        None => 0,
+    };
+    let limit = limit as usize;
+    let mut after = cursor.and_then(|c| c.after);
     let mut items = Vec::new();
     let mut next = None;
-    for view in &views {
-        if let Some((namespace, _)) = &project_name
-            && *namespace != view.namespace
-        {
-            continue;
-        }
+    'orgs: for (at, view) in views.iter().enumerate().skip(first) {
         let api: Api<App> = Api::namespaced(state.client().clone(), &view.namespace);
-        let mut params = ListParams::default().limit(limit);
-        if let Some(token) = &query.continue_token {
-            params = params.continue_token(token);
-        }
-        let page = api.list(&params).await.map_err(|e| match e {
-            kube::Error::Api(s) if s.code == 410 => {
-                ApiError::invalid("continue", "the page token expired; start again")
+        loop {
+            let mut params = ListParams::default().limit((limit - items.len()) as u32);
+            let resumed = after.is_some();
+            if let Some(token) = after.take() {
+                params = params.continue_token(&token);
             }
-            other => other.into(),
-        })?;
-        if query.org.is_some() {
-            next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
-        }
-        for app in &page.items {
-            if let Some((_, name)) = &project_name
-                && app.spec.project != *name
-            {
-                continue;
+            if let Some((_, name)) = &project_name {
+                params = params.fields(&format!("spec.project={name}"));
             }
-            if view.role_in_project(&caller, &app.spec.project).is_none() {
-                continue;
-            }
-            let project = view
-                .projects
-                .iter()
-                .find(|p| p.name_any() == app.spec.project);
-            let cluster = project.and_then(|p| {
-                view.clusters
+            let page = api.list(&params).await.map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 410 => {
+                    ApiError::invalid("continue", "the page token expired; start again")
+                }
+                kube::Error::Api(s) if s.code == 400 && resumed => {
+                    ApiError::invalid("continue", "not a continue token of this list")
+                }
+                other => other.into(),
+            })?;
+            items.extend(
+                page.items
                     .iter()
-                    .find(|c| c.name_any() == p.spec.cluster)
-            });
-            let mut item = response(app, None);
-            item.project_id = project.and_then(ResourceExt::uid);
-            item.cluster_id = cluster.and_then(|c| c.status.as_ref()?.cluster_id.clone());
-            items.push(item);
+                    .filter(|app| view.role_in_project(&caller, &app.spec.project).is_some())
+                    .map(|app| list_item(view, app)),
+            );
+            let more = page.metadata.continue_.filter(|c| !c.is_empty());
+            if items.len() >= limit {
+                next = match more {
+                    Some(token) => Some(Cursor {
+                        org: view.org.name_any(),
+                        after: Some(token),
+                    }),
+                    None => views.get(at + 1).map(|v| Cursor {
+                        org: v.org.name_any(),
+                        after: None,
+                    }),
+                };
+                break 'orgs;
+            }
+            match more {
+                Some(token) => after = Some(token),
+                None => break,
+            }
         }
     }
     Ok(Json(AppList {
         items,
-        continue_token: next,
+        continue_token: next.map(|c| c.encode()),
     }))
+}
+
+/// An App of the list, with the ids of its project and cluster from the organization's view.
+fn list_item(view: &super::OrgView, app: &App) -> AppResponse {
+    let project = view
+        .projects
+        .iter()
+        .find(|p| p.name_any() == app.spec.project);
+    let cluster = project.and_then(|p| {
+        view.clusters
+            .iter()
+            .find(|c| c.name_any() == p.spec.cluster)
+    });
+    let mut item = response(app, None);
+    item.project_id = project.and_then(ResourceExt::uid);
+    item.cluster_id = cluster.and_then(|c| c.status.as_ref()?.cluster_id.clone());
+    item
 }
 
 /// One App.
