@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -79,21 +78,14 @@ async fn export_values(
     ctx: &Context,
     target: &AddonTarget<'_>,
 ) -> Result<BTreeMap<String, String>, AddonError> {
-    let existing = ctx
+    // A Secret the cache has not seen is read from the API server: a cache that lags behind
+    // never rotates a database's credentials.
+    let password = ctx
         .applier
         .get("v1", "Secret", target.namespace, &target.export_secret)
-        .await?;
-    let password = match existing {
-        Some(live) => password_of(&live),
-        // Not in the cache: ask the API server before making a new password, so a cache that
-        // lags behind never rotates a database's credentials.
-        None => Api::<Secret>::namespaced(ctx.client.clone(), target.namespace)
-            .get_opt(&target.export_secret)
-            .await?
-            .and_then(|s| serde_json::to_value(s).ok())
-            .and_then(|live| password_of(&live)),
-    }
-    .unwrap_or_else(exports::generate_password);
+        .await?
+        .and_then(|live| password_of(&live))
+        .unwrap_or_else(exports::generate_password);
     let facts = Facts {
         release: &target.release,
         namespace: target.namespace,

@@ -226,8 +226,10 @@ impl Applier {
         })
     }
 
-    /// The live object: from the cache for the kinds the agent renders, else from the API
-    /// server.
+    /// The live object: from the cache for the kinds the agent renders, else (another kind, or
+    /// an object the cache has not seen yet, such as one applied a moment ago) from the API
+    /// server. A cache that lags behind never makes an object look missing: that would make
+    /// the agent apply it again, or make a new password for a database.
     pub async fn get(
         &self,
         api_version: &str,
@@ -238,7 +240,9 @@ impl Applier {
         if let Some((resource, store)) = self.caches.get(&(api_version.to_owned(), kind.to_owned()))
         {
             let key = ObjectRef::new_with(name, resource.clone()).within(namespace);
-            return Ok(store.get(&key).and_then(|o| serde_json::to_value(&*o).ok()));
+            if let Some(cached) = store.get(&key) {
+                return Ok(serde_json::to_value(&*cached).ok());
+            }
         }
         self.get_fresh(api_version, kind, namespace, name).await
     }

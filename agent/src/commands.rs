@@ -284,14 +284,21 @@ async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
     }
 }
 
-/// Checks that `namespace` is the namespace of project `project_id` on this cluster, asking the
-/// API server.
+/// Checks that `namespace` is the namespace of project `project_id` on this cluster. The
+/// agent's cache of project namespaces answers; a refusal is confirmed with the API server
+/// first, so a namespace created a moment ago is never refused because the cache has not seen
+/// it yet. (A namespace handed to another project is seen by the cache within its watch's
+/// delay, as every pass of the App's StackDeploy checks it again.)
 pub async fn check_namespace(
     ctx: &Context,
     namespace: &str,
     project_id: &str,
     field: &str,
 ) -> Result<(), Refusal> {
+    let cached = ctx.applier.namespace(namespace);
+    if boundary(cached.as_deref(), namespace, project_id, field).is_ok() {
+        return Ok(());
+    }
     let found = Api::<Namespace>::all(ctx.client.clone())
         .get_opt(namespace)
         .await

@@ -446,15 +446,13 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         new.rollout_started_at = Some(now);
     }
 
-    // The cache answers; a refusal is confirmed with the API server first, so a namespace
-    // created a moment ago is never refused because the cache has not seen it yet.
-    let field = "/app/namespace";
-    let project = app.project_id.as_str();
-    let cached = ctx.applier.namespace(namespace);
-    let mut boundary = crate::commands::boundary(cached.as_deref(), namespace, project, field);
-    if boundary.is_err() {
-        boundary = crate::commands::check_namespace(&ctx, namespace, project, field).await;
-    }
+    let boundary = crate::commands::check_namespace(
+        &ctx,
+        namespace,
+        app.project_id.as_str(),
+        "/app/namespace",
+    )
+    .await;
     let mut pass = Pass {
         all_ready: true,
         workloads_at_zero: true,
@@ -464,7 +462,10 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         new.rejection = Some(refusal.message.clone());
     } else {
         new.rejection = None;
-        let force = fresh_revision || ctx.full_pass_due(app.app_id.as_str());
+        // The full-pass clock starts with a fresh revision's own pass too, or the pass right
+        // after it (woken by its own status write) would apply everything a second time.
+        let full_pass_due = ctx.full_pass_due(app.app_id.as_str());
+        let force = fresh_revision || full_pass_due;
         addons(&ctx, deploy, force, &mut pass).await;
         workloads(&ctx, &held, fresh_revision, force, &mut pass).await?;
         ctx.applier.prune(namespace, &selector, &pass.keep).await?;
