@@ -132,11 +132,20 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
     let old = project.status.clone().unwrap_or_default();
     let mut status = old.clone();
 
-    // Listed from the API server, not the cache: a claim must see every project that exists.
-    let siblings = Api::<Project>::namespaced(plane.client.clone(), &key.namespace)
-        .list(&ListParams::default())
-        .await?
-        .items;
+    // A namespace the agent confirmed for this very project and generation is the project's
+    // own: the cluster labels it with one project only. Any other claim must see every project
+    // that exists, listed from the API server, not the cache. (Apps and addons wake their
+    // project on every change, so this is most reconciles.)
+    let confirmed =
+        old.cluster_phase.as_deref() == Some("Ready") && old.ensured_generation == Some(generation);
+    let siblings = if confirmed {
+        Vec::new()
+    } else {
+        Api::<Project>::namespaced(plane.client.clone(), &key.namespace)
+            .list(&ListParams::default())
+            .await?
+            .items
+    };
     if let Some(owner) = owner_of(&siblings, &project.spec.cluster, &project.spec.namespace)
         && owner.uid().as_deref() != Some(key.uid.as_str())
     {
@@ -176,8 +185,6 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         }
     };
 
-    let confirmed =
-        old.cluster_phase.as_deref() == Some("Ready") && old.ensured_generation == Some(generation);
     let mut retry = None;
     if !confirmed {
         let sent = Sent::ProjectEnsure {

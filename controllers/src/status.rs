@@ -6,7 +6,9 @@
 //! components, drift, ...); the controllers derive phases, conditions and history from it,
 //! so each status field has one writer. Objects are found by uid in reflector caches.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -287,10 +289,49 @@ fn lane_of(envelope: &Envelope) -> usize {
     usize::try_from(hasher.finish()).unwrap_or(0)
 }
 
+/// How long an agent's acceptance of an `app.deploy` waits for a status of the same App, to be
+/// written with it. The agent reports the App right after applying it, a few milliseconds after
+/// accepting; written together, that is one App write (and one reconcile) instead of two. Only
+/// the controllers' re-send timer reads the acceptance, and it runs for seconds.
+const ACCEPTANCE_WAIT: Duration = Duration::from_millis(100);
+
+/// Acceptances of `app.deploy` not written yet: the revision accepted, by App uid.
+#[derive(Debug, Default)]
+struct Acceptances(Mutex<HashMap<String, String>>);
+
+impl Acceptances {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes that the agent accepted `revision` of App `uid` (replacing an older one waiting).
+    fn add(&self, uid: &str, revision: &str) {
+        self.waiting().insert(uid.to_owned(), revision.to_owned());
+    }
+
+    /// Takes the acceptance waiting for App `uid`, to be written with its status.
+    fn ride(&self, uid: &str) -> Option<String> {
+        self.waiting().remove(uid)
+    }
+
+    /// Takes App `uid`'s acceptance of `revision`, if it is still waiting (no status took it,
+    /// and no later revision replaced it).
+    fn take(&self, uid: &str, revision: &str) -> bool {
+        let mut waiting = self.waiting();
+        if waiting.get(uid).map(String::as_str) == Some(revision) {
+            waiting.remove(uid);
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Routes status events to their objects.
 pub struct Router {
     plane: Arc<Plane>,
     caches: Caches,
+    acceptances: Arc<Acceptances>,
 }
 
 impl std::fmt::Debug for Router {
@@ -301,7 +342,11 @@ impl std::fmt::Debug for Router {
 
 impl Router {
     pub fn new(plane: Arc<Plane>, caches: Caches) -> Self {
-        Self { plane, caches }
+        Self {
+            plane,
+            caches,
+            acceptances: Arc::default(),
+        }
     }
 
     /// Consumes status events until the channel closes. Each event is a write to the
@@ -450,20 +495,50 @@ impl Router {
             .map(|c| format!("{}: {}", c.reason, c.message))
             .collect();
         let message = (!failing.is_empty()).then(|| failing.join("; "));
-        patch_status(
-            &self.plane.client,
-            &*app,
-            json!({
-                "observedRevision": status.observed_revision,
-                "clusterPhase": phase_name(&status.phase),
-                "clusterMessage": message,
-                "components": components,
-                "ingressAddress": status.ingress_address,
-                "observedAt": rfc3339(status.observed_at),
-                "observedSequence": status.sequence,
-            }),
-        )
-        .await
+        let mut patch = json!({
+            "observedRevision": status.observed_revision,
+            "clusterPhase": phase_name(&status.phase),
+            "clusterMessage": message,
+            "components": components,
+            "ingressAddress": status.ingress_address,
+            "observedAt": rfc3339(status.observed_at),
+            "observedSequence": status.sequence,
+        });
+        let accepted = self.acceptances.ride(status.app_id.as_str());
+        if let Some(revision) = &accepted {
+            patch["acceptedRevision"] = json!(revision);
+        }
+        let written = patch_status(&self.plane.client, &*app, patch).await;
+        if written.is_err()
+            && let Some(revision) = accepted
+        {
+            // The acceptance is not lost with the status: it is written alone.
+            patch_status(
+                &self.plane.client,
+                &*app,
+                json!({ "acceptedRevision": revision }),
+            )
+            .await?;
+        }
+        written
+    }
+
+    /// Records the agent's acceptance of `revision` of `app`: with the App's next status if it
+    /// comes within [`ACCEPTANCE_WAIT`], else alone.
+    fn accepted(&self, app: Arc<App>, revision: String) {
+        let Some(uid) = app.uid() else { return };
+        self.acceptances.add(&uid, &revision);
+        let (acceptances, client) = (self.acceptances.clone(), self.plane.client.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(ACCEPTANCE_WAIT).await;
+            if acceptances.take(&uid, &revision)
+                && let Err(error) =
+                    patch_status(&client, &*app, json!({ "acceptedRevision": revision })).await
+            {
+                // The controllers re-send the command, and the agent accepts it again.
+                tracing::warn!(app = %app.name_any(), %error, "acceptance not recorded");
+            }
+        });
     }
 
     async fn drift(&self, cluster_id: &str, report: wire::DriftReport) -> Result<(), kube::Error> {
@@ -516,7 +591,7 @@ impl Router {
         match (sent, rejection) {
             (Sent::AppDeploy { app: key, revision }, None) => {
                 if let Some(app) = app(&key) {
-                    patch_status(client, &*app, json!({ "acceptedRevision": revision })).await?;
+                    self.accepted(app, revision);
                 }
             }
             (Sent::AppDeploy { app: key, revision }, Some(mut rejection)) => {
@@ -673,5 +748,34 @@ pub async fn resync_on_reconnect(plane: Arc<Plane>, caches: Caches, shutdown: Ca
                 tracing::debug!(%cluster_id, %error, "resync.request not routed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_acceptance_is_taken_once_by_a_status_or_by_its_own_timer() {
+        let acceptances = Acceptances::default();
+        acceptances.add("a", "r1");
+        assert_eq!(acceptances.ride("a").as_deref(), Some("r1"));
+        assert!(!acceptances.take("a", "r1"), "the status wrote it");
+        assert_eq!(acceptances.ride("a"), None);
+
+        acceptances.add("a", "r1");
+        assert!(acceptances.take("a", "r1"));
+        assert_eq!(acceptances.ride("a"), None, "the timer wrote it");
+    }
+
+    #[test]
+    fn a_later_revision_replaces_the_acceptance_waiting() {
+        let acceptances = Acceptances::default();
+        acceptances.add("a", "r1");
+        acceptances.add("b", "r1");
+        acceptances.add("a", "r2");
+        assert!(!acceptances.take("a", "r1"), "r1's timer leaves r2 waiting");
+        assert!(acceptances.take("a", "r2"));
+        assert_eq!(acceptances.ride("b").as_deref(), Some("r1"));
     }
 }
