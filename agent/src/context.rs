@@ -4,7 +4,7 @@ use crate::apply::Applier;
 use crate::gitops::GitOps;
 use crate::helm::Helm;
 use crate::uplink::Reporter;
-use kubenest_contracts::AppDeploy;
+use kubenest_contracts::{AppDeploy, AppStatus};
 use std::sync::Arc;
 
 /// The agent's shared context: the local API server, where its own objects live, and the
@@ -29,6 +29,11 @@ pub struct Context {
     /// re-send of the same command (the management side re-sends until it hears the answer)
     /// is answered without writing it again.
     pub stored: std::sync::Mutex<std::collections::HashMap<String, Arc<AppDeploy>>>,
+    /// The `app.status` this process last reported for each App. A resync sends it again: the
+    /// StackDeploy's status is written after the report, so it can be one step behind, and
+    /// resending it would tell the management side an older state as the newest (and the next
+    /// pass, finding nothing changed, would not correct it).
+    pub reported: crate::status::LastReports,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,
@@ -58,6 +63,13 @@ impl Context {
             passes.remove(app_id);
         }
         self.forget_stored(app_id);
+        self.reported.forget(app_id);
+    }
+
+    /// Sends `status` and remembers it as the App's last report.
+    pub fn report_app(&self, status: AppStatus) {
+        self.reported.record(&status);
+        self.reporter.report(status);
     }
 
     /// Whether `deploy` is exactly what this process last stored for its App.

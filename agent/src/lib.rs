@@ -133,6 +133,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         kubernetes_version,
         builders: config.builders.clone(),
         full_passes: Default::default(),
+        reported: Default::default(),
         stored: Default::default(),
     });
     let commands = commands::Commands::start(ctx.clone());

@@ -511,8 +511,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         if reportable(&old) != reportable(&new) {
             let mut observed = (*held).clone();
             observed.status = Some(new.clone());
-            ctx.reporter
-                .report(status::app_status(&ctx.reporter, &observed));
+            ctx.report_app(status::app_status(&ctx.reporter, &observed));
         }
         let patch = json!({"status": new});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))

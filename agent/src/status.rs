@@ -63,6 +63,45 @@ pub fn app_status(reporter: &Reporter, held: &StackDeploy) -> wire::AppStatus {
     }
 }
 
+/// The `app.status` this process last reported for each App, by App id.
+#[derive(Debug, Default)]
+pub struct LastReports(std::sync::Mutex<std::collections::HashMap<String, wire::AppStatus>>);
+
+impl LastReports {
+    fn reports(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, wire::AppStatus>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn record(&self, status: &wire::AppStatus) {
+        self.reports()
+            .insert(status.app_id.to_string(), status.clone());
+    }
+
+    pub fn forget(&self, app_id: &str) {
+        self.reports().remove(app_id);
+    }
+
+    /// What a resync says of `held`'s App: the last report, with a new sequence number, else
+    /// (nothing reported since this process started) its StackDeploy's status, if it has one.
+    /// Never the StackDeploy's status over a report: it is written after the report, so it
+    /// can be a step behind, and the next pass, finding nothing changed, would not correct it.
+    pub fn again(&self, reporter: &Reporter, held: &StackDeploy) -> Option<wire::AppStatus> {
+        let last = self
+            .reports()
+            .get(held.spec.deploy.app.app_id.as_str())
+            .cloned();
+        match last {
+            Some(mut last) => {
+                last.sequence = reporter.next_sequence();
+                Some(last)
+            }
+            None => held.status.is_some().then(|| app_status(reporter, held)),
+        }
+    }
+}
+
 /// `app.status` saying the App is gone from the cluster.
 pub fn deleted(reporter: &Reporter, app_id: wire::Id, revision: Option<String>) -> wire::AppStatus {
     wire::AppStatus {
@@ -112,8 +151,8 @@ pub async fn resync(ctx: &Context) -> Vec<Message> {
         .await
         .unwrap_or_default()
     {
-        if held.status.is_some() {
-            events.push(app_status(&ctx.reporter, &held).into());
+        if let Some(status) = ctx.reported.again(&ctx.reporter, &held) {
+            events.push(status.into());
         }
     }
     let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace)
@@ -127,4 +166,55 @@ pub async fn resync(ctx: &Context) -> Vec<Message> {
         }
     }
     events
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{StackDeploySpec, StackDeployStatus};
+
+    fn held(phase: Option<&str>) -> StackDeploy {
+        let deploy = serde_json::from_value(serde_json::json!({
+            "app": {"app_id": "a1", "name": "shop", "project_id": "p1", "namespace": "shop"},
+            "revision": "r1", "progress_deadline_seconds": 60, "components": [],
+        }))
+        .unwrap();
+        let mut held = StackDeploy::new(
+            "app-a1",
+            StackDeploySpec {
+                deploy,
+                restart_id: None,
+            },
+        );
+        held.status = phase.map(|p| StackDeployStatus {
+            phase: Some(p.into()),
+            observed_revision: Some("r1".into()),
+            ..StackDeployStatus::default()
+        });
+        held
+    }
+
+    #[test]
+    fn a_resync_repeats_the_last_report_over_a_status_one_step_behind() {
+        let (reporter, _events, _connected) = Reporter::new();
+        let reports = LastReports::default();
+        let running = app_status(&reporter, &held(Some("Running")));
+        reports.record(&running);
+        // The report went out; the StackDeploy's status still says what it said before.
+        let again = reports.again(&reporter, &held(Some("Deploying"))).unwrap();
+        assert_eq!(again.phase, AppPhase::Running);
+        assert!(
+            again.sequence > running.sequence,
+            "newer than what it repeats"
+        );
+
+        reports.forget("a1");
+        let from_status = reports.again(&reporter, &held(Some("Deploying"))).unwrap();
+        assert_eq!(
+            from_status.phase,
+            AppPhase::Deploying,
+            "nothing reported: the status"
+        );
+        assert!(reports.again(&reporter, &held(None)).is_none());
+    }
 }
