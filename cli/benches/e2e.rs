@@ -23,7 +23,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kubenest_cli::api::Client;
+use kubenest_cli::api::{Client, query_value};
 use kubenest_cli::system::{Options, System};
 use kubenest_cli::tour::EventStream;
 use kubenest_testkit::{Binaries, Environment, NodePool};
@@ -101,6 +101,8 @@ enum Stage {
 struct Stages {
     seen: Arc<Mutex<HashMap<String, [Option<Instant>; 6]>>>,
     changed: Arc<tokio::sync::Notify>,
+    /// The watches and streams marking stages.
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Stages {
@@ -117,6 +119,25 @@ impl Stages {
             .get(app_id)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// How many of `keys` reached `stage`.
+    fn count(&self, keys: &[String], stage: Stage) -> usize {
+        let seen = self.seen.lock().unwrap();
+        keys.iter()
+            .filter(|k| seen.get(*k).is_some_and(|s| s[stage as usize].is_some()))
+            .count()
+    }
+
+    fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().unwrap().push(task);
+    }
+
+    /// Stops every watch and stream marking stages.
+    fn stop(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
     }
 
     /// Waits until `app_id` reaches `stage`.
@@ -136,7 +157,7 @@ impl Stages {
             .await
             .unwrap();
         let this = self.clone();
-        tokio::spawn(async move {
+        self.keep(tokio::spawn(async move {
             while let Ok(event) = events.next().await {
                 if event.kind == "app.phase"
                     && event.data["phase"] == "Running"
@@ -145,7 +166,7 @@ impl Stages {
                     this.mark(app_id, Stage::Streamed);
                 }
             }
-        });
+        }));
     }
 
     /// Watches `resource` on `client`, marking what `stages` says of each object.
@@ -157,7 +178,7 @@ impl Stages {
         stages: fn(&DynamicObject) -> Vec<(String, Stage)>,
     ) {
         let this = self.clone();
-        tokio::spawn(async move {
+        self.keep(tokio::spawn(async move {
             let api: Api<DynamicObject> = Api::all_with(client, &resource);
             // With a backoff: once the clusters stop, errors must not spin.
             let mut events = watcher(api, config).default_backoff().boxed();
@@ -169,7 +190,17 @@ impl Stages {
                     }
                 }
             }
-        });
+        }));
+    }
+
+    /// Marks [`Stage::Ready`] for the peer's Deployments on `client`.
+    fn watch_direct(&self, client: kube::Client) {
+        self.watch(
+            client,
+            ApiResource::erase::<Deployment>(&()),
+            watcher::Config::default().fields(&format!("metadata.namespace={DIRECT_NS}")),
+            direct_stages,
+        );
     }
 }
 
@@ -331,6 +362,19 @@ async fn requests_served(client: &kube::Client) -> HashMap<String, f64> {
     served
 }
 
+/// [`requests_served`] by the management and the workload API server, then a pause of 100 ms.
+async fn counts(
+    management: &kube::Client,
+    workload: &kube::Client,
+) -> (HashMap<String, f64>, HashMap<String, f64>) {
+    let served = (
+        requests_served(management).await,
+        requests_served(workload).await,
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    served
+}
+
 /// Creates [`DIRECT_NS`] on a workload cluster.
 async fn direct_namespace(client: &kube::Client) {
     Api::<Namespace>::all(client.clone())
@@ -389,12 +433,7 @@ fn track(management: kube::Client, workload: kube::Client) -> Stages {
         labelled,
         deployment_stages,
     );
-    stages.watch(
-        workload,
-        ApiResource::erase::<Deployment>(&()),
-        watcher::Config::default().fields(&format!("metadata.namespace={DIRECT_NS}")),
-        direct_stages,
-    );
+    stages.watch_direct(workload);
     stages
 }
 
@@ -498,25 +537,75 @@ async fn direct_ready(clients: &[kube::Client]) -> usize {
 }
 
 /// `fleet` Deployments and Services applied directly, half on each of `clients`, 16 at a time;
-/// seconds until all are Ready (None past [`CONVERGE_CAP`]) and how many were.
+/// then until all are Ready. Returns the seconds (none if not within [`CONVERGE_CAP`]) and how
+/// many were Ready at the end.
 async fn direct_fleet(clients: &[kube::Client; 2], fleet: usize) -> (Option<f64>, usize) {
+    let stages = Stages::default();
+    for client in clients {
+        stages.watch_direct(client.clone());
+    }
+    let names: Vec<String> = (0..fleet).map(|i| format!("fleet-{i}")).collect();
     let started = Instant::now();
-    let mut applies = futures::stream::iter((0..fleet).map(|i| {
+    let mut applies = futures::stream::iter(names.iter().enumerate().map(|(i, name)| {
         let client = clients[i % 2].clone();
-        async move { apply_direct(&client, DIRECT_NS, &format!("fleet-{i}")).await }
+        async move { apply_direct(&client, DIRECT_NS, name).await }
     }))
     .buffer_unordered(16);
     while applies.next().await.is_some() {}
     drop(applies);
     let applied = started.elapsed().as_secs_f64();
+    let (done, ready) = converged(&stages, &names, Stage::Ready, started, "Ready", || {
+        direct_ready(clients)
+    })
+    .await;
+    stages.stop();
+    eprintln!(
+        "direct: {fleet} applied in {applied:.1}s, {ready} Ready after {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    (done, ready)
+}
+
+/// Waits until each of `keys` reached `stage` as the watches see it and `confirm` (a list of
+/// what is really there) counts them all, or [`CONVERGE_CAP`] passed. The watches only say when
+/// to look: `confirm` runs once they say all are there, and every 10 s meanwhile in case an
+/// event was missed. Returns the seconds since `started` (none if not reached) and the last
+/// count `confirm` gave.
+async fn converged<F, Fut>(
+    stages: &Stages,
+    keys: &[String],
+    stage: Stage,
+    started: Instant,
+    what: &str,
+    mut confirm: F,
+) -> (Option<f64>, usize)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let (mut printed, mut last_confirm) = (0, Instant::now());
     loop {
-        let ready = direct_ready(clients).await;
-        if ready >= fleet || started.elapsed() > CONVERGE_CAP {
-            let done = started.elapsed().as_secs_f64();
-            eprintln!("direct: {fleet} applied in {applied:.1}s, {ready} Ready after {done:.1}s");
-            return ((ready >= fleet).then_some(done), ready);
+        let seen = stages.count(keys, stage);
+        if seen != printed && (seen == keys.len() || seen >= printed + keys.len() / 10) {
+            eprintln!(
+                "  {:>5.1}s: {seen} of {} {what}",
+                started.elapsed().as_secs_f64(),
+                keys.len()
+            );
+            printed = seen;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let capped = started.elapsed() > CONVERGE_CAP;
+        if seen >= keys.len() || capped || last_confirm.elapsed() > Duration::from_secs(10) {
+            let confirmed = confirm().await;
+            last_confirm = Instant::now();
+            if confirmed >= keys.len() {
+                return (Some(started.elapsed().as_secs_f64()), confirmed);
+            }
+            if capped {
+                return (None, confirmed);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -528,7 +617,7 @@ async fn running(admin: &mut Client, project_ids: &[String]) -> usize {
         loop {
             let mut path = format!("/api/v1/apps?project_id={project}&limit=500");
             if let Some(token) = &next {
-                path.push_str(&format!("&continue={token}"));
+                path.push_str(&format!("&continue={}", query_value(token)));
             }
             let Ok(page) = admin.get(&path).await else {
                 break;
@@ -603,32 +692,39 @@ async fn bench() {
     // The management cluster's requests over each side's rounds: what an App costs it, and
     // what it serves anyway (leases, heartbeats) while the direct side runs.
     let (mut requests_ours, mut requests_idle) = (HashMap::new(), HashMap::new());
+    // The same on the workload cluster, where both sides apply.
+    let (mut workload_ours, mut workload_theirs) = (HashMap::new(), HashMap::new());
+    // Request counts are read between the sides, outside both CPU windows, and are followed
+    // by a pause: a scrape of `/metrics` is megabytes the API servers make and this bench
+    // parses, and it must not weigh on the round that follows.
+    let mut served = counts(&management, &east).await;
     for round in 0..WARMUP + ROUNDS {
-        let served_before = requests_served(&management).await;
         let before = cpu_by_program();
         let (ours, parts) =
             through_kubenest(&mut admin, &stages, &east_project, &format!("lat-{round}")).await;
         // What the round set going settles before the other side is measured.
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let after_ours = cpu_by_program();
+        let served_middle = counts(&management, &east).await;
         let middle = cpu_by_program();
-        let served_middle = requests_served(&management).await;
         let theirs = direct(&east, &stages, DIRECT_NS, &format!("direct-{round}")).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
+        let after_theirs = cpu_by_program();
+        let served_after = counts(&management, &east).await;
         if round >= WARMUP {
-            add_growth(&mut cpu_ours, &before, &middle);
-            add_growth(&mut cpu_theirs, &middle, &cpu_by_program());
-            add_growth(&mut requests_ours, &served_before, &served_middle);
-            add_growth(
-                &mut requests_idle,
-                &served_middle,
-                &requests_served(&management).await,
-            );
+            add_growth(&mut cpu_ours, &before, &after_ours);
+            add_growth(&mut cpu_theirs, &middle, &after_theirs);
+            add_growth(&mut requests_ours, &served.0, &served_middle.0);
+            add_growth(&mut requests_idle, &served_middle.0, &served_after.0);
+            add_growth(&mut workload_ours, &served.1, &served_middle.1);
+            add_growth(&mut workload_theirs, &served_middle.1, &served_after.1);
             kubenest.push(ours);
             kubectl.push(theirs);
             for (all, part) in shares.iter_mut().zip(parts) {
                 all.push(part);
             }
         }
+        served = served_after;
     }
     let stage_names = [
         "stored", "accepted", "applied", "ready", "reported", "streamed",
@@ -657,6 +753,12 @@ async fn bench() {
     );
     eprintln!("management API requests per App: {requests_ours:?}");
     eprintln!("management API requests meanwhile per direct apply: {requests_idle:?}");
+    let (workload_ours, workload_theirs) = (
+        largest_per_sample(&workload_ours, ROUNDS, 1.0, 0.1),
+        largest_per_sample(&workload_theirs, ROUNDS, 1.0, 0.1),
+    );
+    eprintln!("workload API requests per App: {workload_ours:?}");
+    eprintln!("workload API requests per direct apply: {workload_theirs:?}");
     kubenest.sort_by(f64::total_cmp);
     kubectl.sort_by(f64::total_cmp);
     let (k50, k99) = (percentile(&kubenest, 50.0), percentile(&kubenest, 99.0));
@@ -675,42 +777,45 @@ async fn bench() {
     direct_namespace(&west).await;
     let (direct_converge, direct_ready_at_cap) = direct_fleet(&[east.clone(), west], fleet).await;
 
-    // 1,000 Apps across both clusters: created 16 at a time, then until all run.
+    // 1,000 Apps across both clusters: created 16 at a time, then until all run. The
+    // latency rounds' watches stop first: they time stages, and would only load the fleet.
+    stages.stop();
     let projects = [east_project.clone(), west_project.clone()];
+    let streams = Stages::default();
+    for project in &projects {
+        streams.stream(&admin, project).await;
+    }
     let started = Instant::now();
     let poster = admin.clone();
     let mut posts = futures::stream::iter((0..fleet).map(|i| {
         let (mut client, project) = (poster.clone(), projects[i % 2].clone());
         async move {
-            client
+            let app = client
                 .post("/api/v1/apps", &app_body(&project, &format!("fleet-{i}")))
                 .await
                 .unwrap();
+            app["id"].as_str().unwrap().to_owned()
         }
     }))
     .buffer_unordered(16);
-    while posts.next().await.is_some() {}
+    let mut ids = Vec::with_capacity(fleet);
+    while let Some(id) = posts.next().await {
+        ids.push(id);
+    }
     drop(posts);
     let created = started.elapsed().as_secs_f64();
-    let mut last = 0;
-    loop {
-        let count = running(&mut admin, &projects).await;
-        if count != last {
-            eprintln!(
-                "  {:>5.1}s: {} of {} Running",
-                started.elapsed().as_secs_f64(),
-                count.saturating_sub(WARMUP + ROUNDS),
-                fleet
-            );
-            last = count;
-        }
-        if count >= fleet + WARMUP + ROUNDS || started.elapsed() > CONVERGE_CAP {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    let fleet_running = last.saturating_sub(WARMUP + ROUNDS);
-    let converge = (fleet_running >= fleet).then(|| started.elapsed().as_secs_f64());
+    let lister = admin.clone();
+    let (converge, fleet_running) =
+        converged(&streams, &ids, Stage::Streamed, started, "Running", || {
+            let (mut lister, projects) = (lister.clone(), projects.clone());
+            async move {
+                running(&mut lister, &projects)
+                    .await
+                    .saturating_sub(WARMUP + ROUNDS)
+            }
+        })
+        .await;
+    streams.stop();
     match converge {
         Some(s) => eprintln!("{fleet} Apps: created in {created:.1}s, all Running after {s:.1}s"),
         None => eprintln!(
@@ -741,6 +846,8 @@ async fn bench() {
             "cpu_ms_per_direct": cpu_theirs,
             "mgmt_requests_per_app": requests_ours,
             "mgmt_requests_per_direct": requests_idle,
+            "workload_requests_per_app": workload_ours,
+            "workload_requests_per_direct": workload_theirs,
             "fleet_apps": fleet,
             "running_at_cap": fleet_running,
             "create_1000_apps_s": round(created),
