@@ -568,8 +568,9 @@ async fn direct_fleet(clients: &[kube::Client; 2], fleet: usize) -> (Option<f64>
 
 /// Waits until each of `keys` reached `stage` as the watches see it and `confirm` (a list of
 /// what is really there) counts them all, or [`CONVERGE_CAP`] passed. The watches only say when
-/// to look: `confirm` runs once they say all are there, and every 10 s meanwhile in case an
-/// event was missed. Returns the seconds since `started` (none if not reached) and the last
+/// to look: `confirm` runs once they say all are there, at the cap, and every 60 s meanwhile in
+/// case an event was missed (a list of 1,000 Apps every 10 s was a load of its own on the
+/// side it measured). Returns the seconds since `started` (none if not reached) and the last
 /// count `confirm` gave.
 async fn converged<F, Fut>(
     stages: &Stages,
@@ -595,7 +596,7 @@ where
             printed = seen;
         }
         let capped = started.elapsed() > CONVERGE_CAP;
-        if seen >= keys.len() || capped || last_confirm.elapsed() > Duration::from_secs(10) {
+        if seen >= keys.len() || capped || last_confirm.elapsed() > Duration::from_secs(60) {
             let confirmed = confirm().await;
             last_confirm = Instant::now();
             if confirmed >= keys.len() {
