@@ -391,11 +391,15 @@ impl Cursor {
         format!("{}/{}", self.org, self.after.as_deref().unwrap_or_default())
     }
 
+    /// The error for a token this list did not give out.
+    fn foreign() -> ApiError {
+        ApiError::invalid("continue", "not a continue token of this list")
+    }
+
     fn decode(token: &str) -> ApiResult<Self> {
-        let invalid = || ApiError::invalid("continue", "not a continue token of this list");
-        let (org, after) = token.split_once('/').ok_or_else(invalid)?;
+        let (org, after) = token.split_once('/').ok_or_else(Self::foreign)?;
         if !k8s::is_name(org) {
-            return Err(invalid());
+            return Err(Self::foreign());
         }
         Ok(Self {
             org: org.to_owned(),
@@ -440,7 +444,7 @@ pub async fn list(
         Some(cursor) => views
             .iter()
             .position(|v| v.org.name_any() == cursor.org)
-            .ok_or_else(|| ApiError::invalid("continue", "not a continue token of this list"))?,
+            .ok_or_else(Cursor::foreign)?,
         None => 0,
     };
     let limit = limit as usize;
@@ -462,9 +466,7 @@ pub async fn list(
                 kube::Error::Api(s) if s.code == 410 => {
                     ApiError::invalid("continue", "the page token expired; start again")
                 }
-                kube::Error::Api(s) if s.code == 400 && resumed => {
-                    ApiError::invalid("continue", "not a continue token of this list")
-                }
+                kube::Error::Api(s) if s.code == 400 && resumed => Cursor::foreign(),
                 other => other.into(),
             })?;
             items.extend(
