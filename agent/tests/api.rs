@@ -120,6 +120,7 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
                 system_namespace: common::SYSTEM.into(),
                 secure_cookies: false,
                 mint_timeout: Duration::from_secs(30),
+                event_buffer: 4096,
             },
             limits: LimitsConfig::default(),
         },

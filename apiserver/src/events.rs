@@ -4,12 +4,18 @@
 //! Every replica watches everything and derives the same events from the same object
 //! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
 //! the slot telling apart the events one version can make), so every replica gives it the same
-//! id without asking anyone: each fans its events out to its own subscribers at once, and
-//! stores them (`ON CONFLICT DO NOTHING`: whichever replica is first) in PostgreSQL's `events`
-//! table, from which a client resuming with `Last-Event-ID` on any replica is replayed.
+//! id without asking anyone. Each stores them (`ON CONFLICT DO NOTHING`: whichever replica is
+//! first) in PostgreSQL's `events` table and then fans them out to its own subscribers. A client
+//! resuming with `Last-Event-ID` on any replica, or a subscriber too slow for the live channel,
+//! is replayed from the table, which therefore holds every event a subscriber was sent.
+//!
+//! The watches are never held up by the database: derived events queue for one writer, which
+//! stores whatever has queued in one statement, so under a burst of changes (a fleet rolling
+//! out) a round trip carries hundreds of events rather than one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -21,13 +27,18 @@ use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::k8s::org_name_of;
 
 /// Events are kept this long for resuming clients.
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// At most this many events are stored in one statement.
+const STORE_BATCH: usize = 1000;
+/// A batch the database refuses is tried again this many times, a second apart, before it is
+/// sent live unstored (a resuming client then misses it, which the log says).
+const STORE_ATTEMPTS: u32 = 5;
 
 /// One stored event.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -95,21 +106,42 @@ struct NewEvent {
 pub struct Events {
     pool: PgPool,
     live: broadcast::Sender<Arc<StoredEvent>>,
+    /// The newest event id stored before this process started or sent live since.
+    newest: Arc<AtomicI64>,
 }
 
 impl Events {
-    /// Starts deriving, storing and fanning out events until `shutdown`.
-    pub fn start(client: &kube::Client, pool: PgPool, shutdown: &CancellationToken) -> Self {
-        let (live, _) = broadcast::channel(4096);
-        let events = Self { pool, live };
-        tokio::spawn(derive(client.clone(), events.clone(), shutdown.clone()));
+    /// Starts deriving, storing and fanning out events until `shutdown`. A subscriber more than
+    /// `buffer` events behind the newest catches up from the table.
+    pub async fn start(
+        client: &kube::Client,
+        pool: PgPool,
+        buffer: usize,
+        shutdown: &CancellationToken,
+    ) -> Result<Self, sqlx::Error> {
+        // What is stored already came before any subscriber of this process.
+        let (newest,): (i64,) = sqlx::query_as("SELECT coalesce(max(id), 0) FROM events")
+            .fetch_one(&pool)
+            .await?;
+        let (live, _) = broadcast::channel(buffer.max(1));
+        let events = Self {
+            pool,
+            live,
+            newest: Arc::new(AtomicI64::new(newest)),
+        };
+        let (derived, queue) = mpsc::unbounded_channel();
+        tokio::spawn(derive(client.clone(), derived, shutdown.clone()));
+        tokio::spawn(store(events.clone(), queue, shutdown.clone()));
         tokio::spawn(prune(events.pool.clone(), shutdown.clone()));
-        events
+        Ok(events)
     }
 
-    /// New events as they are stored.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {
-        self.live.subscribe()
+    /// New events as they are stored, and the newest id sent before them: a subscriber that
+    /// lags catches up from the table after it.
+    pub fn subscribe(&self) -> (i64, broadcast::Receiver<Arc<StoredEvent>>) {
+        // Read first: an event sent in between is both newer and in the channel.
+        let newest = self.newest.load(Ordering::Acquire);
+        (newest, self.live.subscribe())
     }
 
     /// Stored events after `after` in the given organizations, oldest first, at most `limit`.
@@ -151,42 +183,75 @@ async fn prune(pool: PgPool, shutdown: CancellationToken) {
     }
 }
 
-/// Fans `events` out to this replica's subscribers, then stores them for resuming clients.
-async fn publish(events: &Events, new: Vec<NewEvent>) {
-    let at = chrono::Utc::now();
-    for event in new {
-        let stored = StoredEvent {
-            id: event.id,
-            org_id: event.org_id,
-            cluster_id: event.cluster_id,
-            project_id: event.project_id,
-            app_id: event.app_id,
-            kind: event.kind.to_owned(),
-            payload: event.payload,
-            at,
-            frame: Default::default(),
+/// Stores what `derive` queues, a batch at a time, and then fans each batch out in order.
+async fn store(
+    events: Events,
+    mut queue: mpsc::UnboundedReceiver<NewEvent>,
+    shutdown: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(STORE_BATCH);
+    loop {
+        batch.clear();
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            n = queue.recv_many(&mut batch, STORE_BATCH) => if n == 0 { return },
         }
-        .rendered();
-        let stored = Arc::new(stored);
-        let _ = events.live.send(stored.clone());
-        let outcome = sqlx::query(
-            "INSERT INTO events (id, org_id, cluster_id, project_id, app_id, kind, payload, at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(stored.id)
-        .bind(&stored.org_id)
-        .bind(&stored.cluster_id)
-        .bind(&stored.project_id)
-        .bind(&stored.app_id)
-        .bind(&stored.kind)
-        .bind(&stored.payload)
-        .bind(stored.at)
-        .execute(&events.pool)
-        .await;
-        if let Err(error) = outcome {
-            tracing::warn!(%error, id = stored.id, "storing an event failed");
+        let at = chrono::Utc::now();
+        let stored: Vec<StoredEvent> = batch
+            .drain(..)
+            .map(|event| {
+                StoredEvent {
+                    id: event.id,
+                    org_id: event.org_id,
+                    cluster_id: event.cluster_id,
+                    project_id: event.project_id,
+                    app_id: event.app_id,
+                    kind: event.kind.to_owned(),
+                    payload: event.payload,
+                    at,
+                    frame: Default::default(),
+                }
+                .rendered()
+            })
+            .collect();
+        let mut attempt = 1;
+        while let Err(error) = insert(&events.pool, &stored).await {
+            if attempt == STORE_ATTEMPTS || shutdown.is_cancelled() {
+                tracing::error!(%error, events = stored.len(),
+                    "storing events failed; they are sent live only, and a resuming client misses them");
+                break;
+            }
+            tracing::warn!(%error, attempt, "storing events failed; trying again");
+            attempt += 1;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        for event in stored {
+            events.newest.fetch_max(event.id, Ordering::AcqRel);
+            let _ = events.live.send(Arc::new(event));
         }
     }
+}
+
+/// Stores `events` in one statement; an id already stored (by another replica) is kept.
+async fn insert(pool: &PgPool, events: &[StoredEvent]) -> Result<(), sqlx::Error> {
+    let column = |f: fn(&StoredEvent) -> Option<String>| events.iter().map(f).collect::<Vec<_>>();
+    sqlx::query(
+        "INSERT INTO events (id, org_id, cluster_id, project_id, app_id, kind, payload, at)
+         SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
+                              $6::text[], $7::jsonb[], $8::timestamptz[])
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(events.iter().map(|e| e.id).collect::<Vec<_>>())
+    .bind(column(|e| Some(e.org_id.clone())))
+    .bind(column(|e| e.cluster_id.clone()))
+    .bind(column(|e| e.project_id.clone()))
+    .bind(column(|e| e.app_id.clone()))
+    .bind(column(|e| Some(e.kind.clone())))
+    .bind(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>())
+    .bind(events.iter().map(|e| e.at).collect::<Vec<_>>())
+    .execute(pool)
+    .await
+    .map(drop)
 }
 
 /// The id of the `slot`-th kind of event a version makes (the same on every replica).
@@ -350,8 +415,12 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
     )
 }
 
-/// Watches Apps, Projects and Clusters and stores the events their changes make.
-async fn derive(client: kube::Client, events: Events, shutdown: CancellationToken) {
+/// Watches Apps, Projects and Clusters and queues the events their changes make for [`store`].
+async fn derive(
+    client: kube::Client,
+    out: mpsc::UnboundedSender<NewEvent>,
+    shutdown: CancellationToken,
+) {
     let config = watcher::Config::default();
     let apps = watcher::watcher(Api::<App>::all(client.clone()), config.clone()).map(Change::App);
     let projects =
@@ -371,7 +440,7 @@ async fn derive(client: kube::Client, events: Events, shutdown: CancellationToke
             change = changes.next() => change,
         };
         let Some(change) = change else { return };
-        let mut out = Vec::new();
+        let mut new = Vec::new();
         match change {
             Change::Project(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => {
                 places.projects.insert(
@@ -390,13 +459,13 @@ async fn derive(client: kube::Client, events: Events, shutdown: CancellationToke
                 if let Some(old) = cluster_states.insert(uid, state)
                     && let Some(event) = cluster_event(Some(&old), &c)
                 {
-                    out.push(event);
+                    new.push(event);
                 }
             }
             Change::App(Ok(watcher::Event::Apply(app))) => {
                 let uid = app.uid().unwrap_or_default();
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
-                out = app_events(app_facts_by_uid.get(&uid), &app, place);
+                new = app_events(app_facts_by_uid.get(&uid), &app, place);
                 app_facts_by_uid.insert(uid, app_facts(&app));
             }
             Change::App(Ok(watcher::Event::InitApply(app))) => {
@@ -406,7 +475,7 @@ async fn derive(client: kube::Client, events: Events, shutdown: CancellationToke
                 let old = app_facts_by_uid.get(&uid);
                 if old.is_some() || apps_listed {
                     let place = places.app_place(&key_of(&app).0, &app.spec.project);
-                    out = app_events(old, &app, place);
+                    new = app_events(old, &app, place);
                 }
                 app_facts_by_uid.insert(uid, app_facts(&app));
             }
@@ -422,7 +491,7 @@ async fn derive(client: kube::Client, events: Events, shutdown: CancellationToke
                 let uid = app.uid().unwrap_or_default();
                 app_facts_by_uid.remove(&uid);
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
-                out.extend(app_deleted(&app, place));
+                new.extend(app_deleted(&app, place));
             }
             Change::Project(Ok(watcher::Event::Delete(p))) => {
                 places.projects.remove(&key_of(&p));
@@ -437,8 +506,10 @@ async fn derive(client: kube::Client, events: Events, shutdown: CancellationToke
             }
             Change::App(Ok(_)) | Change::Project(Ok(_)) | Change::Cluster(Ok(_)) => {}
         }
-        if !out.is_empty() {
-            publish(&events, out).await;
+        for event in new {
+            if out.send(event).is_err() {
+                return;
+            }
         }
     }
 }

@@ -56,6 +56,9 @@ struct Args {
     /// The agent chart in the install command.
     #[arg(long, default_value = "charts/kubenest-agent")]
     agent_chart: String,
+    /// Events an event-stream subscriber may fall behind before it catches up from PostgreSQL.
+    #[arg(long, default_value_t = 4096)]
+    event_buffer: usize,
     /// Mark the refresh cookie Secure (turn off only for plain-HTTP loopback use).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     secure_cookies: bool,
@@ -136,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
             system_namespace: args.system_namespace.clone(),
             secure_cookies: args.secure_cookies,
             mint_timeout: std::time::Duration::from_secs(15),
+            event_buffer: args.event_buffer,
         },
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,

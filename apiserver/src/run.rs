@@ -86,7 +86,13 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         None => Secrets::disabled(),
     };
     let index = Index::start(&config.client, shutdown);
-    let events = Events::start(&config.client, history.pool().clone(), shutdown);
+    let events = Events::start(
+        &config.client,
+        history.pool().clone(),
+        config.settings.event_buffer,
+        shutdown,
+    )
+    .await?;
     Ok(AppState::new(Inner {
         client: config.client,
         history,

@@ -25,6 +25,9 @@ pub struct Settings {
     pub secure_cookies: bool,
     /// How long a registration waits for the controllers to mint the cluster's token.
     pub mint_timeout: std::time::Duration,
+    /// How many events a stream subscriber may fall behind before it catches up from the
+    /// database instead of the live channel.
+    pub event_buffer: usize,
 }
 
 /// The shared state; cheap to clone.

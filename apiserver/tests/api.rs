@@ -927,6 +927,102 @@ async fn roles_at_each_scope_allow_exactly_their_operations_and_other_orgs_do_no
     assert_eq!(orgs.as_array().unwrap().len(), 1);
 }
 
+/// The next event (id and data) of a Server-Sent Events body, within 20 s (heartbeats do not
+/// count).
+async fn next_event(
+    stream: &mut (dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    buffer: &mut String,
+) -> (String, Value) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(end) = buffer.find("\n\n") {
+            let frame: String = buffer.drain(..end + 2).collect();
+            let id = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))
+                .map(str::to_owned);
+            let data = frame
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .map(str::to_owned);
+            if let (Some(id), Some(data)) = (id, data) {
+                return (id, serde_json::from_str(&data).unwrap());
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .expect("an event in time")
+            .unwrap()
+            .unwrap();
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_subscriber_that_falls_behind_catches_up_from_the_log_and_misses_nothing() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "lag", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(project["id"].as_str().unwrap(), "burst", "burst:1")),
+            202,
+        )
+        .await;
+    let app_id = created["id"].as_str().unwrap().to_owned();
+    // The second replica's live channel holds one event: a burst leaves its subscribers behind.
+    let reader = Client::login(1, common::ADMIN, common::ADMIN_PASSWORD).await;
+    let response = reader
+        .http
+        .get(format!(
+            "{}/api/v1/events/stream?app_id={app_id}",
+            reader.base
+        ))
+        .bearer_auth(reader.token.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = Box::pin(response.bytes_stream());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Forty versions at once, each with a deployment of its own: forty events in a burst.
+    let apps: Api<App> = Api::namespaced(plane().kube().await, &format!("org-{org}"));
+    const BURST: usize = 40;
+    futures::future::join_all((0..BURST).map(|i| {
+        let apps = apps.clone();
+        async move {
+            let patch = json!({"status": {"deploymentId": format!("burst-{i}")}});
+            apps.patch_status("burst", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    }))
+    .await;
+
+    let mut buffer = String::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut last_id = 0;
+    while seen.len() < BURST {
+        let (id, event) = next_event(&mut stream, &mut buffer).await;
+        let id = id.parse::<i64>().unwrap();
+        assert!(
+            id > last_id,
+            "each event once, in order: {id} after {last_id}"
+        );
+        last_id = id;
+        if let Some(deployment) = event["deployment_id"].as_str()
+            && deployment.starts_with("burst-")
+        {
+            seen.insert(deployment.to_owned());
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_event_id() {
     let admin = Client::admin().await;
@@ -973,34 +1069,6 @@ async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_ev
         assert_eq!(response.status(), 200);
         response.bytes_stream()
     };
-    let next_event =
-        async |stream: &mut (dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
-               buffer: &mut String|
-               -> (String, Value) {
-            loop {
-                if let Some(end) = buffer.find("\n\n") {
-                    let frame: String = buffer.drain(..end + 2).collect();
-                    let id = frame
-                        .lines()
-                        .find_map(|l| l.strip_prefix("id: "))
-                        .map(str::to_owned);
-                    let data = frame
-                        .lines()
-                        .find_map(|l| l.strip_prefix("data: "))
-                        .map(str::to_owned);
-                    if let (Some(id), Some(data)) = (id, data) {
-                        return (id, serde_json::from_str(&data).unwrap());
-                    }
-                    continue;
-                }
-                let chunk = tokio::time::timeout(Duration::from_secs(20), stream.next())
-                    .await
-                    .expect("an event in time")
-                    .unwrap()
-                    .unwrap();
-                buffer.push_str(&String::from_utf8_lossy(&chunk));
-            }
-        };
     let mut stream = Box::pin(open(None).await);
     let mut buffer = String::new();
     // Give the subscription a moment to exist before the change.

@@ -151,19 +151,41 @@ impl Stages {
         }
     }
 
-    /// Marks [`Stage::Streamed`] from the API's event stream of a project.
+    /// Marks [`Stage::Streamed`] from the API's event stream of a project, resuming after the
+    /// last event it saw if the stream ends, as a console's `EventSource` does.
     async fn stream(&self, admin: &Client, project_id: &str) {
         let mut events = EventStream::open_filtered(admin.base(), admin, "project_id", project_id)
             .await
             .unwrap();
-        let this = self.clone();
+        let (this, admin, project_id) = (self.clone(), admin.clone(), project_id.to_owned());
         self.keep(tokio::spawn(async move {
-            while let Ok(event) = events.next().await {
-                if event.kind == "app.phase"
-                    && event.data["phase"] == "Running"
-                    && let Some(app_id) = event.data["app_id"].as_str()
-                {
-                    this.mark(app_id, Stage::Streamed);
+            let mut last: Option<String> = None;
+            loop {
+                while let Ok(event) = events.next().await {
+                    if event.id.is_some() {
+                        last.clone_from(&event.id);
+                    }
+                    if event.kind == "app.phase"
+                        && event.data["phase"] == "Running"
+                        && let Some(app_id) = event.data["app_id"].as_str()
+                    {
+                        this.mark(app_id, Stage::Streamed);
+                    }
+                }
+                eprintln!("  the event stream of {project_id} ended; resuming after {last:?}");
+                loop {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let resumed = EventStream::resume_filtered(
+                        admin.base(),
+                        &admin,
+                        "project_id",
+                        &project_id,
+                        last.as_deref(),
+                    );
+                    if let Ok(resumed) = resumed.await {
+                        events = resumed;
+                        break;
+                    }
                 }
             }
         }));

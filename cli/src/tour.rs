@@ -621,19 +621,32 @@ impl EventStream {
         filter: &str,
         id: &str,
     ) -> anyhow::Result<Self> {
+        Self::resume_filtered(api, client, filter, id, None).await
+    }
+
+    /// [`Self::open_filtered`], resuming after the event id `after` when there is one.
+    pub async fn resume_filtered(
+        api: &str,
+        client: &api::Client,
+        filter: &str,
+        id: &str,
+        after: Option<&str>,
+    ) -> anyhow::Result<Self> {
         let token = client
             .session()
             .map(|s| s.access_token.clone())
             .ok_or(api::ApiError::NotLoggedIn)?;
-        let response = reqwest::Client::new()
+        let mut request = reqwest::Client::new()
             .get(format!(
                 "{}/api/v1/events/stream?{filter}={}",
                 api.trim_end_matches('/'),
                 api::query_value(id)
             ))
-            .bearer_auth(token)
-            .send()
-            .await?;
+            .bearer_auth(token);
+        if let Some(after) = after {
+            request = request.header("last-event-id", after);
+        }
+        let response = request.send().await?;
         anyhow::ensure!(
             response.status().is_success(),
             "the event stream answered {}",

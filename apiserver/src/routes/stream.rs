@@ -26,6 +26,9 @@ const REFRESH_ROLES: Duration = Duration::from_secs(30);
 const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Replayed events per query when resuming.
 const REPLAY_PAGE: i64 = 500;
+/// A replay query the database fails is tried this many times, half a second apart, before the
+/// stream ends (the client then resumes with `Last-Event-ID`, as Server-Sent Events do).
+const REPLAY_ATTEMPTS: u32 = 3;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -110,8 +113,9 @@ struct Feed {
     sight: Sight,
     sight_rx: watch::Receiver<Option<Sight>>,
     live: broadcast::Receiver<Arc<StoredEvent>>,
-    /// The newest event id sent.
-    last: Option<i64>,
+    /// The newest event id sent, or before the first, the newest one sent before the stream
+    /// opened (or the one it resumes after).
+    last: i64,
     /// Replayed from the table and still to be sent (a page at a time).
     pending: VecDeque<Arc<StoredEvent>>,
     /// More of the table to replay after `last`.
@@ -132,7 +136,7 @@ impl Feed {
                 continue;
             }
             if self.replaying {
-                self.replay_page().await;
+                self.replay_page().await?;
                 continue;
             }
             tokio::select! {
@@ -151,10 +155,12 @@ impl Feed {
                             return Some(frame);
                         }
                     }
-                    // Too slow for the live channel: catch up from the table.
+                    // Too slow for the live channel: catch up from the table, which holds
+                    // everything sent.
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(missed, "an event subscriber lagged; replaying from the log");
-                        self.replaying = self.last.is_some();
+                        tracing::info!(missed, after = self.last,
+                            "an event subscriber lagged; replaying from the log");
+                        self.replaying = true;
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
@@ -165,24 +171,33 @@ impl Feed {
 
     /// The event's frame if the caller may see it and asked for it.
     fn frame(&mut self, event: &StoredEvent) -> Option<Bytes> {
-        self.last = Some(self.last.map_or(event.id, |l| l.max(event.id)));
+        self.last = self.last.max(event.id);
         (self.sight.sees(event) && wanted(&self.query, event)).then(|| event.frame.clone())
     }
 
-    /// Queues the next page of stored events after `last`.
-    async fn replay_page(&mut self) {
-        let Some(after) = self.last else {
-            self.replaying = false;
-            return;
-        };
-        let Ok(page) = self
-            .state
-            .events()
-            .after(after, &self.sight.orgs, REPLAY_PAGE)
-            .await
-        else {
-            self.replaying = false;
-            return;
+    /// Queues the next page of stored events after `last`; `None` if the database keeps
+    /// failing, which ends the stream rather than skip what it could not read.
+    async fn replay_page(&mut self) -> Option<()> {
+        let mut attempt = 1;
+        let page = loop {
+            match self
+                .state
+                .events()
+                .after(self.last, &self.sight.orgs, REPLAY_PAGE)
+                .await
+            {
+                Ok(page) => break page,
+                Err(error) if attempt < REPLAY_ATTEMPTS => {
+                    tracing::warn!(%error, attempt, "replaying events failed; trying again");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, after = self.last,
+                        "replaying events failed; ending the stream for the client to resume");
+                    return None;
+                }
+            }
         };
         self.replaying = i64::try_from(page.len()).unwrap_or(0) == REPLAY_PAGE;
         // Only events this recent may still arrive live as well.
@@ -193,6 +208,7 @@ impl Feed {
             }
             self.pending.push_back(Arc::new(event));
         }
+        Some(())
     }
 }
 
@@ -215,7 +231,7 @@ pub async fn stream(
     };
     let first = sight(&state, &caller, query.org.as_deref()).await?;
     // Subscribe before replaying, so nothing falls between the two.
-    let live = state.events().subscribe();
+    let (newest, live) = state.events().subscribe();
     // Roles are looked up again now and then beside the stream, never in its way, and at a
     // jittered time so that many open streams do not all ask at once.
     let (sight_tx, sight_rx) = watch::channel(Some(first.clone()));
@@ -249,7 +265,7 @@ pub async fn stream(
         sight: first,
         sight_rx,
         live,
-        last: resume,
+        last: resume.unwrap_or(newest),
         pending: VecDeque::new(),
         replaying: resume.is_some(),
         replayed: HashSet::new(),

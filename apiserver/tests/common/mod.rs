@@ -113,7 +113,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         .unwrap()
         .serialize_pem();
     let mut urls = Vec::new();
-    for _ in 0..2 {
+    for replica in 0..2 {
         let config = Config {
             client: client.clone(),
             database_url: url.clone(),
@@ -127,6 +127,9 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 system_namespace: SYSTEM.into(),
                 secure_cookies: false,
                 mint_timeout: Duration::from_secs(20),
+                // The second replica's subscribers fall behind at once and catch up from the
+                // database: streams there test that path.
+                event_buffer: if replica == 0 { 4096 } else { 1 },
             },
             limits: LimitsConfig {
                 reads_per_second: 2000,
