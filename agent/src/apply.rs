@@ -3,12 +3,15 @@
 //!
 //! Every kind the agent renders is watched (label `app.kubernetes.io/managed-by=kubenest-agent`)
 //! into a cache, so reconciles read live objects and prune without listing the API server.
+//! The same watches wake the StackDeploy controller ([`Applier::changes`]): a change reaches
+//! it only after the cache holds it, so a reconcile never reads an object older than the one
+//! that woke it, and the cluster serves one watch per kind rather than two.
 //! Each applied object carries the hash of its desired state; an object whose live copy already
 //! carries that hash is not written again unless the caller forces it (a drift to heal, or the
 //! periodic full pass), so a cluster at rest costs the API server no writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -19,6 +22,7 @@ use kube::discovery::{ApiResource, Scope, pinned_kind};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::render::{MANAGED_BY, PROJECT_ID_LABEL};
@@ -104,11 +108,21 @@ fn selector_pairs(selector: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// Those told of every object a cache sees change.
+type Listeners = Arc<Mutex<Vec<mpsc::UnboundedSender<DynamicObject>>>>;
+
+/// One rendered kind's cache and who listens to its changes.
+struct Cache {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+    listeners: Listeners,
+}
+
 /// Applies objects and keeps the agent's caches of what it manages.
 pub struct Applier {
     client: kube::Client,
     kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
-    caches: BTreeMap<(String, String), (ApiResource, Store<DynamicObject>)>,
+    caches: BTreeMap<(String, String), Cache>,
     namespaces: Store<Namespace>,
 }
 
@@ -118,9 +132,12 @@ impl std::fmt::Debug for Applier {
     }
 }
 
+/// Keeps `writer`'s store until `shutdown`, calling `changed` with each object applied or
+/// deleted once the store holds the change.
 fn run_reflector<K>(
     writer: reflector::store::Writer<K>,
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    changed: impl Fn(K) + Send + Sync + 'static,
     shutdown: &CancellationToken,
 ) where
     K: kube::Resource + Clone + Send + Sync + 'static,
@@ -128,10 +145,15 @@ fn run_reflector<K>(
 {
     let stream = reflector::reflector(writer, stream)
         .default_backoff()
-        .applied_objects();
+        .touched_objects();
     let shutdown = shutdown.clone();
     tokio::spawn(async move {
-        let drain = stream.for_each(|_| async {});
+        let drain = stream.for_each(|object| {
+            if let Ok(object) = object {
+                changed(object);
+            }
+            async {}
+        });
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = drain => {}
@@ -155,14 +177,25 @@ impl Applier {
             let config = watcher::Config::default()
                 .labels(MANAGED_SELECTOR)
                 .any_semantic();
-            run_reflector(writer, watcher(api, config), shutdown);
+            let listeners = Listeners::default();
+            let tell = listeners.clone();
+            let changed = move |object: DynamicObject| {
+                if let Ok(mut listeners) = tell.lock() {
+                    listeners.retain(|l| l.send(object.clone()).is_ok());
+                }
+            };
+            run_reflector(writer, watcher(api, config), changed, shutdown);
             kinds.insert(
                 ((*api_version).to_owned(), (*kind).to_owned()),
                 (resource.clone(), namespaced),
             );
             caches.insert(
                 ((*api_version).to_owned(), (*kind).to_owned()),
-                (resource, reader),
+                Cache {
+                    resource,
+                    store: reader,
+                    listeners,
+                },
             );
         }
         let writer = reflector::store::Writer::<Namespace>::new(());
@@ -173,11 +206,12 @@ impl Applier {
         run_reflector(
             writer,
             watcher(Api::<Namespace>::all(client.clone()), config),
+            |_| {},
             shutdown,
         );
         let ready = async {
-            for (_, store) in caches.values() {
-                let _ = store.wait_until_ready().await;
+            for cache in caches.values() {
+                let _ = cache.store.wait_until_ready().await;
             }
             let _ = namespaces.wait_until_ready().await;
         };
@@ -190,6 +224,28 @@ impl Applier {
             caches,
             namespaces,
         })
+    }
+
+    /// Every object of a rendered kind that changes from now on (applied, or deleted), each
+    /// once the cache holds the change, with the kind's resource; `None` for a kind the agent
+    /// does not render.
+    pub fn changes(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Option<(
+        ApiResource,
+        impl futures::Stream<Item = DynamicObject> + use<>,
+    )> {
+        let cache = self
+            .caches
+            .get(&(api_version.to_owned(), kind.to_owned()))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        cache.listeners.lock().ok()?.push(tx);
+        let changes = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|object| (object, rx))
+        });
+        Some((cache.resource.clone(), changes))
     }
 
     /// A project namespace as the cache holds it.
@@ -237,26 +293,12 @@ impl Applier {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
-        if let Some((resource, store)) = self.caches.get(&(api_version.to_owned(), kind.to_owned()))
-        {
-            let key = ObjectRef::new_with(name, resource.clone()).within(namespace);
-            if let Some(cached) = store.get(&key) {
+        if let Some(cache) = self.caches.get(&(api_version.to_owned(), kind.to_owned())) {
+            let key = ObjectRef::new_with(name, cache.resource.clone()).within(namespace);
+            if let Some(cached) = cache.store.get(&key) {
                 return Ok(serde_json::to_value(&*cached).ok());
             }
         }
-        self.get_fresh(api_version, kind, namespace, name).await
-    }
-
-    /// The object as the API server has it now, past the cache. A reconcile woken by the
-    /// controller's own watch can run before this cache has seen the same change (they are two
-    /// watches), and would otherwise wait for the next requeue to notice it.
-    pub async fn get_fresh(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<Value>, ApplyError> {
         let api = self.api(api_version, kind, Some(namespace)).await?;
         let found = api.get_opt(name).await.map_err(|source| ApplyError::Kube {
             kind: kind.to_owned(),
@@ -306,8 +348,9 @@ impl Applier {
     ) -> Result<usize, ApplyError> {
         let pairs = selector_pairs(selector);
         let mut remaining = 0;
-        for ((api_version, kind), (_, store)) in &self.caches {
-            let doomed: Vec<(String, bool)> = store
+        for ((api_version, kind), cache) in &self.caches {
+            let doomed: Vec<(String, bool)> = cache
+                .store
                 .state()
                 .iter()
                 .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))

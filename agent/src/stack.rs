@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -286,7 +285,7 @@ async fn workloads(
                     pass.drift.extend(found);
                 }
             }
-            let mut live = match ctx.applier.apply(object, force || drifted).await {
+            let live = match ctx.applier.apply(object, force || drifted).await {
                 Ok(live) => live,
                 Err(error) => {
                     // Not a reason to stop the others: the component waits (and fails at the
@@ -298,15 +297,7 @@ async fn workloads(
                 }
             };
             if is_deployment {
-                if !workload_ready(&live).0
-                    && let Some(fresh) = ctx
-                        .applier
-                        .get_fresh(&id.0, &id.1, app.namespace.as_str(), &id.2)
-                        .await?
-                {
-                    // Not ready in the cache: the API server may know better already.
-                    live = fresh;
-                }
+                // The cache is at least as new as the change that woke this pass.
                 status = workload_ready(&live);
                 pass.workloads_at_zero &= status.1 == 0 && live_replicas(&live) == 0;
                 let blocked = drift::blocked(&live);
@@ -570,29 +561,37 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
     Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
 }
 
-/// Runs the StackDeploy controller until `shutdown`.
+/// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
+/// BuildRequests, and by the Deployments and StatefulSets of their Apps as the applier's caches
+/// see them change (one watch of each kind serves both).
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
-    let owned = || watcher::Config::default().labels(APP_ID_LABEL);
+    let (Some(deployments), Some(stateful_sets)) = (
+        ctx.applier.changes("apps/v1", "Deployment"),
+        ctx.applier.changes("apps/v1", "StatefulSet"),
+    ) else {
+        tracing::error!("the applier caches no Deployments or StatefulSets; not reconciling");
+        return;
+    };
     let (ns1, ns2, ns3) = (
         ctx.namespace.clone(),
         ctx.namespace.clone(),
         ctx.namespace.clone(),
     );
     Controller::new(held, watcher::Config::default())
-        .watches(
-            Api::<Deployment>::all(ctx.client.clone()),
-            owned(),
-            move |d| owner(&ns1, d.labels()),
+        .watches_stream_with(
+            deployments.1.map(Ok),
+            move |d: DynamicObject| owner(&ns1, d.labels()),
+            deployments.0,
         )
-        .watches(
-            Api::<StatefulSet>::all(ctx.client.clone()),
-            owned(),
-            move |s| owner(&ns2, s.labels()),
+        .watches_stream_with(
+            stateful_sets.1.map(Ok),
+            move |s: DynamicObject| owner(&ns2, s.labels()),
+            stateful_sets.0,
         )
         .watches(
             Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace),
-            owned(),
+            watcher::Config::default().labels(APP_ID_LABEL),
             move |b| owner(&ns3, b.labels()),
         )
         .graceful_shutdown_on(shutdown)
