@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -24,7 +24,7 @@ use kubenest_crds::project::Project;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::health;
@@ -295,35 +295,67 @@ fn lane_of(envelope: &Envelope) -> usize {
 /// the controllers' re-send timer reads the acceptance, and it runs for seconds.
 const ACCEPTANCE_WAIT: Duration = Duration::from_millis(100);
 
-/// Acceptances of `app.deploy` not written yet: the revision accepted, by App uid.
+/// An acceptance of `app.deploy` not written yet.
+#[derive(Debug)]
+struct Waiting {
+    app: Arc<App>,
+    revision: String,
+    /// When it is written alone if no status has taken it.
+    due: Instant,
+}
+
+/// Acceptances of `app.deploy` not written yet, by App uid. One sweeper
+/// ([`Router::sweep_acceptances`]) writes those no status took in time.
 #[derive(Debug, Default)]
-struct Acceptances(Mutex<HashMap<String, String>>);
+struct Acceptances {
+    waiting: Mutex<HashMap<String, Waiting>>,
+    added: Notify,
+}
 
 impl Acceptances {
-    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiting>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Notes that the agent accepted `revision` of App `uid` (replacing an older one waiting).
-    fn add(&self, uid: &str, revision: &str) {
-        self.waiting().insert(uid.to_owned(), revision.to_owned());
+    /// Notes that the agent accepted `revision` of `app` at `now` (replacing an older one
+    /// waiting).
+    fn add(&self, uid: &str, app: Arc<App>, revision: &str, now: Instant) {
+        let waiting = Waiting {
+            app,
+            revision: revision.to_owned(),
+            due: now + ACCEPTANCE_WAIT,
+        };
+        self.waiting().insert(uid.to_owned(), waiting);
+        self.added.notify_one();
     }
 
     /// Takes the acceptance waiting for App `uid`, to be written with its status.
     fn ride(&self, uid: &str) -> Option<String> {
-        self.waiting().remove(uid)
+        self.waiting().remove(uid).map(|w| w.revision)
     }
 
-    /// Takes App `uid`'s acceptance of `revision`, if it is still waiting (no status took it,
-    /// and no later revision replaced it).
-    fn take(&self, uid: &str, revision: &str) -> bool {
+    /// Takes the acceptances due at `now`, and tells when the next one is due.
+    fn due(&self, now: Instant) -> (Vec<(Arc<App>, String)>, Option<Instant>) {
         let mut waiting = self.waiting();
-        if waiting.get(uid).map(String::as_str) == Some(revision) {
-            waiting.remove(uid);
-            true
-        } else {
-            false
-        }
+        let due: Vec<String> = waiting
+            .iter()
+            .filter(|(_, w)| w.due <= now)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        let taken = due
+            .iter()
+            .filter_map(|uid| waiting.remove(uid))
+            .map(|w| (w.app, w.revision))
+            .collect();
+        (taken, waiting.values().map(|w| w.due).min())
+    }
+}
+
+/// Writes an acceptance alone. If that fails, the controllers re-send the command and the
+/// agent accepts it again.
+async fn record_acceptance(client: &kube::Client, app: &App, revision: String) {
+    if let Err(error) = patch_status(client, app, json!({ "acceptedRevision": revision })).await {
+        tracing::warn!(app = %app.name_any(), %error, "acceptance not recorded");
     }
 }
 
@@ -354,6 +386,9 @@ impl Router {
     /// always in the same lane, so they are recorded in the order the agent sent them.
     pub async fn run(self, mut statuses: mpsc::Receiver<Envelope>) {
         let router = Arc::new(self);
+        let stop = CancellationToken::new();
+        let _stop_sweeping = stop.clone().drop_guard();
+        tokio::spawn(router.clone().sweep_acceptances(stop));
         let lanes: Vec<mpsc::Sender<Envelope>> = (0..LANES)
             .map(|_| {
                 let (lane, mut events) = mpsc::channel::<Envelope>(LANE_DEPTH);
@@ -512,13 +547,9 @@ impl Router {
         if written.is_err()
             && let Some(revision) = accepted
         {
-            // The acceptance is not lost with the status: it is written alone.
-            patch_status(
-                &self.plane.client,
-                &*app,
-                json!({ "acceptedRevision": revision }),
-            )
-            .await?;
+            // The acceptance is not lost with the status: it is written alone. The error
+            // returned stays the status write's.
+            record_acceptance(&self.plane.client, &app, revision).await;
         }
         written
     }
@@ -527,18 +558,34 @@ impl Router {
     /// comes within [`ACCEPTANCE_WAIT`], else alone.
     fn accepted(&self, app: Arc<App>, revision: String) {
         let Some(uid) = app.uid() else { return };
-        self.acceptances.add(&uid, &revision);
-        let (acceptances, client) = (self.acceptances.clone(), self.plane.client.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(ACCEPTANCE_WAIT).await;
-            if acceptances.take(&uid, &revision)
-                && let Err(error) =
-                    patch_status(&client, &*app, json!({ "acceptedRevision": revision })).await
-            {
-                // The controllers re-send the command, and the agent accepts it again.
-                tracing::warn!(app = %app.name_any(), %error, "acceptance not recorded");
+        self.acceptances.add(&uid, app, &revision, Instant::now());
+    }
+
+    /// Writes the acceptances no status took in time, until `stop`.
+    async fn sweep_acceptances(self: Arc<Self>, stop: CancellationToken) {
+        let acceptances = self.acceptances.clone();
+        let client = self.plane.client.clone();
+        drop(self);
+        while !stop.is_cancelled() {
+            let (due, next) = acceptances.due(Instant::now());
+            futures::stream::iter(due)
+                .for_each_concurrent(LANES, |(app, revision)| {
+                    let client = &client;
+                    async move { record_acceptance(client, &app, revision).await }
+                })
+                .await;
+            let next = async {
+                match next {
+                    Some(next) => tokio::time::sleep_until(next.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => {}
+                () = next => {}
+                () = acceptances.added.notified() => {}
             }
-        });
+        }
     }
 
     async fn drift(&self, cluster_id: &str, report: wire::DriftReport) -> Result<(), kube::Error> {
@@ -755,27 +802,56 @@ pub async fn resync_on_reconnect(plane: Arc<Plane>, caches: Caches, shutdown: Ca
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_acceptance_is_taken_once_by_a_status_or_by_its_own_timer() {
-        let acceptances = Acceptances::default();
-        acceptances.add("a", "r1");
-        assert_eq!(acceptances.ride("a").as_deref(), Some("r1"));
-        assert!(!acceptances.take("a", "r1"), "the status wrote it");
-        assert_eq!(acceptances.ride("a"), None);
+    fn app(name: &str) -> Arc<App> {
+        Arc::new(App::new(
+            name,
+            kubenest_crds::app::AppSpec {
+                project: "web".into(),
+                components: vec![],
+                progress_deadline_seconds: 600,
+                paused: false,
+            },
+        ))
+    }
 
-        acceptances.add("a", "r1");
-        assert!(acceptances.take("a", "r1"));
-        assert_eq!(acceptances.ride("a"), None, "the timer wrote it");
+    fn names(due: &[(Arc<App>, String)]) -> Vec<(String, &str)> {
+        due.iter()
+            .map(|(app, revision)| (app.name_any(), revision.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn an_acceptance_is_taken_once_by_a_status_or_by_the_sweeper_when_due() {
+        let acceptances = Acceptances::default();
+        let t0 = Instant::now();
+        acceptances.add("a", app("a"), "r1", t0);
+        assert_eq!(acceptances.ride("a").as_deref(), Some("r1"));
+        let (due, next) = acceptances.due(t0 + ACCEPTANCE_WAIT);
+        assert!(due.is_empty(), "the status wrote it");
+        assert_eq!(next, None);
+
+        acceptances.add("a", app("a"), "r1", t0);
+        let (due, next) = acceptances.due(t0 + ACCEPTANCE_WAIT / 2);
+        assert!(due.is_empty(), "not due yet");
+        assert_eq!(next, Some(t0 + ACCEPTANCE_WAIT));
+        let (due, _) = acceptances.due(t0 + ACCEPTANCE_WAIT);
+        assert_eq!(names(&due), [("a".to_owned(), "r1")]);
+        assert_eq!(acceptances.ride("a"), None, "the sweeper wrote it");
     }
 
     #[test]
     fn a_later_revision_replaces_the_acceptance_waiting() {
         let acceptances = Acceptances::default();
-        acceptances.add("a", "r1");
-        acceptances.add("b", "r1");
-        acceptances.add("a", "r2");
-        assert!(!acceptances.take("a", "r1"), "r1's timer leaves r2 waiting");
-        assert!(acceptances.take("a", "r2"));
+        let t0 = Instant::now();
+        acceptances.add("a", app("a"), "r1", t0);
+        acceptances.add("b", app("b"), "r1", t0 + ACCEPTANCE_WAIT);
+        acceptances.add("a", app("a"), "r2", t0 + ACCEPTANCE_WAIT / 2);
+        let (due, next) = acceptances.due(t0 + ACCEPTANCE_WAIT);
+        assert!(due.is_empty(), "r2 replaced r1 and is due later");
+        assert_eq!(next, Some(t0 + ACCEPTANCE_WAIT * 3 / 2));
+        let (due, next) = acceptances.due(t0 + ACCEPTANCE_WAIT * 3 / 2);
+        assert_eq!(names(&due), [("a".to_owned(), "r2")]);
+        assert_eq!(next, Some(t0 + ACCEPTANCE_WAIT * 2));
         assert_eq!(acceptances.ride("b").as_deref(), Some("r1"));
     }
 }
