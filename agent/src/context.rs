@@ -1,9 +1,11 @@
 //! What every part of the agent shares.
 
 use crate::apply::Applier;
+use crate::crd::{StackDeploy, StackDeployStatus};
 use crate::gitops::GitOps;
 use crate::helm::Helm;
 use crate::uplink::Reporter;
+use kube::ResourceExt;
 use kubenest_contracts::{AppDeploy, AppStatus};
 use std::sync::Arc;
 
@@ -34,6 +36,10 @@ pub struct Context {
     /// resending it would tell the management side an older state as the newest (and the next
     /// pass, finding nothing changed, would not correct it).
     pub reported: crate::status::LastReports,
+    /// The status this process last wrote to each App's StackDeploy: (StackDeploy uid, status).
+    /// Only the agent writes that status, so this is never older than the controller's cached
+    /// copy, which lags behind the write it just made (see [`Context::last_written`]).
+    pub written: std::sync::Mutex<std::collections::HashMap<String, (String, StackDeployStatus)>>,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,
@@ -56,11 +62,40 @@ impl Context {
         due
     }
 
-    /// Forgets what the agent keeps about an App: its full-pass clock and its stored command
-    /// (the App is gone).
+    /// The StackDeploy's status as this process last wrote it, or as `held` (the controller's
+    /// cached copy) has it when this process has not written it. A pass woken right after the
+    /// previous one (by the Deployment that pass created) often runs before the cache has seen
+    /// that pass's status write; judged on the cached copy, it would take the revision for a
+    /// new one and apply everything again.
+    pub fn last_written(&self, app_id: &str, held: &StackDeploy) -> StackDeployStatus {
+        let uid = held.uid().unwrap_or_default();
+        self.written
+            .lock()
+            .ok()
+            .and_then(|w| {
+                w.get(app_id)
+                    .filter(|(u, _)| *u == uid)
+                    .map(|(_, s)| s.clone())
+            })
+            .or_else(|| held.status.clone())
+            .unwrap_or_default()
+    }
+
+    /// Notes the status just written to App `app_id`'s StackDeploy `held`.
+    pub fn wrote(&self, app_id: &str, held: &StackDeploy, status: StackDeployStatus) {
+        if let Ok(mut written) = self.written.lock() {
+            written.insert(app_id.to_owned(), (held.uid().unwrap_or_default(), status));
+        }
+    }
+
+    /// Forgets what the agent keeps about an App: its full-pass clock, its stored command and
+    /// its written status (the App is gone).
     pub fn forget_app(&self, app_id: &str) {
         if let Ok(mut passes) = self.full_passes.lock() {
             passes.remove(app_id);
+        }
+        if let Ok(mut written) = self.written.lock() {
+            written.remove(app_id);
         }
         self.forget_stored(app_id);
         self.reported.forget(app_id);

@@ -134,6 +134,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         builders: config.builders.clone(),
         full_passes: Default::default(),
         reported: Default::default(),
+        written: Default::default(),
         stored: Default::default(),
     });
     let commands = commands::Commands::start(ctx.clone());

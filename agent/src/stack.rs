@@ -428,7 +428,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     finalizer::hold(&api, &name, held.finalizers(), FINALIZER).await?;
     ctx.check_stored(deploy);
 
-    let old = held.status.clone().unwrap_or_default();
+    let old = ctx.last_written(app.app_id.as_str(), &held);
     let mut new = old.clone();
     let now = Utc::now();
     let fresh_revision = old.observed_revision.as_deref() != Some(deploy.revision.as_str());
@@ -504,9 +504,10 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             observed.status = Some(new.clone());
             ctx.report_app(status::app_status(&ctx.reporter, &observed));
         }
-        let patch = json!({"status": new});
+        let patch = status_patch(&old, &new);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        ctx.wrote(app.app_id.as_str(), &held, new.clone());
     }
     if drift_changed {
         ctx.reporter.report(wire::DriftReport {
@@ -536,6 +537,20 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     } else {
         next
     }))
+}
+
+/// The merge patch that turns the status `old` into `new`. A merge patch keeps what it does not
+/// mention, so a field `new` no longer has (a drift healed, a rejection lifted) is sent as null.
+fn status_patch(old: &StackDeployStatus, new: &StackDeployStatus) -> Value {
+    let mut status = serde_json::to_value(new).unwrap_or_default();
+    if let (Value::Object(status), Ok(Value::Object(old))) =
+        (&mut status, serde_json::to_value(old))
+    {
+        for key in old.keys() {
+            status.entry(key.clone()).or_insert(Value::Null);
+        }
+    }
+    json!({ "status": status })
 }
 
 /// The part of a status that an `app.status` event carries.
@@ -614,6 +629,37 @@ mod tests {
             "revision": "r1", "progress_deadline_seconds": 60, "components": components,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_status_patch_clears_what_the_new_status_no_longer_has() {
+        let old = StackDeployStatus {
+            phase: Some("Running".into()),
+            drift_class: Some("recoverable".into()),
+            rejection: Some("outside the project".into()),
+            ..StackDeployStatus::default()
+        };
+        let new = StackDeployStatus {
+            phase: Some("Running".into()),
+            ..StackDeployStatus::default()
+        };
+        let patch = status_patch(&old, &new);
+        assert_eq!(patch["status"]["phase"], "Running");
+        assert!(patch["status"]["driftClass"].is_null());
+        assert!(patch["status"]["rejection"].is_null());
+        assert!(
+            patch["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("driftClass"),
+            "sent as null, not left out: {patch}"
+        );
+        assert!(
+            !patch["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("handledRestart")
+        );
     }
 
     #[test]
