@@ -139,7 +139,9 @@ impl Events {
     /// New events as they are stored, and the newest id sent before them: a subscriber that
     /// lags catches up from the table after it.
     pub fn subscribe(&self) -> (i64, broadcast::Receiver<Arc<StoredEvent>>) {
-        // Read first: an event sent in between is both newer and in the channel.
+        // Read first, so the id is never newer than what the channel holds for this receiver:
+        // an event sent in between came before the subscription, and a replay after `newest`
+        // would include it rather than skip anything.
         let newest = self.newest.load(Ordering::Acquire);
         (newest, self.live.subscribe())
     }
