@@ -30,7 +30,7 @@ use sqlx::PgPool;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::k8s::org_name_of;
+use crate::k8s::{Index, Kind, org_name_of};
 
 /// Events are kept this long for resuming clients.
 const RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -115,6 +115,7 @@ impl Events {
     /// `buffer` events behind the newest catches up from the table.
     pub async fn start(
         client: &kube::Client,
+        index: Arc<Index>,
         pool: PgPool,
         buffer: usize,
         shutdown: &CancellationToken,
@@ -130,7 +131,7 @@ impl Events {
             newest: Arc::new(AtomicI64::new(newest)),
         };
         let (derived, queue) = mpsc::unbounded_channel();
-        tokio::spawn(derive(client.clone(), derived, shutdown.clone()));
+        tokio::spawn(derive(client.clone(), index, derived, shutdown.clone()));
         tokio::spawn(store(events.clone(), queue, shutdown.clone()));
         tokio::spawn(prune(events.pool.clone(), shutdown.clone()));
         Ok(events)
@@ -417,9 +418,11 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
     )
 }
 
-/// Watches Apps, Projects and Clusters and queues the events their changes make for [`store`].
+/// Watches Apps, Projects and Clusters, queues the events their changes make for [`store`],
+/// and keeps their entries of the id `index`.
 async fn derive(
     client: kube::Client,
+    index: Arc<Index>,
     out: mpsc::UnboundedSender<NewEvent>,
     shutdown: CancellationToken,
 ) {
@@ -445,12 +448,14 @@ async fn derive(
         let mut new = Vec::new();
         match change {
             Change::Project(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => {
+                index.record(Kind::Project, &p.metadata);
                 places.projects.insert(
                     key_of(&p),
                     (p.uid().unwrap_or_default(), p.spec.cluster.clone()),
                 );
             }
             Change::Cluster(Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c))) => {
+                index.record(Kind::Cluster, &c.metadata);
                 let uid = c.uid().unwrap_or_default();
                 places.clusters.insert(key_of(&c), uid.clone());
                 let state = serde_json::to_value(c.status.clone().unwrap_or_default().state)
@@ -465,12 +470,14 @@ async fn derive(
                 }
             }
             Change::App(Ok(watcher::Event::Apply(app))) => {
+                index.record(Kind::App, &app.metadata);
                 let uid = app.uid().unwrap_or_default();
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
                 new = app_events(app_facts_by_uid.get(&uid), &app, place);
                 app_facts_by_uid.insert(uid, app_facts(&app));
             }
             Change::App(Ok(watcher::Event::InitApply(app))) => {
+                index.record(Kind::App, &app.metadata);
                 // On a relist, changes missed while disconnected are reported; on the first
                 // list the current state is the baseline.
                 let uid = app.uid().unwrap_or_default();
@@ -490,15 +497,18 @@ async fn derive(
                 apps_listed = true;
             }
             Change::App(Ok(watcher::Event::Delete(app))) => {
+                index.forget(Kind::App, &app.metadata);
                 let uid = app.uid().unwrap_or_default();
                 app_facts_by_uid.remove(&uid);
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
                 new.extend(app_deleted(&app, place));
             }
             Change::Project(Ok(watcher::Event::Delete(p))) => {
+                index.forget(Kind::Project, &p.metadata);
                 places.projects.remove(&key_of(&p));
             }
             Change::Cluster(Ok(watcher::Event::Delete(c))) => {
+                index.forget(Kind::Cluster, &c.metadata);
                 places.clusters.remove(&key_of(&c));
                 cluster_states.remove(&c.uid().unwrap_or_default());
             }

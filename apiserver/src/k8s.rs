@@ -11,10 +11,8 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::addon::AddonInstance;
-use kubenest_crds::cluster::Cluster;
 use kubenest_crds::organization::Organization;
-use kubenest_crds::project::Project;
-use kubenest_crds::{App, StackTemplate};
+use kubenest_crds::StackTemplate;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
@@ -64,25 +62,27 @@ impl Index {
             .cloned()
     }
 
-    /// Keeps the index of every kind until `shutdown`.
+    /// Keeps the index of addon instances and stack templates until `shutdown`. Clusters,
+    /// Projects and Apps are recorded by the event stream's watches of them
+    /// ([`crate::events`]), which see every change anyway: the management cluster serves one
+    /// watch of each rather than two.
     pub fn start(client: &kube::Client, shutdown: &CancellationToken) -> Arc<Self> {
         let index = Arc::new(Self::default());
-        spawn_watch::<Cluster>(&index, client, Kind::Cluster, shutdown);
-        spawn_watch::<Project>(&index, client, Kind::Project, shutdown);
-        spawn_watch::<App>(&index, client, Kind::App, shutdown);
         spawn_watch::<AddonInstance>(&index, client, Kind::AddonInstance, shutdown);
         spawn_watch::<StackTemplate>(&index, client, Kind::StackTemplate, shutdown);
         index
     }
 
-    fn record(&self, kind: Kind, meta: &kube::core::ObjectMeta) {
+    /// Notes where the object `meta` describes is.
+    pub(crate) fn record(&self, kind: Kind, meta: &kube::core::ObjectMeta) {
         if let (Some(uid), Some(ns), Some(name)) = (&meta.uid, &meta.namespace, &meta.name) {
             self.entries()
                 .insert((kind, uid.clone()), (ns.clone(), name.clone()));
         }
     }
 
-    fn forget(&self, kind: Kind, meta: &kube::core::ObjectMeta) {
+    /// Forgets the object `meta` describes (it is gone).
+    pub(crate) fn forget(&self, kind: Kind, meta: &kube::core::ObjectMeta) {
         if let Some(uid) = &meta.uid {
             self.entries().remove(&(kind, uid.clone()));
         }

@@ -88,6 +88,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
     let index = Index::start(&config.client, shutdown);
     let events = Events::start(
         &config.client,
+        index.clone(),
         history.pool().clone(),
         config.settings.event_buffer,
         shutdown,
