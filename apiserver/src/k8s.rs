@@ -10,9 +10,9 @@ use futures::StreamExt;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+use kubenest_crds::StackTemplate;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::organization::Organization;
-use kubenest_crds::StackTemplate;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
