@@ -507,7 +507,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         let patch = status_patch(&old, &new);
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        ctx.wrote(app.app_id.as_str(), &held, new.clone());
+        ctx.wrote(app.app_id.as_str(), &held, new);
     }
     if drift_changed {
         ctx.reporter.report(wire::DriftReport {

@@ -927,6 +927,46 @@ async fn roles_at_each_scope_allow_exactly_their_operations_and_other_orgs_do_no
     assert_eq!(orgs.as_array().unwrap().len(), 1);
 }
 
+/// An App `name` in a new project on a new cluster of `org`; its id.
+async fn app_in_new_project(admin: &Client, org: &str, name: &str) -> String {
+    let registration = cluster(admin, org).await;
+    let project = project(admin, org, registration["cluster_id"].as_str().unwrap()).await;
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(
+                project["id"].as_str().unwrap(),
+                name,
+                &format!("{name}:1"),
+            )),
+            202,
+        )
+        .await;
+    created["id"].as_str().unwrap().to_owned()
+}
+
+/// `client`'s event stream of App `app_id`, resuming after `last` when given.
+async fn app_stream(
+    client: &Client,
+    app_id: &str,
+    last: Option<&str>,
+) -> impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + use<> {
+    let mut request = client
+        .http
+        .get(format!(
+            "{}/api/v1/events/stream?app_id={app_id}",
+            client.base
+        ))
+        .bearer_auth(client.token.clone().unwrap());
+    if let Some(last) = last {
+        request = request.header("last-event-id", last);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.bytes_stream()
+}
+
 /// The next event (id and data) of a Server-Sent Events body, within 20 s (heartbeats do not
 /// count).
 async fn next_event(
@@ -963,31 +1003,10 @@ async fn next_event(
 async fn a_stream_subscriber_that_falls_behind_catches_up_from_the_log_and_misses_nothing() {
     let admin = Client::admin().await;
     let org = org(&admin, "lag", json!([])).await;
-    let registration = cluster(&admin, &org).await;
-    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
-    let created = admin
-        .expect(
-            Method::POST,
-            "/api/v1/apps",
-            Some(web_app(project["id"].as_str().unwrap(), "burst", "burst:1")),
-            202,
-        )
-        .await;
-    let app_id = created["id"].as_str().unwrap().to_owned();
+    let app_id = app_in_new_project(&admin, &org, "burst").await;
     // The second replica's live channel holds one event: a burst leaves its subscribers behind.
     let reader = Client::login(1, common::ADMIN, common::ADMIN_PASSWORD).await;
-    let response = reader
-        .http
-        .get(format!(
-            "{}/api/v1/events/stream?app_id={app_id}",
-            reader.base
-        ))
-        .bearer_auth(reader.token.clone().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let mut stream = Box::pin(response.bytes_stream());
+    let mut stream = Box::pin(app_stream(&reader, &app_id, None).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Forty versions at once, each with a deployment of its own: forty events in a burst.
@@ -1033,17 +1052,7 @@ async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_ev
         json!([{"user": viewer, "role": "viewer"}]),
     )
     .await;
-    let registration = cluster(&admin, &org).await;
-    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
-    let created = admin
-        .expect(
-            Method::POST,
-            "/api/v1/apps",
-            Some(web_app(project["id"].as_str().unwrap(), "feed", "feed:1")),
-            202,
-        )
-        .await;
-    let app_id = created["id"].as_str().unwrap().to_owned();
+    let app_id = app_in_new_project(&admin, &org, "feed").await;
     let watcher = Client::login(1, &viewer, PASSWORD).await;
     let kube = plane().kube().await;
     let apps: Api<App> = Api::namespaced(kube, &format!("org-{org}"));
@@ -1054,22 +1063,7 @@ async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_ev
             .unwrap();
     };
 
-    let open = async |last: Option<String>| {
-        let mut request = watcher
-            .http
-            .get(format!(
-                "{}/api/v1/events/stream?app_id={app_id}",
-                watcher.base
-            ))
-            .bearer_auth(watcher.token.clone().unwrap());
-        if let Some(last) = last {
-            request = request.header("last-event-id", last);
-        }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        response.bytes_stream()
-    };
-    let mut stream = Box::pin(open(None).await);
+    let mut stream = Box::pin(app_stream(&watcher, &app_id, None).await);
     let mut buffer = String::new();
     // Give the subscription a moment to exist before the change.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -1089,7 +1083,7 @@ async fn the_event_stream_delivers_what_the_caller_sees_and_resumes_from_last_ev
     tokio::time::sleep(Duration::from_millis(300)).await;
     phase("Failed").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut resumed = Box::pin(open(Some(first_id.clone())).await);
+    let mut resumed = Box::pin(app_stream(&watcher, &app_id, Some(&first_id)).await);
     let mut buffer = String::new();
     // (The App controller writes phases of its own in between; ours come in order.)
     let mut phases = Vec::new();
