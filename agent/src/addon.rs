@@ -4,6 +4,7 @@
 //! The same steps serve an App's addon components (inside the StackDeploy controller) and
 //! standalone addons (the AddonRelease controller below, with its own revision history).
 
+use kubenest_crds::names::{finalizers, labels};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ use crate::context::Context;
 use crate::crd::AddonRelease;
 use crate::exports::{self, Facts};
 use crate::gitops::{GitOps, addon_files};
-use crate::render::{ADDON_ID_LABEL, MANAGED_BY, object_name};
+use crate::render::object_name;
 
 /// What went wrong with an addon.
 #[derive(Debug, thiserror::Error)]
@@ -274,13 +275,11 @@ fn release_export_secret(addon: &wire::AddonRef) -> String {
     object_name(&[addon.name.as_str(), "exports"])
 }
 
-/// Finalizer of AddonReleases: the addon's objects and GitOps folder go before it does.
-pub const RELEASE_FINALIZER: &str = "kubenest.io/addon-release";
 
 async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Action, AddonError> {
     let apply = &release.spec.apply;
     let namespace = apply.addon.namespace.as_str();
-    let selector = format!("{ADDON_ID_LABEL}={}", apply.addon.addon_id);
+    let selector = format!("{labels::ADDON_ID}={}", apply.addon.addon_id);
     let api = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = release.name_any();
     if release.metadata.deletion_timestamp.is_some() {
@@ -307,18 +306,18 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
             git_commit: None,
             observed_at: chrono::Utc::now(),
         });
-        crate::finalizer::release(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
+        crate::finalizer::release(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE).await?;
         return Ok(Action::await_change());
     }
-    crate::finalizer::hold(&api, &name, release.finalizers(), RELEASE_FINALIZER).await?;
+    crate::finalizer::hold(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE).await?;
     let labels = BTreeMap::from([
-        (ADDON_ID_LABEL.to_owned(), apply.addon.addon_id.to_string()),
+        (labels::ADDON_ID.to_owned(), apply.addon.addon_id.to_string()),
         (
-            "app.kubernetes.io/managed-by".to_owned(),
-            MANAGED_BY.to_owned(),
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_AGENT.to_owned(),
         ),
         (
-            "app.kubernetes.io/instance".to_owned(),
+            labels::INSTANCE.to_owned(),
             apply.addon.name.as_str().to_owned(),
         ),
     ]);

@@ -10,6 +10,7 @@
 //! carries that hash is not written again unless the caller forces it (a drift to heal, or the
 //! periodic full pass), so a cluster at rest costs the API server no writes.
 
+use kubenest_crds::names::{annotations, field_managers, labels};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +26,6 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::render::{MANAGED_BY, PROJECT_ID_LABEL};
 
 /// The kinds the agent renders and so may prune: (apiVersion, kind).
 pub const PRUNABLE: &[(&str, &str)] = &[
@@ -38,9 +38,6 @@ pub const PRUNABLE: &[(&str, &str)] = &[
     ("batch/v1", "Job"),
 ];
 
-/// Annotation holding the hash of the desired state an object was last applied with.
-pub const DESIRED_HASH: &str = "kubenest.io/desired-hash";
-const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=kubenest-agent";
 
 /// What went wrong applying or pruning.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +69,7 @@ pub fn id_of(object: &Value) -> Option<ObjectId> {
     ))
 }
 
-/// `object` with [`DESIRED_HASH`] set to the hash of everything else in it (pure).
+/// `object` with [`annotations::DESIRED_HASH`] set to the hash of everything else in it (pure).
 pub fn stamped(object: &Value) -> Value {
     let hash = kubenest_contracts::checksum_of(object);
     let mut object = object.clone();
@@ -81,7 +78,7 @@ pub fn stamped(object: &Value) -> Value {
             .entry("annotations")
             .or_insert_with(|| Value::Object(Default::default()));
         if let Some(map) = annotations.as_object_mut() {
-            map.insert(DESIRED_HASH.into(), hash[..16].into());
+            map.insert(annotations::DESIRED_HASH.into(), hash[..16].into());
         }
     }
     object
@@ -91,11 +88,11 @@ pub fn stamped(object: &Value) -> Value {
 fn carries(live: &Value, desired: &Value) -> bool {
     let want = desired.pointer(&format!(
         "/metadata/annotations/{}",
-        DESIRED_HASH.replace('/', "~1")
+        annotations::DESIRED_HASH.replace('/', "~1")
     ));
     let have = live.pointer(&format!(
         "/metadata/annotations/{}",
-        DESIRED_HASH.replace('/', "~1")
+        annotations::DESIRED_HASH.replace('/', "~1")
     ));
     want.is_some() && want == have
 }
@@ -175,7 +172,7 @@ impl Applier {
             let reader = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let config = watcher::Config::default()
-                .labels(MANAGED_SELECTOR)
+                .labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_AGENT))
                 .any_semantic();
             let listeners = Listeners::default();
             let tell = listeners.clone();
@@ -201,7 +198,7 @@ impl Applier {
         let writer = reflector::store::Writer::<Namespace>::new(());
         let namespaces = writer.as_reader();
         let config = watcher::Config::default()
-            .labels(PROJECT_ID_LABEL)
+            .labels(labels::PROJECT_ID)
             .any_semantic();
         run_reflector(
             writer,
@@ -325,7 +322,7 @@ impl Applier {
             return Ok(live);
         }
         let api = self.api(&api_version, &kind, namespace).await?;
-        let params = PatchParams::apply(MANAGED_BY).force();
+        let params = PatchParams::apply(field_managers::AGENT).force();
         let live = api
             .patch(&name, &params, &Patch::Apply(&object))
             .await

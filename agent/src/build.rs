@@ -3,6 +3,7 @@
 //! reports as `build.status`. A Git workload asks for the build of its revision and runs the
 //! image once the build succeeded.
 
+use kubenest_crds::names::{field_managers, labels};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,13 +19,8 @@ use serde_json::{Value, json};
 
 use crate::context::Context;
 use crate::crd::{BuildRequest, build_request_name};
-use crate::render::{APP_ID_LABEL, MANAGED_BY, object_name};
+use crate::render::object_name;
 
-/// Set on a build's Job: the build id.
-pub const BUILD_ID_LABEL: &str = "kubenest.io/build-id";
-/// Set on a build's Job: the App it builds for (not the App's own label: a build Job is not
-/// part of what a revision renders, so pruning leaves it alone).
-pub const BUILD_OF_LABEL: &str = "kubenest.io/build-of";
 
 /// A Git workload's image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,16 +40,16 @@ pub async fn store(ctx: &Context, request: wire::BuildRequest) -> Result<(), kub
         },
     );
     object.metadata.labels = Some(BTreeMap::from([
-        (APP_ID_LABEL.to_owned(), request.app.app_id.to_string()),
+        (labels::APP_ID.to_owned(), request.app.app_id.to_string()),
         (
-            "app.kubernetes.io/managed-by".to_owned(),
-            MANAGED_BY.to_owned(),
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_AGENT.to_owned(),
         ),
     ]));
     Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
         .patch(
             &name,
-            &PatchParams::apply(crate::commands::COMMAND_MANAGER).force(),
+            &PatchParams::apply(field_managers::AGENT_COMMANDS).force(),
             &Patch::Apply(&object),
         )
         .await?;
@@ -62,13 +58,13 @@ pub async fn store(ctx: &Context, request: wire::BuildRequest) -> Result<(), kub
 
 /// Removes an App's builds: its BuildRequests and their Jobs.
 pub async fn forget_app(ctx: &Context, app: &wire::AppRef) -> Result<(), kube::Error> {
-    let selector = format!("{APP_ID_LABEL}={}", app.app_id);
+    let selector = format!("{labels::APP_ID}={}", app.app_id);
     let params = kube::api::DeleteParams::background();
     let list = kube::api::ListParams::default();
     Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
         .delete_collection(&params, &list.clone().labels(&selector))
         .await?;
-    let jobs = format!("{BUILD_OF_LABEL}={}", app.app_id);
+    let jobs = format!("{labels::BUILD_OF}={}", app.app_id);
     Api::<Job>::namespaced(ctx.client.clone(), app.namespace.as_str())
         .delete_collection(&params, &list.labels(&jobs))
         .await?;
@@ -167,9 +163,9 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
             "name": name,
             "namespace": request.app.namespace.as_str(),
             "labels": {
-                BUILD_OF_LABEL: request.app.app_id.as_str(),
-                BUILD_ID_LABEL: request.build_id.as_str(),
-                "app.kubernetes.io/managed-by": MANAGED_BY,
+                labels::BUILD_OF: request.app.app_id.as_str(),
+                labels::BUILD_ID: request.build_id.as_str(),
+                labels::MANAGED_BY: labels::MANAGED_BY_AGENT,
             },
         },
         "spec": {
@@ -177,7 +173,7 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
             "activeDeadlineSeconds": 3600,
             "ttlSecondsAfterFinished": 86400,
             "template": {
-                "metadata": {"labels": {BUILD_ID_LABEL: request.build_id.as_str()}},
+                "metadata": {"labels": {labels::BUILD_ID: request.build_id.as_str()}},
                 "spec": {"restartPolicy": "Never", "containers": [container]},
             },
         },
@@ -282,9 +278,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     Controller::new(held, watcher::Config::default())
         .watches(
             Api::<Job>::all(ctx.client.clone()),
-            watcher::Config::default().labels(BUILD_ID_LABEL),
+            watcher::Config::default().labels(labels::BUILD_ID),
             move |job| {
-                let id = job.labels().get(BUILD_ID_LABEL)?;
+                let id = job.labels().get(labels::BUILD_ID)?;
                 Some(
                     kube::runtime::reflector::ObjectRef::new(&build_request_name(id))
                         .within(&namespace),

@@ -9,6 +9,7 @@
 //! waiting one and is answered with it, instead of queueing again: under load a backlog would
 //! otherwise feed on its own re-sends.
 
+use kubenest_crds::names::{field_managers, finalizers, labels};
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -25,13 +26,8 @@ use crate::crd::{
     AddonRelease, AddonReleaseSpec, StackDeploy, StackDeploySpec, addon_release_name,
     stack_deploy_name,
 };
-use crate::render::{APP_ID_LABEL, MANAGED_BY, PROJECT_ID_LABEL};
 use crate::status;
 
-/// Field manager of the command handler's writes to the agent's own objects.
-pub const COMMAND_MANAGER: &str = "kubenest-agent-uplink";
-/// Field manager of redeploy requests (so a new `app.deploy` never clears one).
-const REDEPLOY_MANAGER: &str = "kubenest-agent-redeploy";
 /// How many commands run at once.
 const WORKERS: usize = 8;
 
@@ -313,7 +309,7 @@ pub fn boundary(
     project_id: &str,
     field: &str,
 ) -> Result<(), Refusal> {
-    let owner = found.and_then(|ns| ns.labels().get(PROJECT_ID_LABEL).cloned());
+    let owner = found.and_then(|ns| ns.labels().get(labels::PROJECT_ID).cloned());
     match owner {
         Some(owner) if owner == project_id => Ok(()),
         Some(_) => Err(Refusal::new(
@@ -336,11 +332,11 @@ pub fn boundary(
 
 fn labels(app: &wire::AppRef) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (APP_ID_LABEL.to_owned(), app.app_id.to_string()),
-        (PROJECT_ID_LABEL.to_owned(), app.project_id.to_string()),
+        (labels::APP_ID.to_owned(), app.app_id.to_string()),
+        (labels::PROJECT_ID.to_owned(), app.project_id.to_string()),
         (
-            "app.kubernetes.io/managed-by".to_owned(),
-            MANAGED_BY.to_owned(),
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_AGENT.to_owned(),
         ),
     ])
 }
@@ -369,7 +365,7 @@ async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refus
     object.metadata.labels = Some(labels(&deploy.app));
     // Stored holding the finalizer the StackDeploy controller would otherwise add in a write
     // of its own before applying anything.
-    object.metadata.finalizers = Some(vec![crate::stack::FINALIZER.to_owned()]);
+    object.metadata.finalizers = Some(vec![finalizers::STACK_DEPLOY.to_owned()]);
     let mut value = serde_json::to_value(&object).map_err(Refusal::internal)?;
     // Only the fields this manager owns: a redeploy request is another manager's.
     if let Some(spec) = value.get_mut("spec").and_then(|s| s.as_object_mut()) {
@@ -378,7 +374,7 @@ async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refus
     Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace)
         .patch(
             &name,
-            &PatchParams::apply(COMMAND_MANAGER).force(),
+            &PatchParams::apply(field_managers::AGENT_COMMANDS).force(),
             &Patch::Apply(&value),
         )
         .await
@@ -438,7 +434,7 @@ async fn redeploy(ctx: &Arc<Context>, command: &wire::AppRedeploy) -> Result<(),
     Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace)
         .patch(
             &held.name_any(),
-            &PatchParams::apply(REDEPLOY_MANAGER).force(),
+            &PatchParams::apply(field_managers::AGENT_REDEPLOY).force(),
             &Patch::Apply(&patch),
         )
         .await
@@ -487,13 +483,13 @@ async fn store_release(
 ) -> Result<(), Refusal> {
     let mut object = AddonRelease::new(name, AddonReleaseSpec { apply, history });
     object.metadata.labels = Some(BTreeMap::from([(
-        "app.kubernetes.io/managed-by".to_owned(),
-        MANAGED_BY.to_owned(),
+        labels::MANAGED_BY.to_owned(),
+        labels::MANAGED_BY_AGENT.to_owned(),
     )]));
     Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace)
         .patch(
             name,
-            &PatchParams::apply(COMMAND_MANAGER).force(),
+            &PatchParams::apply(field_managers::AGENT_COMMANDS).force(),
             &Patch::Apply(&object),
         )
         .await
@@ -561,7 +557,7 @@ async fn check_project_namespace(ctx: &Context, namespace: &str) -> Result<(), R
         .get_opt(namespace)
         .await
         .map_err(Refusal::internal)?;
-    if found.is_some_and(|ns| ns.labels().contains_key(PROJECT_ID_LABEL)) {
+    if found.is_some_and(|ns| ns.labels().contains_key(labels::PROJECT_ID)) {
         return Ok(());
     }
     Err(Refusal::new(
@@ -598,9 +594,9 @@ async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Result<(), Ref
         .map(|(k, v)| (k.clone(), engine.encode(v.0.as_bytes()).into()))
         .collect();
     let mut labels = serde_json::Map::new();
-    labels.insert("app.kubernetes.io/managed-by".into(), MANAGED_BY.into());
+    labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_AGENT.into());
     if let Some(app) = &target.app_id {
-        labels.insert(APP_ID_LABEL.into(), app.as_str().into());
+        labels.insert(labels::APP_ID.into(), app.as_str().into());
     }
     let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
     let name = target.secret.as_str();

@@ -10,7 +10,7 @@
 use kubenest_contracts as wire;
 use serde_json::Value;
 
-use crate::render::MANAGED_BY;
+use kubenest_crds::names::field_managers;
 
 /// The fields of a Deployment the agent compares: (path for people, path in the object).
 fn owned_paths(container: &str) -> Vec<(String, Vec<String>)> {
@@ -80,7 +80,7 @@ pub fn manager_of(live: &Value, path: &[String]) -> Option<String> {
                 .try_fold(entry.get("fieldsV1")?, |v, step| v.get(step))
                 .is_some();
             let time = entry.get("time").and_then(Value::as_str).unwrap_or("");
-            (owned && manager != MANAGED_BY).then_some((manager, time))
+            (owned && manager != field_managers::AGENT).then_some((manager, time))
         })
         .collect();
     owners.sort_by(|a, b| b.1.cmp(a.1));

@@ -84,7 +84,7 @@ pub enum StartError {
 /// Applies the agent's CRDs and waits until they are served.
 pub async fn ensure_crds(client: &kube::Client) -> Result<(), StartError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(render::MANAGED_BY).force();
+    let params = PatchParams::apply(kubenest_crds::names::field_managers::AGENT).force();
     for crd in crd::all() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd)).await?;
@@ -109,7 +109,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
     Api::<Namespace>::all(client.clone())
         .patch(
             &config.namespace,
-            &PatchParams::apply(render::MANAGED_BY),
+            &PatchParams::apply(kubenest_crds::names::field_managers::AGENT),
             &Patch::Apply(&own),
         )
         .await?;

@@ -2,6 +2,7 @@
 //! default service account). The agent never creates or deletes anything outside a project's
 //! namespace, and refuses a namespace that exists without being this project's.
 
+use kubenest_crds::names::{field_managers, labels};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,6 @@ use serde_json::json;
 
 use crate::commands::Refusal;
 use crate::context::Context;
-use crate::render::{MANAGED_BY, PROJECT_ID_LABEL};
 
 fn report(
     ctx: &Context,
@@ -38,7 +38,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
     let project = command.project_id.as_str();
     let existing = namespaces.get_opt(name).await.map_err(internal)?;
     if let Some(existing) = &existing {
-        match existing.labels().get(PROJECT_ID_LABEL) {
+        match existing.labels().get(labels::PROJECT_ID) {
             Some(owner) if owner == project => {}
             Some(_) => {
                 return Err(violation(format!(
@@ -63,8 +63,8 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
     for (key, value) in &command.labels {
         labels.insert(key.clone(), value.clone().into());
     }
-    labels.insert(PROJECT_ID_LABEL.into(), project.into());
-    labels.insert("app.kubernetes.io/managed-by".into(), MANAGED_BY.into());
+    labels.insert(labels::PROJECT_ID.into(), project.into());
+    labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_AGENT.into());
     let object = json!({
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": name, "labels": labels},
@@ -72,7 +72,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
     namespaces
         .patch(
             name,
-            &PatchParams::apply(MANAGED_BY).force(),
+            &PatchParams::apply(field_managers::AGENT).force(),
             &Patch::Apply(&object),
         )
         .await
@@ -86,7 +86,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
         Api::<ServiceAccount>::namespaced(ctx.client.clone(), name)
             .patch(
                 "default",
-                &PatchParams::apply(MANAGED_BY).force(),
+                &PatchParams::apply(field_managers::AGENT).force(),
                 &Patch::Apply(&account),
             )
             .await
@@ -119,7 +119,7 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
             return Ok(());
         }
         Some(ns)
-            if ns.labels().get(PROJECT_ID_LABEL).map(String::as_str)
+            if ns.labels().get(labels::PROJECT_ID).map(String::as_str)
                 != Some(command.project_id.as_str()) =>
         {
             return Err(violation(format!("namespace {name} is not this project's")));
@@ -180,7 +180,7 @@ fn internal(error: kube::Error) -> Refusal {
 /// The status of every project namespace, for a resync.
 pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
     let listed = Api::<Namespace>::all(ctx.client.clone())
-        .list(&kube::api::ListParams::default().labels(PROJECT_ID_LABEL))
+        .list(&kube::api::ListParams::default().labels(labels::PROJECT_ID))
         .await;
     let Ok(listed) = listed else {
         return vec![];
@@ -189,7 +189,7 @@ pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
         .items
         .into_iter()
         .filter_map(|ns| {
-            let project = ns.labels().get(PROJECT_ID_LABEL)?.clone();
+            let project = ns.labels().get(labels::PROJECT_ID)?.clone();
             let terminating = ns.metadata.deletion_timestamp.is_some();
             Some(wire::ProjectStatus {
                 project_id: wire::Id::new(project),

@@ -6,23 +6,12 @@
 //! `secretKeyRef` on the addon's export Secret and the component's Secret an `envFrom`, so no
 //! secret value ever passes through the agent's hands.
 
+use kubenest_crds::names::{annotations, labels};
 use std::collections::BTreeMap;
 
 use kubenest_contracts as wire;
 use serde_json::{Value, json};
 
-/// Set on every object an App owns: the App's uid.
-pub const APP_ID_LABEL: &str = "kubenest.io/app-id";
-/// The component an object belongs to.
-pub const COMPONENT_LABEL: &str = "kubenest.io/component";
-/// The standalone addon an object belongs to.
-pub const ADDON_ID_LABEL: &str = "kubenest.io/addon-id";
-/// Set on a project's namespace: the project's id.
-pub const PROJECT_ID_LABEL: &str = "kubenest.io/project-id";
-/// `app.kubernetes.io/managed-by` value.
-pub const MANAGED_BY: &str = "kubenest-agent";
-/// Pod-template annotation whose change restarts a workload (a redeploy).
-pub const RESTART_ANNOTATION: &str = "kubenest.io/restart-id";
 
 pub use kubenest_contracts::object_name;
 
@@ -39,16 +28,16 @@ pub fn export_secret(app: &wire::AppRef, component: &str) -> String {
 /// Labels of every object of an App's component.
 pub fn labels(app: &wire::AppRef, component: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
-        (APP_ID_LABEL.to_owned(), app.app_id.to_string()),
-        (COMPONENT_LABEL.to_owned(), component.to_owned()),
-        ("app.kubernetes.io/name".to_owned(), component.to_owned()),
+        (labels::APP_ID.to_owned(), app.app_id.to_string()),
+        (labels::COMPONENT.to_owned(), component.to_owned()),
+        (labels::NAME.to_owned(), component.to_owned()),
         (
-            "app.kubernetes.io/instance".to_owned(),
+            labels::INSTANCE.to_owned(),
             app.name.as_str().to_owned(),
         ),
         (
-            "app.kubernetes.io/managed-by".to_owned(),
-            MANAGED_BY.to_owned(),
+            labels::MANAGED_BY.to_owned(),
+            labels::MANAGED_BY_AGENT.to_owned(),
         ),
     ])
 }
@@ -92,8 +81,8 @@ pub fn workload(
     let namespace = app.namespace.as_str();
     let labels = labels(app, component);
     let selector = json!({
-        APP_ID_LABEL: app.app_id.as_str(),
-        COMPONENT_LABEL: component,
+        labels::APP_ID: app.app_id.as_str(),
+        labels::COMPONENT: component,
     });
     let mut container = json!({
         "name": component,
@@ -120,7 +109,7 @@ pub fn workload(
     }
     let mut template_annotations = serde_json::Map::new();
     if let Some(restart) = inputs.restart_id {
-        template_annotations.insert(RESTART_ANNOTATION.into(), restart.into());
+        template_annotations.insert(annotations::RESTART_ID.into(), restart.into());
     }
     let replicas = if inputs.paused { 0 } else { workload.replicas };
     let mut objects = vec![json!({
@@ -268,7 +257,7 @@ mod tests {
         for object in &objects {
             assert_eq!(object["metadata"]["name"], "shop-web");
             assert_eq!(object["metadata"]["namespace"], "shop-prod");
-            assert_eq!(object["metadata"]["labels"][APP_ID_LABEL], "0b7c");
+            assert_eq!(object["metadata"]["labels"][labels::APP_ID], "0b7c");
         }
         let deployment = &objects[0];
         assert_eq!(deployment["spec"]["replicas"], 3);
@@ -308,7 +297,7 @@ mod tests {
         let objects = workload(&app(), &web(), &paused).unwrap();
         assert_eq!(objects[0]["spec"]["replicas"], 0);
         assert_eq!(
-            objects[0]["spec"]["template"]["metadata"]["annotations"][RESTART_ANNOTATION],
+            objects[0]["spec"]["template"]["metadata"]["annotations"][annotations::RESTART_ID],
             "r-2"
         );
     }

@@ -9,6 +9,7 @@
 //! component is ready, `Paused` when workloads are at zero, `Failed` when a component fails, a
 //! rollout misses its progress deadline, or the StackDeploy is refused; `Deploying` otherwise.
 
+use kubenest_crds::names::{finalizers, labels};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +30,9 @@ use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
 use crate::drift;
 use crate::finalizer;
-use crate::render::{self, APP_ID_LABEL, RenderError, WorkloadInputs};
+use crate::render::{self, labels::APP_ID, RenderError, WorkloadInputs};
 use crate::status::{self, phase_name};
 
-/// Holds a StackDeploy until everything it owned is gone.
-pub const FINALIZER: &str = "kubenest.io/stack-deploy";
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -385,7 +384,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     let deploy = &held.spec.deploy;
     let app = &deploy.app;
     let namespace = app.namespace.as_str();
-    let selector = format!("{APP_ID_LABEL}={}", app.app_id);
+    let selector = format!("{labels::APP_ID}={}", app.app_id);
     let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = held.name_any();
 
@@ -418,14 +417,14 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             app.app_id.clone(),
             Some(deploy.revision.clone()),
         ));
-        finalizer::release(&api, &name, held.finalizers(), FINALIZER).await?;
+        finalizer::release(&api, &name, held.finalizers(), finalizers::STACK_DEPLOY).await?;
         tracing::info!(
             app = app.name.as_str(),
             "everything the App owned is removed"
         );
         return Ok(Action::await_change());
     }
-    finalizer::hold(&api, &name, held.finalizers(), FINALIZER).await?;
+    finalizer::hold(&api, &name, held.finalizers(), finalizers::STACK_DEPLOY).await?;
     ctx.check_stored(deploy);
 
     let old = ctx.last_written(app.app_id.as_str(), &held);
@@ -572,7 +571,7 @@ fn error_policy(_held: Arc<StackDeploy>, error: &Error, _ctx: Arc<Context>) -> A
 
 /// The StackDeploy of an object labelled with an App id.
 fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef<StackDeploy>> {
-    let app = labels.get(APP_ID_LABEL)?;
+    let app = labels.get(labels::APP_ID)?;
     Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
 }
 
@@ -606,7 +605,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         )
         .watches(
             Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace),
-            watcher::Config::default().labels(APP_ID_LABEL),
+            watcher::Config::default().labels(labels::APP_ID),
             move |b| owner(&ns3, b.labels()),
         )
         .graceful_shutdown_on(shutdown)

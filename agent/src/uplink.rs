@@ -22,8 +22,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::Commands;
 
-/// The subprotocol that names an agent session.
-pub const SUBPROTOCOL: &str = "kubenest.agent.v1";
 
 /// How the uplink dials.
 #[derive(Clone)]
@@ -165,7 +163,7 @@ pub async fn connect(config: &UplinkConfig) -> Result<Socket, ConnectError> {
     let headers = request.headers_mut();
     headers.insert(
         "Sec-WebSocket-Protocol",
-        HeaderValue::from_static(SUBPROTOCOL),
+        HeaderValue::from_static(kubenest_contracts::names::AGENT_SUBPROTOCOL),
     );
     let bearer = HeaderValue::from_str(&format!("Bearer {}", config.token))
         .map_err(|_| ConnectError::Failed("the token is not a valid header value".into()))?;

@@ -226,7 +226,6 @@ impl Stages {
     }
 }
 
-const APP_ID_LABEL: &str = "kubenest.io/app-id";
 
 fn app_stages(app: &DynamicObject) -> Vec<(String, Stage)> {
     let Some(uid) = app.metadata.uid.clone() else {
@@ -244,7 +243,7 @@ fn stack_deploy_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(APP_ID_LABEL))
+        .and_then(|l| l.get(kubenest_crds::names::labels::APP_ID))
         .map(|id| vec![(id.clone(), Stage::Accepted)])
         .unwrap_or_default()
 }
@@ -254,7 +253,7 @@ fn deployment_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
         .metadata
         .labels
         .as_ref()
-        .and_then(|l| l.get(APP_ID_LABEL))
+        .and_then(|l| l.get(kubenest_crds::names::labels::APP_ID))
     else {
         return Vec::new();
     };
@@ -442,7 +441,7 @@ fn track(management: kube::Client, workload: kube::Client) -> Stages {
         watcher::Config::default(),
         app_stages,
     );
-    let labelled = watcher::Config::default().labels(APP_ID_LABEL);
+    let labelled = watcher::Config::default().labels(kubenest_crds::names::labels::APP_ID);
     stages.watch(
         workload.clone(),
         kubenest("StackDeploy", "stackdeploys"),

@@ -46,6 +46,7 @@ mod common;
 mod control;
 mod envelope;
 mod messages;
+pub mod names;
 pub mod schemas;
 mod status;
 mod token;

@@ -6,6 +6,7 @@
 //! `rollback` revision with that revision's chart and values and writes them back into the spec,
 //! so the object always shows what runs. Deletion holds a finalizer until the agent confirms.
 
+use kubenest_crds::names::{annotations, finalizers};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +31,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{await_deletion, error_policy, key_of};
 
-/// Holds an addon's deletion until the agent confirms it is uninstalled.
-pub const FINALIZER: &str = "kubenest.io/addon-cleanup";
-/// Roll back to this revision number, once per distinct value.
-pub const ROLLBACK_ANNOTATION: &str = "kubenest.io/rollback-to";
 
 fn addon_ref(key: &ObjectKey, placement: &Placement) -> wire::AddonRef {
     wire::AddonRef {
@@ -80,7 +77,7 @@ async fn write_status(
 async fn reconcile(addon: Arc<AddonInstance>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*addon)?;
     let api: Api<AddonInstance> = Api::namespaced(plane.client.clone(), &key.namespace);
-    finalizer(&api, FINALIZER, addon, |event| async {
+    finalizer(&api, finalizers::ADDON, addon, |event| async {
         match event {
             Event::Apply(addon) => apply(&addon, &plane, &key).await,
             Event::Cleanup(addon) => cleanup(&addon, &plane, &key).await,
@@ -113,7 +110,7 @@ async fn apply(addon: &AddonInstance, plane: &Plane, key: &ObjectKey) -> Result<
     };
     let actor = actor_of_fields(addon.managed_fields(), addon.annotations());
 
-    if let Some(target) = addon.annotations().get(ROLLBACK_ANNOTATION)
+    if let Some(target) = addon.annotations().get(annotations::ROLLBACK_TO)
         && old.handled_rollback.as_deref() != Some(target.as_str())
     {
         return rollback(addon, plane, key, &placement, target, &actor, &old).await;
@@ -325,7 +322,7 @@ async fn rollback(
     let Ok(to) = number.parse::<i32>() else {
         return refuse(
             &mut status,
-            format!("annotation {ROLLBACK_ANNOTATION}: {target:?} is not a revision number"),
+            format!("annotation {}: {target:?} is not a revision number", annotations::ROLLBACK_TO),
         )
         .await;
     };

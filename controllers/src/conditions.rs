@@ -1,14 +1,10 @@
 //! Kubernetes-style conditions: set one by type, keeping its transition time while its status
 //! does not change, so `kubectl describe` shows when something really changed.
 
+pub use kubenest_crds::names::conditions::*;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-/// The object is what its spec asks for (`True`), or why not (`False`, with a reason).
-pub const READY: &str = "Ready";
-/// A change is on its way; the reason names what it waits for.
-pub const PROGRESSING: &str = "Progressing";
-/// Deletion waits for something (dependents, or the agent's confirmation).
-pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 
 /// Sets the condition of `type_`; returns whether anything changed.
 pub fn set(

@@ -233,7 +233,7 @@ impl HubClient {
     }
 
     async fn replica_of(&self, cluster_id: &Id) -> Result<String, DispatchError> {
-        let name = format!("hub-session-{cluster_id}");
+        let name = kubenest_contracts::names::lease::name(cluster_id.as_str());
         let lease = self
             .inner
             .leases
@@ -244,7 +244,7 @@ impl HubClient {
             .and_then(|l| {
                 l.metadata
                     .annotations?
-                    .get("hub.kubenest.io/address")
+                    .get(kubenest_contracts::names::lease::ADDRESS_ANNOTATION)
                     .cloned()
             })
             .ok_or(DispatchError::NoSession)?;

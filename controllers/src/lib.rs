@@ -42,7 +42,7 @@ use kube::api::{Api, Patch, PatchParams};
 /// Applies every kubenest CRD (charts normally do; tests and the local environment use this).
 pub async fn ensure_crds(client: &kube::Client) -> Result<(), kube::Error> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(rbac::FIELD_MANAGER).force();
+    let params = PatchParams::apply(kubenest_crds::names::field_managers::CONTROLLERS).force();
     for crd in kubenest_crds::all() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd)).await?;

@@ -7,7 +7,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::project::{Project, ProjectPhase};
 
-use crate::organization::ORG_LABEL;
+use kubenest_crds::names::labels;
 use crate::status::Caches;
 
 /// A resolved destination.
@@ -68,7 +68,7 @@ pub async fn org_of(client: &kube::Client, namespace: &str) -> Result<Option<Str
     let ns = Api::<Namespace>::all(client.clone())
         .get_opt(namespace)
         .await?;
-    Ok(ns.and_then(|ns| ns.labels().get(ORG_LABEL).cloned()))
+    Ok(ns.and_then(|ns| ns.labels().get(labels::ORGANIZATION).cloned()))
 }
 
 /// The organization owning `namespace`, from the cached organization namespaces.
@@ -77,7 +77,7 @@ pub fn org_in(caches: &Caches, namespace: &str) -> Option<String> {
         .namespaces
         .get(&ObjectRef::new(namespace))?
         .labels()
-        .get(ORG_LABEL)
+        .get(labels::ORGANIZATION)
         .cloned()
 }
 

@@ -7,6 +7,7 @@
 //! AddonInstance uses the project, then sends `project.delete` and holds a finalizer until the
 //! agent confirms the namespace is gone.
 
+use kubenest_crds::names::{finalizers, labels};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,10 +33,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{await_deletion, error_policy, key_of};
 
-/// Holds a Project's deletion until its namespace is gone from the cluster.
-pub const FINALIZER: &str = "kubenest.io/project-cleanup";
-/// Labels every project namespace carries on its cluster.
-pub const PROJECT_LABEL: &str = "kubenest.io/project";
 
 /// The project that holds `namespace` on `cluster` among `projects` (pure): the oldest claim
 /// that is not being deleted, ties broken by name.
@@ -85,7 +82,7 @@ async fn write_status(
 async fn reconcile(project: Arc<Project>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*project)?;
     let api: Api<Project> = Api::namespaced(plane.client.clone(), &key.namespace);
-    finalizer(&api, FINALIZER, project, |event| async {
+    finalizer(&api, finalizers::PROJECT, project, |event| async {
         match event {
             Event::Apply(project) => apply(&project, &plane, &key).await,
             Event::Cleanup(project) => cleanup(&project, &plane, &key).await,
@@ -112,9 +109,9 @@ fn place(plane: &Plane, project: &Project, key: &ObjectKey) -> Result<Placement,
 
 fn ensure_command(project: &Project, placement: &Placement) -> wire::ProjectEnsure {
     let labels: BTreeMap<String, String> = [
-        (PROJECT_LABEL.to_owned(), project.name_any()),
+        (labels::PROJECT.to_owned(), project.name_any()),
         (
-            crate::organization::ORG_LABEL.to_owned(),
+            labels::ORGANIZATION.to_owned(),
             placement.org_id.clone(),
         ),
     ]

@@ -9,13 +9,12 @@
 //!
 //! No role may write `status`: that belongs to the controllers.
 
+use kubenest_crds::names::{field_managers, labels};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::ObjectMeta;
 use kubenest_crds::common::Role;
 
-/// Field manager of everything the controllers write.
-pub const FIELD_MANAGER: &str = "kubenest-controllers";
 
 const ALL: &[&str] = &[
     "clusters",
@@ -63,7 +62,7 @@ pub fn rules(role: Role) -> Vec<PolicyRule> {
 /// Applies the three ClusterRoles.
 pub async fn ensure_cluster_roles(client: &kube::Client) -> Result<(), kube::Error> {
     let api: Api<ClusterRole> = Api::all(client.clone());
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(field_managers::CONTROLLERS).force();
     for object in cluster_roles() {
         let name = object.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&object)).await?;
@@ -81,8 +80,8 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
                 name: Some(cluster_role_name(role).to_owned()),
                 labels: Some(
                     [(
-                        "app.kubernetes.io/managed-by".to_owned(),
-                        FIELD_MANAGER.to_owned(),
+                        labels::MANAGED_BY.to_owned(),
+                        field_managers::CONTROLLERS.to_owned(),
                     )]
                     .into(),
                 ),

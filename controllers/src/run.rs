@@ -18,7 +18,8 @@ use crate::cluster::{self, health};
 use crate::history::History;
 use crate::hub_client::{DispatchError, HubClient, HubClientConfig};
 use crate::intents::Intents;
-use crate::organization::{self, ORG_LABEL};
+use crate::organization;
+use kubenest_crds::names::labels;
 use crate::plane::Plane;
 use crate::status::{self, Caches, Router};
 use crate::{addon, app, project, template};
@@ -128,7 +129,7 @@ async fn push_floors(hub: &HubClient, caches: &Caches, shutdown: &CancellationTo
             .namespaces
             .state()
             .iter()
-            .filter_map(|ns| Some((ns.name_any(), ns.labels().get(ORG_LABEL)?.clone())))
+            .filter_map(|ns| Some((ns.name_any(), ns.labels().get(labels::ORGANIZATION)?.clone())))
             .collect();
         let floors = cluster::floors(&clusters, &orgs);
         if pushed.as_ref() != Some(&floors) {

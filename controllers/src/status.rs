@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::health;
 use crate::history::DeploymentStatus;
 use crate::intents::{Held, ObjectKey, Sent};
-use crate::organization::ORG_LABEL;
+use kubenest_crds::names::labels;
 use crate::plane::Plane;
 use crate::rfc3339;
 
@@ -130,7 +130,7 @@ impl Caches {
             projects: cache(Api::all(client.clone()), all(), shutdown),
             addons: cache(Api::all(client.clone()), all(), shutdown),
             clusters: cache(Api::all(client.clone()), all(), shutdown),
-            namespaces: cache(Api::all(client.clone()), all().labels(ORG_LABEL), shutdown),
+            namespaces: cache(Api::all(client.clone()), all().labels(labels::ORGANIZATION), shutdown),
             definitions: cache(Api::all(client.clone()), all(), shutdown),
         };
         let _ = tokio::join!(

@@ -51,10 +51,7 @@ pub(crate) fn preserve_unknown_fields(schema: &mut schemars::Schema) {
 }
 
 /// Condition types and reasons shared by every kind.
-pub mod conditions {
-    /// The object is ready for use (type).
-    pub const READY: &str = "Ready";
-}
+pub use crate::names::conditions;
 
 /// Marks the items of an array of free-form objects so the API server keeps their fields.
 pub(crate) fn preserve_unknown_items(schema: &mut schemars::Schema) {

@@ -16,6 +16,7 @@ pub mod addon;
 pub mod app;
 pub mod cluster;
 pub mod common;
+pub mod names;
 pub mod organization;
 pub mod project;
 pub mod template;

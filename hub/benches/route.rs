@@ -338,7 +338,7 @@ async fn push_floors(backend: &mut futures::stream::SplitSink<Socket, Ws>, clust
 }
 
 async fn hub_agent(url: String, token: String, agent: usize) -> tokio::task::JoinHandle<()> {
-    let ws = ws_connect(&url, kubenest_hub::AGENT_PROTOCOL, &token).await;
+    let ws = ws_connect(&url, kubenest_contracts::names::AGENT_SUBPROTOCOL, &token).await;
     tokio::spawn(async move {
         let (mut tx, mut rx) = ws.split();
         while let Some(Ok(message)) = rx.next().await {
@@ -355,7 +355,7 @@ async fn hub_agent(url: String, token: String, agent: usize) -> tokio::task::Joi
 async fn bench_hub(rate: Option<f64>, hub: &HubProcess) -> Phases {
     let backend = ws_connect(
         &hub.url,
-        kubenest_hub::BACKEND_PROTOCOL,
+        kubenest_contracts::names::BACKEND_SUBPROTOCOL,
         &hub.signer
             .backend_token("bench", Duration::from_secs(3600))
             .unwrap(),
@@ -393,7 +393,7 @@ async fn bench_hub(rate: Option<f64>, hub: &HubProcess) -> Phases {
 async fn idle_bytes_per_agent(hub: &HubProcess) -> f64 {
     let backend = ws_connect(
         &hub.url,
-        kubenest_hub::BACKEND_PROTOCOL,
+        kubenest_contracts::names::BACKEND_SUBPROTOCOL,
         &hub.signer
             .backend_token("bench", Duration::from_secs(3600))
             .unwrap(),
@@ -409,7 +409,7 @@ async fn idle_bytes_per_agent(hub: &HubProcess) -> f64 {
             .signer
             .cluster_token(&Id::new(cluster(i)), &Id::from(ORG), 1)
             .unwrap();
-        sockets.push(ws_connect(&hub.url, kubenest_hub::AGENT_PROTOCOL, &token).await);
+        sockets.push(ws_connect(&hub.url, kubenest_contracts::names::AGENT_SUBPROTOCOL, &token).await);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_bytes(hub.child.id());

@@ -16,7 +16,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::floors::Refusal;
-use crate::{AGENT_PROTOCOL, Args, BACKEND_PROTOCOL, Hub, HubError, session};
+use kubenest_contracts::names::{AGENT_SUBPROTOCOL as AGENT_PROTOCOL, BACKEND_SUBPROTOCOL as BACKEND_PROTOCOL};
+
+use crate::{Args, Hub, HubError, session};
 
 /// Seconds an agent refused for lack of fresh floors should wait.
 const RETRY_AFTER_SECS: u64 = 5;

@@ -11,18 +11,13 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kubenest_contracts::Id;
 use serde_json::json;
 
-/// The field manager of every Lease write.
-const FIELD_MANAGER: &str = "kubenest-hub";
-/// Annotation: the replica's address for controllers to dial.
-pub const ADDRESS_ANNOTATION: &str = "hub.kubenest.io/address";
-/// Annotation: the session epoch (distinguishes sessions of one cluster on one replica).
-pub const EPOCH_ANNOTATION: &str = "hub.kubenest.io/epoch";
-/// Label: the cluster the session is for.
-pub const CLUSTER_LABEL: &str = "kubenest.io/cluster-id";
+use kubenest_contracts::names::lease::{
+    ADDRESS_ANNOTATION, CLUSTER_LABEL, EPOCH_ANNOTATION, FIELD_MANAGER,
+};
 
 /// The Lease name for a cluster's session.
 pub fn lease_name(cluster_id: &Id) -> String {
-    format!("hub-session-{cluster_id}")
+    kubenest_contracts::names::lease::name(cluster_id.as_str())
 }
 
 /// Records sessions as Leases, or does nothing (local use without a management cluster).

@@ -35,11 +35,6 @@ use leases::Leases;
 use metrics::Metrics;
 use sessions::Sessions;
 
-/// The WebSocket subprotocol of agents.
-pub const AGENT_PROTOCOL: &str = "kubenest.agent.v1";
-/// The WebSocket subprotocol of backends (controllers).
-pub const BACKEND_PROTOCOL: &str = "kubenest.backend.v1";
-
 /// Why the hub could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {

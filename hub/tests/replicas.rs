@@ -12,7 +12,8 @@ use common::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kubenest_contracts::Message;
-use kubenest_hub::leases::{ADDRESS_ANNOTATION, lease_name};
+use kubenest_contracts::names::lease::ADDRESS_ANNOTATION;
+use kubenest_hub::leases::lease_name;
 
 /// Waits until the cluster's session Lease names `replica` (or is gone, for `None`).
 async fn lease_holder_becomes(

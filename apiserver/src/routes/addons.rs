@@ -6,7 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
-use kubenest_controllers::addon::ROLLBACK_ANNOTATION;
+use kubenest_crds::names::annotations;
 use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -427,7 +427,7 @@ pub async fn rollback(
     }
     let mut annotations = actor_annotations(&caller);
     annotations.insert(
-        ROLLBACK_ANNOTATION.to_owned(),
+        annotations::ROLLBACK_TO.to_owned(),
         format!("{}@{}", body.revision, uuid::Uuid::new_v4().simple()),
     );
     let patch = json!({"metadata": {"annotations": annotations}});

@@ -6,6 +6,7 @@
 //! users have the same path. An App in `blocked_sync` refuses changes (409) until it converges
 //! again; deleting it is still allowed.
 
+use kubenest_crds::names::{annotations, finalizers};
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -17,7 +18,7 @@ use kubenest_contracts::{
     self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
 };
 use kubenest_controllers::app::controller::{
-    FINALIZER as APP_FINALIZER, REDEPLOY_ANNOTATION, ROLLBACK_ANNOTATION, resolved_addon,
+    resolved_addon,
 };
 use kubenest_controllers::app::{AppIdentity, ResolvedAddon, build_deploy};
 use kubenest_crds::App;
@@ -328,7 +329,7 @@ pub async fn create_in(
     // Created holding the controllers' cleanup finalizer, which they would otherwise add in
     // a write of their own before sending anything to the cluster (an App made with kubectl
     // still gets it that way).
-    app.metadata.finalizers = Some(vec![APP_FINALIZER.to_owned()]);
+    app.metadata.finalizers = Some(vec![finalizers::APP.to_owned()]);
     let api: Api<App> = Api::namespaced(state.client().clone(), &namespace);
     let created = api
         .create(&post_params(), &app)
@@ -679,7 +680,7 @@ pub async fn redeploy(
     scoped.require(Need::Write, "app")?;
     refuse_blocked(&scoped.object)?;
     let patch =
-        json!({"metadata": {"annotations": {REDEPLOY_ANNOTATION: Uuid::new_v4().to_string()}}});
+        json!({"metadata": {"annotations": {annotations::REDEPLOY: Uuid::new_v4().to_string()}}});
     write(&state, &caller, &scoped, patch).await
 }
 
@@ -717,7 +718,7 @@ pub async fn rollback(
         }
         Err(other) => return Err(other.into()),
     }
-    let patch = json!({"metadata": {"annotations": {ROLLBACK_ANNOTATION: target.to_string()}}});
+    let patch = json!({"metadata": {"annotations": {annotations::ROLLBACK_TO: target.to_string()}}});
     write(&state, &caller, &scoped, patch).await
 }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
-use kubenest_controllers::app::controller::{ACTOR_ANNOTATION, API_FIELD_MANAGER};
+use kubenest_crds::names::{annotations, field_managers};
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::common::{Member, Role};
 use kubenest_crds::organization::Organization;
@@ -271,7 +271,7 @@ pub async fn visible_orgs(state: &AppState, caller: &Caller) -> ApiResult<Vec<Or
 /// Create parameters of the API's writes.
 pub fn post_params() -> PostParams {
     PostParams {
-        field_manager: Some(API_FIELD_MANAGER.to_owned()),
+        field_manager: Some(field_managers::API.to_owned()),
         dry_run: false,
     }
 }
@@ -279,14 +279,14 @@ pub fn post_params() -> PostParams {
 /// Patch parameters of the API's writes.
 pub fn patch_params() -> kube::api::PatchParams {
     kube::api::PatchParams {
-        field_manager: Some(API_FIELD_MANAGER.to_owned()),
+        field_manager: Some(field_managers::API.to_owned()),
         ..Default::default()
     }
 }
 
 /// Annotations recording who asked for a change.
 pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
-    [(ACTOR_ANNOTATION.to_owned(), caller.user.clone())].into()
+    [(annotations::ACTOR.to_owned(), caller.user.clone())].into()
 }
 
 /// A DNS label, or a 422 naming `field`.

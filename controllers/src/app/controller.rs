@@ -13,6 +13,7 @@
 //! `kubenest.io/rollback-to: <deployment id>` restores that deployment's spec snapshot as a new
 //! revision. Deletion holds a finalizer until the agent confirms everything is removed.
 
+use kubenest_crds::names::{annotations, field_managers, finalizers};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,32 +40,15 @@ use crate::history::{DeploymentStatus, HistoryError, NewDeployment, Operation};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement, Unplaced};
 use crate::plane::Plane;
-use crate::rbac::FIELD_MANAGER;
 pub use crate::reconcile::Error;
 use crate::reconcile::{await_deletion, error_policy, key_of};
 use crate::rfc3339;
 
-/// Holds an App's deletion until its agent confirms the cluster side is gone.
-pub const FINALIZER: &str = "kubenest.io/app-cleanup";
-/// Restart the workloads at the same revision, once per distinct value.
-pub const REDEPLOY_ANNOTATION: &str = "kubenest.io/redeploy";
-/// Restore the spec snapshot of this deployment id as a new revision.
-pub const ROLLBACK_ANNOTATION: &str = "kubenest.io/rollback-to";
-/// Set by the controller when it restored a snapshot: the rollback deployment's id.
-pub const RESTORED_ANNOTATION: &str = "kubenest.io/restored-from";
-/// Who asked for the change, set by the REST facade (trusted only when that manager wrote it).
-pub const ACTOR_ANNOTATION: &str = "kubenest.io/actor";
-/// The field manager of the REST facade.
-pub const API_FIELD_MANAGER: &str = "kubenest-apiserver";
 /// How long after a send an accepted (durably stored) revision is sent again if still not
 /// reported observed.
 const ACCEPTED_RESEND: Duration = Duration::from_secs(20);
 /// The longest a recorded App waits for the rest of a burst's rows before it is dispatched.
 const BURST_WAIT: Duration = Duration::from_secs(1);
-/// Condition type of drift.
-pub const SYNCED: &str = "Synced";
-/// Condition type of a rollback request that cannot be carried out.
-pub const ROLLBACK_FAILED: &str = "RollbackFailed";
 
 /// The outcome of weighing what the App wants against what is known of the cluster (pure).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,19 +193,19 @@ pub fn actor_of_fields(
     annotations: &BTreeMap<String, String>,
 ) -> String {
     let by_api = fields.iter().any(|f| {
-        f.manager.as_deref() == Some(API_FIELD_MANAGER)
+        f.manager.as_deref() == Some(field_managers::API)
             && f.fields_v1.as_ref().is_some_and(|v| {
                 v.0.pointer("/f:metadata/f:annotations")
-                    .and_then(|a| a.get(format!("f:{ACTOR_ANNOTATION}")))
+                    .and_then(|a| a.get(format!("f:{}", annotations::ACTOR)))
                     .is_some()
             })
     });
-    if by_api && let Some(actor) = annotations.get(ACTOR_ANNOTATION) {
+    if by_api && let Some(actor) = annotations.get(annotations::ACTOR) {
         return actor.clone();
     }
     fields
         .iter()
-        .filter(|f| f.manager.as_deref() != Some(FIELD_MANAGER))
+        .filter(|f| f.manager.as_deref() != Some(field_managers::CONTROLLERS))
         .filter(|f| {
             f.fields_v1
                 .as_ref()
@@ -307,7 +291,7 @@ pub fn resolved_addon(definition: &AddonDefinition) -> ResolvedAddon {
 #[tracing::instrument(skip(app, plane), fields(app = %app.name_any()))]
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*app)?;
-    let held = app.finalizers().iter().any(|f| f == FINALIZER);
+    let held = app.finalizers().iter().any(|f| f == finalizers::APP);
     if app.metadata.deletion_timestamp.is_some() {
         if !held {
             return Ok(Action::await_change());
@@ -327,11 +311,11 @@ async fn hold(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
     let patch = match app.metadata.finalizers.as_deref() {
         None | Some([]) => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": app.metadata.finalizers},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+            {"op": "add", "path": "/metadata/finalizers", "value": [finalizers::APP]},
         ]),
         Some(existing) => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": existing},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizers::APP},
         ]),
     };
     patch_finalizers(plane, key, patch).await
@@ -339,12 +323,12 @@ async fn hold(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
 
 /// Removes the cleanup finalizer once the cluster side is gone.
 async fn release(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
-    let Some(index) = app.finalizers().iter().position(|f| f == FINALIZER) else {
+    let Some(index) = app.finalizers().iter().position(|f| f == finalizers::APP) else {
         return Ok(());
     };
     let path = format!("/metadata/finalizers/{index}");
     let patch = json!([
-        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "test", "path": path, "value": finalizers::APP},
         {"op": "remove", "path": path},
     ]);
     match patch_finalizers(plane, key, patch).await {
@@ -376,7 +360,7 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
     let old = app.status.clone().unwrap_or_default();
     let mut status = old.clone();
 
-    if let Some(target) = app.annotations().get(ROLLBACK_ANNOTATION) {
+    if let Some(target) = app.annotations().get(annotations::ROLLBACK_TO) {
         return rollback(app, plane, key, target, &old).await;
     }
 
@@ -436,7 +420,7 @@ async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Erro
     }
 
     // 2. Send what the cluster does not have yet, once its deletion is sure to be cleaned up.
-    if !app.finalizers().iter().any(|f| f == FINALIZER) {
+    if !app.finalizers().iter().any(|f| f == finalizers::APP) {
         hold(app, plane, key).await?;
     }
     let observed = status.observed_revision.as_deref() == Some(revision.as_str());
@@ -611,7 +595,7 @@ fn sync_condition(status: &mut AppStatus, generation: i64) {
     };
     conditions::set(
         &mut status.conditions,
-        SYNCED,
+        conditions::SYNCED,
         ok,
         reason,
         message,
@@ -710,7 +694,7 @@ async fn restored_rollback(
 ) -> Result<Option<crate::history::Deployment>, Error> {
     let Some(id) = app
         .annotations()
-        .get(RESTORED_ANNOTATION)
+        .get(annotations::RESTORED_FROM)
         .and_then(|id| Uuid::parse_str(id).ok())
     else {
         return Ok(None);
@@ -745,7 +729,7 @@ async fn rollback(
         let mut status = old.clone();
         conditions::set(
             &mut status.conditions,
-            ROLLBACK_FAILED,
+            conditions::ROLLBACK_FAILED,
             true,
             reason,
             message,
@@ -757,7 +741,7 @@ async fn rollback(
     let Ok(target_id) = Uuid::parse_str(target) else {
         return refuse(
             "InvalidDeploymentId",
-            format!("annotation {ROLLBACK_ANNOTATION}: {target:?} is not a deployment id"),
+            format!("annotation {}: {target:?} is not a deployment id", annotations::ROLLBACK_TO),
         )
         .await;
     };
@@ -807,8 +791,8 @@ async fn rollback(
     let patch = json!([
         {"op": "test", "path": "/metadata/resourceVersion", "value": version},
         {"op": "replace", "path": "/spec", "value": spec},
-        {"op": "remove", "path": format!("/metadata/annotations/{}", ROLLBACK_ANNOTATION.replace('/', "~1"))},
-        {"op": "add", "path": format!("/metadata/annotations/{}", RESTORED_ANNOTATION.replace('/', "~1")), "value": row.id.to_string()},
+        {"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_TO.replace('/', "~1"))},
+        {"op": "add", "path": format!("/metadata/annotations/{}", annotations::RESTORED_FROM.replace('/', "~1")), "value": row.id.to_string()},
     ]);
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -820,7 +804,7 @@ async fn rollback(
         )
         .await?;
     let mut status = old.clone();
-    if conditions::remove(&mut status.conditions, ROLLBACK_FAILED) {
+    if conditions::remove(&mut status.conditions, conditions::ROLLBACK_FAILED) {
         write_status(plane, key, old, &status).await?;
     }
     tracing::info!(to = %target_id, deployment = %row.id, "rollback restored a snapshot");
@@ -837,7 +821,7 @@ async fn redeploy(
     revision: &str,
     retry: &mut Option<Duration>,
 ) -> Result<(), Error> {
-    let Some(token) = app.annotations().get(REDEPLOY_ANNOTATION) else {
+    let Some(token) = app.annotations().get(annotations::REDEPLOY) else {
         return Ok(());
     };
     let status = app.status.clone().unwrap_or_default();

@@ -15,8 +15,6 @@ use kubenest_crds::cluster::{
 
 use crate::rfc3339;
 
-/// The critical condition of a silent cluster.
-pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
 /// Share of CPU or memory requested above which capacity is a warning.
 const CAPACITY_WARNING: f64 = 0.9;
 
@@ -76,7 +74,7 @@ pub fn apply_heartbeat(status: &mut ClusterStatus, heartbeat: &Heartbeat) {
             observed_at: observed,
         },
     ];
-    status.conditions.retain(|c| c.type_ != HEARTBEAT_MISSED);
+    status.conditions.retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
 }
 
 /// Marks a silent cluster (pure): returns whether the status changed.
@@ -95,7 +93,7 @@ pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::
     if status
         .conditions
         .iter()
-        .any(|c| c.type_ == HEARTBEAT_MISSED && c.message == message)
+        .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.message == message)
     {
         return false;
     }
@@ -103,9 +101,9 @@ pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::
         check.status = CheckStatus::Unknown;
         check.message = format!("no report since {last}");
     }
-    status.conditions.retain(|c| c.type_ != HEARTBEAT_MISSED);
+    status.conditions.retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
     status.conditions.push(Condition {
-        type_: HEARTBEAT_MISSED.into(),
+        type_: crate::conditions::HEARTBEAT_MISSED.into(),
         status: "True".into(),
         reason: "Critical".into(),
         message,
@@ -259,7 +257,7 @@ pub async fn sweep_sessions(
         .filter_map(|l| {
             l.metadata
                 .name?
-                .strip_prefix("hub-session-")
+                .strip_prefix(kubenest_contracts::names::lease::NAME_PREFIX)
                 .map(str::to_owned)
         })
         .collect();
@@ -367,7 +365,7 @@ mod tests {
             status
                 .conditions
                 .iter()
-                .any(|c| c.type_ == HEARTBEAT_MISSED && c.reason == "Critical")
+                .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.reason == "Critical")
         );
         assert!(
             !evaluate(&mut status, start + chrono::Duration::seconds(130), window),
@@ -381,7 +379,7 @@ mod tests {
             status
                 .conditions
                 .iter()
-                .all(|c| c.type_ != HEARTBEAT_MISSED)
+                .all(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED)
         );
         assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
     }

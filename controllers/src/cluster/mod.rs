@@ -7,6 +7,7 @@
 
 pub mod health;
 
+use kubenest_crds::names::{field_managers, finalizers, labels};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +27,7 @@ use kubenest_crds::cluster::{Cluster, ClusterStatus};
 
 use kubenest_crds::project::Project;
 
-use crate::rbac::FIELD_MANAGER;
 
-/// Holds a Cluster's deletion until no project uses it.
-pub const FINALIZER: &str = "kubenest.io/cluster-protection";
-/// Condition type set while deletion waits for projects.
-pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -91,7 +87,7 @@ async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, E
         .namespace()
         .ok_or_else(|| Error::Invalid("cluster without namespace".into()))?;
     let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, cluster, |event| async {
+    finalizer(&api, finalizers::CLUSTER, cluster, |event| async {
         match event {
             Event::Apply(cluster) => apply(&cluster, &ctx, &namespace).await,
             Event::Cleanup(cluster) => cleanup(&cluster, &ctx, &namespace).await,
@@ -139,14 +135,14 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
                 name: Some(secret_name.clone()),
                 namespace: Some(namespace.to_owned()),
                 owner_references: Some(vec![owner]),
-                labels: Some([("kubenest.io/cluster".to_owned(), name.clone())].into()),
+                labels: Some([(labels::CLUSTER.to_owned(), name.clone())].into()),
                 ..ObjectMeta::default()
             },
             type_: Some("kubenest.io/cluster-token".into()),
             data: Some(data),
             ..Secret::default()
         };
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(field_managers::CONTROLLERS).force();
         secrets
             .patch(&secret_name, &params, &Patch::Apply(&secret))
             .await?;
@@ -161,12 +157,12 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
     if status
         .conditions
         .iter()
-        .any(|c| c.type_ == DELETION_BLOCKED)
+        .any(|c| c.type_ == crate::conditions::DELETION_BLOCKED)
     {
         let kept: Vec<&Condition> = status
             .conditions
             .iter()
-            .filter(|c| c.type_ != DELETION_BLOCKED)
+            .filter(|c| c.type_ != crate::conditions::DELETION_BLOCKED)
             .collect();
         patch["status"]["conditions"] =
             serde_json::to_value(kept).map_err(|e| Error::Invalid(e.to_string()))?;
@@ -204,11 +200,11 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Ac
     let blocked = status
         .conditions
         .iter()
-        .any(|c| c.type_ == DELETION_BLOCKED && c.message == message);
+        .any(|c| c.type_ == crate::conditions::DELETION_BLOCKED && c.message == message);
     if !blocked {
-        status.conditions.retain(|c| c.type_ != DELETION_BLOCKED);
+        status.conditions.retain(|c| c.type_ != crate::conditions::DELETION_BLOCKED);
         status.conditions.push(Condition {
-            type_: DELETION_BLOCKED.into(),
+            type_: crate::conditions::DELETION_BLOCKED.into(),
             status: "True".into(),
             reason: "ProjectsExist".into(),
             message,

@@ -2,6 +2,7 @@
 //! management cluster (recorded in its status) and binds its members' roles there, so kubectl
 //! users get exactly the rights their kubenest role gives them.
 
+use kubenest_crds::names::{field_managers, labels};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,10 +19,8 @@ use kube::{Resource, ResourceExt};
 use kubenest_crds::common::{Role, conditions};
 use kubenest_crds::organization::{Organization, OrganizationStatus};
 
-use crate::rbac::{FIELD_MANAGER, cluster_role_name};
+use crate::rbac::cluster_role_name;
 
-/// Label on every object the controllers make for an organization.
-pub const ORG_LABEL: &str = "kubenest.io/organization";
 
 /// What stops a reconcile; the category decides the retry policy.
 #[derive(Debug, thiserror::Error)]
@@ -89,8 +88,8 @@ async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, 
     let owner = org
         .controller_owner_ref(&())
         .ok_or_else(|| Error::Invalid("organization without uid".into()))?;
-    let labels: BTreeMap<String, String> = [(ORG_LABEL.to_owned(), name.clone())].into();
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let labels: BTreeMap<String, String> = [(labels::ORGANIZATION.to_owned(), name.clone())].into();
+    let params = PatchParams::apply(field_managers::CONTROLLERS).force();
 
     let ns = Namespace {
         metadata: ObjectMeta {
@@ -199,7 +198,7 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
     let orgs: Api<Organization> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     Controller::new(orgs, watcher::Config::default())
-        .owns(namespaces, watcher::Config::default().labels(ORG_LABEL))
+        .owns(namespaces, watcher::Config::default().labels(labels::ORGANIZATION))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, Arc::new(Context { client }))
         .for_each(|result| async move {

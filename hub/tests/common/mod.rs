@@ -18,8 +18,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 pub const ISSUER: &str = "kubenest-test";
-pub const AGENT: &str = kubenest_hub::AGENT_PROTOCOL;
-pub const BACKEND: &str = kubenest_hub::BACKEND_PROTOCOL;
+pub const AGENT: &str = kubenest_contracts::names::AGENT_SUBPROTOCOL;
+pub const BACKEND: &str = kubenest_contracts::names::BACKEND_SUBPROTOCOL;
 
 /// The control plane's signing key, with its public half on disk for the hub.
 pub struct Keys {

@@ -1,0 +1,98 @@
+//! Every name kubenest writes into Kubernetes objects, in one place: labels, annotations,
+//! finalizers, field managers and condition types. The management plane (controllers, API server)
+//! and the agent on each workload cluster agree on these, so a name is defined exactly once.
+//!
+//! Protocol names (WebSocket subprotocols, the hub's Lease annotations) are in
+//! `kubenest_contracts::names`.
+
+/// Labels.
+pub mod labels {
+    /// The organization an object (a namespace, a RoleBinding) belongs to.
+    pub const ORGANIZATION: &str = "kubenest.io/organization";
+    /// The project a management-cluster object belongs to.
+    pub const PROJECT: &str = "kubenest.io/project";
+    /// The cluster a Secret (its connection token) belongs to.
+    pub const CLUSTER: &str = "kubenest.io/cluster";
+    /// On the workload cluster: the App uid an object was rendered for.
+    pub const APP_ID: &str = "kubenest.io/app-id";
+    /// On the workload cluster: the component of the App.
+    pub const COMPONENT: &str = "kubenest.io/component";
+    /// On the workload cluster: the standalone addon an object was rendered for.
+    pub const ADDON_ID: &str = "kubenest.io/addon-id";
+    /// On the workload cluster: the project uid whose namespace this is.
+    pub const PROJECT_ID: &str = "kubenest.io/project-id";
+    /// On the workload cluster: the build a Job runs.
+    pub const BUILD_ID: &str = "kubenest.io/build-id";
+    /// On the workload cluster: the App component a build is for.
+    pub const BUILD_OF: &str = "kubenest.io/build-of";
+    /// The well-known label naming who manages an object.
+    pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// The well-known label naming an object's component.
+    pub const NAME: &str = "app.kubernetes.io/name";
+    /// The well-known label naming an object's instance.
+    pub const INSTANCE: &str = "app.kubernetes.io/instance";
+    /// The value of [`MANAGED_BY`] on everything the agent applies.
+    pub const MANAGED_BY_AGENT: &str = "kubenest-agent";
+}
+
+/// Annotations.
+pub mod annotations {
+    /// Who asked for a change through the API (the controllers put it in the history).
+    pub const ACTOR: &str = "kubenest.io/actor";
+    /// A redeploy request: a new value asks for a new rollout of the same spec.
+    pub const REDEPLOY: &str = "kubenest.io/redeploy";
+    /// A rollback request: the deployment (App) or revision (addon) to restore.
+    pub const ROLLBACK_TO: &str = "kubenest.io/rollback-to";
+    /// The deployment a restored spec came from.
+    pub const RESTORED_FROM: &str = "kubenest.io/restored-from";
+    /// On the workload cluster: the hash of the desired object last applied.
+    pub const DESIRED_HASH: &str = "kubenest.io/desired-hash";
+    /// On the workload cluster: a pod-template annotation whose change restarts the pods.
+    pub const RESTART_ID: &str = "kubenest.io/restart-id";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// An App's cleanup on its cluster.
+    pub const APP: &str = "kubenest.io/app-cleanup";
+    /// A standalone addon's cleanup on its cluster.
+    pub const ADDON: &str = "kubenest.io/addon-cleanup";
+    /// A Project's namespace cleanup on its cluster.
+    pub const PROJECT: &str = "kubenest.io/project-cleanup";
+    /// A Cluster is kept while projects remain on it.
+    pub const CLUSTER: &str = "kubenest.io/cluster-protection";
+    /// On the workload cluster: a StackDeploy's rendered objects are removed first.
+    pub const STACK_DEPLOY: &str = "kubenest.io/stack-deploy";
+    /// On the workload cluster: an AddonRelease's rendered objects are removed first.
+    pub const ADDON_RELEASE: &str = "kubenest.io/addon-release";
+}
+
+/// Server-side apply field managers.
+pub mod field_managers {
+    /// Everything the controllers write.
+    pub const CONTROLLERS: &str = "kubenest-controllers";
+    /// Every write of the REST facade.
+    pub const API: &str = "kubenest-apiserver";
+    /// The agent's applier on the workload cluster.
+    pub const AGENT: &str = "kubenest-agent";
+    /// The agent's store of commands (StackDeploy, AddonRelease, BuildRequest objects).
+    pub const AGENT_COMMANDS: &str = "kubenest-agent-uplink";
+    /// The agent's redeploy restarts.
+    pub const AGENT_REDEPLOY: &str = "kubenest-agent-redeploy";
+}
+
+/// Condition types and reasons.
+pub mod conditions {
+    /// The object is what its spec asks for (`True`), or why not (`False`, with a reason).
+    pub const READY: &str = "Ready";
+    /// A change is on its way; the reason names what it waits for.
+    pub const PROGRESSING: &str = "Progressing";
+    /// Deletion waits for something (dependents, or the agent's confirmation).
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// An App's cluster matches its spec (or the drift, why not).
+    pub const SYNCED: &str = "Synced";
+    /// A rollback request could not be carried out.
+    pub const ROLLBACK_FAILED: &str = "RollbackFailed";
+    /// A cluster missed its heartbeat window.
+    pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
+}
