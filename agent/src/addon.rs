@@ -275,11 +275,10 @@ fn release_export_secret(addon: &wire::AddonRef) -> String {
     object_name(&[addon.name.as_str(), "exports"])
 }
 
-
 async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Action, AddonError> {
     let apply = &release.spec.apply;
     let namespace = apply.addon.namespace.as_str();
-    let selector = format!("{labels::ADDON_ID}={}", apply.addon.addon_id);
+    let selector = format!("{}={}", labels::ADDON_ID, apply.addon.addon_id);
     let api = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = release.name_any();
     if release.metadata.deletion_timestamp.is_some() {
@@ -306,12 +305,16 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
             git_commit: None,
             observed_at: chrono::Utc::now(),
         });
-        crate::finalizer::release(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE).await?;
+        crate::finalizer::release(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE)
+            .await?;
         return Ok(Action::await_change());
     }
     crate::finalizer::hold(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE).await?;
     let labels = BTreeMap::from([
-        (labels::ADDON_ID.to_owned(), apply.addon.addon_id.to_string()),
+        (
+            labels::ADDON_ID.to_owned(),
+            apply.addon.addon_id.to_string(),
+        ),
         (
             labels::MANAGED_BY.to_owned(),
             labels::MANAGED_BY_AGENT.to_owned(),

@@ -26,7 +26,6 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-
 /// The kinds the agent renders and so may prune: (apiVersion, kind).
 pub const PRUNABLE: &[(&str, &str)] = &[
     ("apps/v1", "Deployment"),
@@ -37,7 +36,6 @@ pub const PRUNABLE: &[(&str, &str)] = &[
     ("v1", "Secret"),
     ("batch/v1", "Job"),
 ];
-
 
 /// What went wrong applying or pruning.
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +170,11 @@ impl Applier {
             let reader = writer.as_reader();
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
             let config = watcher::Config::default()
-                .labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_AGENT))
+                .labels(&format!(
+                    "{}={}",
+                    labels::MANAGED_BY,
+                    labels::MANAGED_BY_AGENT
+                ))
                 .any_semantic();
             let listeners = Listeners::default();
             let tell = listeners.clone();

@@ -21,7 +21,6 @@ use crate::context::Context;
 use crate::crd::{BuildRequest, build_request_name};
 use crate::render::object_name;
 
-
 /// A Git workload's image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Image {
@@ -58,13 +57,13 @@ pub async fn store(ctx: &Context, request: wire::BuildRequest) -> Result<(), kub
 
 /// Removes an App's builds: its BuildRequests and their Jobs.
 pub async fn forget_app(ctx: &Context, app: &wire::AppRef) -> Result<(), kube::Error> {
-    let selector = format!("{labels::APP_ID}={}", app.app_id);
+    let selector = format!("{}={}", labels::APP_ID, app.app_id);
     let params = kube::api::DeleteParams::background();
     let list = kube::api::ListParams::default();
     Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
         .delete_collection(&params, &list.clone().labels(&selector))
         .await?;
-    let jobs = format!("{labels::BUILD_OF}={}", app.app_id);
+    let jobs = format!("{}={}", labels::BUILD_OF, app.app_id);
     Api::<Job>::namespaced(ctx.client.clone(), app.namespace.as_str())
         .delete_collection(&params, &list.labels(&jobs))
         .await?;

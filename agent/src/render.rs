@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use kubenest_contracts as wire;
 use serde_json::{Value, json};
 
-
 pub use kubenest_contracts::object_name;
 
 /// The name of a component's objects (Deployment, Service, Ingress, Helm release).
@@ -31,10 +30,7 @@ pub fn labels(app: &wire::AppRef, component: &str) -> BTreeMap<String, String> {
         (labels::APP_ID.to_owned(), app.app_id.to_string()),
         (labels::COMPONENT.to_owned(), component.to_owned()),
         (labels::NAME.to_owned(), component.to_owned()),
-        (
-            labels::INSTANCE.to_owned(),
-            app.name.as_str().to_owned(),
-        ),
+        (labels::INSTANCE.to_owned(), app.name.as_str().to_owned()),
         (
             labels::MANAGED_BY.to_owned(),
             labels::MANAGED_BY_AGENT.to_owned(),

@@ -30,9 +30,8 @@ use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
 use crate::drift;
 use crate::finalizer;
-use crate::render::{self, labels::APP_ID, RenderError, WorkloadInputs};
+use crate::render::{self, RenderError, WorkloadInputs};
 use crate::status::{self, phase_name};
-
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -384,7 +383,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     let deploy = &held.spec.deploy;
     let app = &deploy.app;
     let namespace = app.namespace.as_str();
-    let selector = format!("{labels::APP_ID}={}", app.app_id);
+    let selector = format!("{}={}", labels::APP_ID, app.app_id);
     let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     let name = held.name_any();
 

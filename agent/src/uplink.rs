@@ -22,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::Commands;
 
-
 /// How the uplink dials.
 #[derive(Clone)]
 pub struct UplinkConfig {

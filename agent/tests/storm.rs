@@ -57,7 +57,9 @@ async fn backend(url: String, signer: Arc<wire::TokenSigner>, clusters: Vec<wire
             .unwrap();
         request.headers_mut().insert(
             "Sec-WebSocket-Protocol",
-            kubenest_contracts::names::BACKEND_SUBPROTOCOL.parse().unwrap(),
+            kubenest_contracts::names::BACKEND_SUBPROTOCOL
+                .parse()
+                .unwrap(),
         );
         request
             .headers_mut()

@@ -226,7 +226,6 @@ impl Stages {
     }
 }
 
-
 fn app_stages(app: &DynamicObject) -> Vec<(String, Stage)> {
     let Some(uid) = app.metadata.uid.clone() else {
         return Vec::new();

@@ -31,7 +31,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{await_deletion, error_policy, key_of};
 
-
 fn addon_ref(key: &ObjectKey, placement: &Placement) -> wire::AddonRef {
     wire::AddonRef {
         addon_id: wire::Id::new(&key.uid),
@@ -322,7 +321,10 @@ async fn rollback(
     let Ok(to) = number.parse::<i32>() else {
         return refuse(
             &mut status,
-            format!("annotation {}: {target:?} is not a revision number", annotations::ROLLBACK_TO),
+            format!(
+                "annotation {}: {target:?} is not a revision number",
+                annotations::ROLLBACK_TO
+            ),
         )
         .await;
     };

@@ -5,7 +5,6 @@ pub use kubenest_crds::names::conditions::*;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-
 /// Sets the condition of `type_`; returns whether anything changed.
 pub fn set(
     conditions: &mut Vec<Condition>,

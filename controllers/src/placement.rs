@@ -7,8 +7,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::project::{Project, ProjectPhase};
 
-use kubenest_crds::names::labels;
 use crate::status::Caches;
+use kubenest_crds::names::labels;
 
 /// A resolved destination.
 #[derive(Debug, Clone)]

@@ -33,7 +33,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{await_deletion, error_policy, key_of};
 
-
 /// The project that holds `namespace` on `cluster` among `projects` (pure): the oldest claim
 /// that is not being deleted, ties broken by name.
 pub fn owner_of<'a>(
@@ -110,10 +109,7 @@ fn place(plane: &Plane, project: &Project, key: &ObjectKey) -> Result<Placement,
 fn ensure_command(project: &Project, placement: &Placement) -> wire::ProjectEnsure {
     let labels: BTreeMap<String, String> = [
         (labels::PROJECT.to_owned(), project.name_any()),
-        (
-            labels::ORGANIZATION.to_owned(),
-            placement.org_id.clone(),
-        ),
+        (labels::ORGANIZATION.to_owned(), placement.org_id.clone()),
     ]
     .into();
     wire::ProjectEnsure {

@@ -9,12 +9,11 @@
 //!
 //! No role may write `status`: that belongs to the controllers.
 
-use kubenest_crds::names::{field_managers, labels};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::ObjectMeta;
 use kubenest_crds::common::Role;
-
+use kubenest_crds::names::{field_managers, labels};
 
 const ALL: &[&str] = &[
     "clusters",

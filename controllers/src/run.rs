@@ -19,10 +19,10 @@ use crate::history::History;
 use crate::hub_client::{DispatchError, HubClient, HubClientConfig};
 use crate::intents::Intents;
 use crate::organization;
-use kubenest_crds::names::labels;
 use crate::plane::Plane;
 use crate::status::{self, Caches, Router};
 use crate::{addon, app, project, template};
+use kubenest_crds::names::labels;
 
 /// How often floors are recomputed and silent clusters looked for.
 const FLOORS_EVERY: Duration = Duration::from_millis(500);
@@ -129,7 +129,12 @@ async fn push_floors(hub: &HubClient, caches: &Caches, shutdown: &CancellationTo
             .namespaces
             .state()
             .iter()
-            .filter_map(|ns| Some((ns.name_any(), ns.labels().get(labels::ORGANIZATION)?.clone())))
+            .filter_map(|ns| {
+                Some((
+                    ns.name_any(),
+                    ns.labels().get(labels::ORGANIZATION)?.clone(),
+                ))
+            })
             .collect();
         let floors = cluster::floors(&clusters, &orgs);
         if pushed.as_ref() != Some(&floors) {

@@ -30,9 +30,9 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::health;
 use crate::history::DeploymentStatus;
 use crate::intents::{Held, ObjectKey, Sent};
-use kubenest_crds::names::labels;
 use crate::plane::Plane;
 use crate::rfc3339;
+use kubenest_crds::names::labels;
 
 /// Caches of the objects events are about.
 #[derive(Clone)]
@@ -130,7 +130,11 @@ impl Caches {
             projects: cache(Api::all(client.clone()), all(), shutdown),
             addons: cache(Api::all(client.clone()), all(), shutdown),
             clusters: cache(Api::all(client.clone()), all(), shutdown),
-            namespaces: cache(Api::all(client.clone()), all().labels(labels::ORGANIZATION), shutdown),
+            namespaces: cache(
+                Api::all(client.clone()),
+                all().labels(labels::ORGANIZATION),
+                shutdown,
+            ),
             definitions: cache(Api::all(client.clone()), all(), shutdown),
         };
         let _ = tokio::join!(

@@ -133,10 +133,10 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
             .unwrap()
             .status
             .unwrap_or_default();
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == cluster::DELETION_BLOCKED && c.message.contains("storefront"))
+        status.conditions.iter().any(|c| {
+            c.type_ == kubenest_crds::names::conditions::DELETION_BLOCKED
+                && c.message.contains("storefront")
+        })
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -194,12 +194,9 @@ async fn heartbeats_connect_a_cluster_and_silence_turns_its_checks_unknown() {
             .iter()
             .all(|c| c.status == CheckStatus::Unknown)
     );
-    assert!(
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == health::HEARTBEAT_MISSED && c.reason == "Critical")
-    );
+    assert!(status.conditions.iter().any(|c| c.type_
+        == kubenest_crds::names::conditions::HEARTBEAT_MISSED
+        && c.reason == "Critical"));
     // The token controller's own status writes leave fleet health alone.
     assert_eq!(status.issued_token_version, Some(1));
 }

@@ -409,7 +409,14 @@ async fn idle_bytes_per_agent(hub: &HubProcess) -> f64 {
             .signer
             .cluster_token(&Id::new(cluster(i)), &Id::from(ORG), 1)
             .unwrap();
-        sockets.push(ws_connect(&hub.url, kubenest_contracts::names::AGENT_SUBPROTOCOL, &token).await);
+        sockets.push(
+            ws_connect(
+                &hub.url,
+                kubenest_contracts::names::AGENT_SUBPROTOCOL,
+                &token,
+            )
+            .await,
+        );
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_bytes(hub.child.id());

@@ -16,7 +16,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::floors::Refusal;
-use kubenest_contracts::names::{AGENT_SUBPROTOCOL as AGENT_PROTOCOL, BACKEND_SUBPROTOCOL as BACKEND_PROTOCOL};
+use kubenest_contracts::names::{
+    AGENT_SUBPROTOCOL as AGENT_PROTOCOL, BACKEND_SUBPROTOCOL as BACKEND_PROTOCOL,
+};
 
 use crate::{Args, Hub, HubError, session};
 

@@ -17,9 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kubenest_contracts::{
     self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
 };
-use kubenest_controllers::app::controller::{
-    resolved_addon,
-};
+use kubenest_controllers::app::controller::resolved_addon;
 use kubenest_controllers::app::{AppIdentity, ResolvedAddon, build_deploy};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonDefinition;
@@ -718,7 +716,8 @@ pub async fn rollback(
         }
         Err(other) => return Err(other.into()),
     }
-    let patch = json!({"metadata": {"annotations": {annotations::ROLLBACK_TO: target.to_string()}}});
+    let patch =
+        json!({"metadata": {"annotations": {annotations::ROLLBACK_TO: target.to_string()}}});
     write(&state, &caller, &scoped, patch).await
 }
 

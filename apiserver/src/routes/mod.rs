@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use kube::api::{Api, PostParams};
 use kube::{Resource, ResourceExt};
-use kubenest_crds::names::{annotations, field_managers};
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::common::{Member, Role};
+use kubenest_crds::names::{annotations, field_managers};
 use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use schemars::JsonSchema;

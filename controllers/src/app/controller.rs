@@ -741,7 +741,10 @@ async fn rollback(
     let Ok(target_id) = Uuid::parse_str(target) else {
         return refuse(
             "InvalidDeploymentId",
-            format!("annotation {}: {target:?} is not a deployment id", annotations::ROLLBACK_TO),
+            format!(
+                "annotation {}: {target:?} is not a deployment id",
+                annotations::ROLLBACK_TO
+            ),
         )
         .await;
     };

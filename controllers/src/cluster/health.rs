@@ -74,7 +74,9 @@ pub fn apply_heartbeat(status: &mut ClusterStatus, heartbeat: &Heartbeat) {
             observed_at: observed,
         },
     ];
-    status.conditions.retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+    status
+        .conditions
+        .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
 }
 
 /// Marks a silent cluster (pure): returns whether the status changed.
@@ -101,7 +103,9 @@ pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::
         check.status = CheckStatus::Unknown;
         check.message = format!("no report since {last}");
     }
-    status.conditions.retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+    status
+        .conditions
+        .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
     status.conditions.push(Condition {
         type_: crate::conditions::HEARTBEAT_MISSED.into(),
         status: "True".into(),

@@ -27,8 +27,6 @@ use kubenest_crds::cluster::{Cluster, ClusterStatus};
 
 use kubenest_crds::project::Project;
 
-
-
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -202,7 +200,9 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Ac
         .iter()
         .any(|c| c.type_ == crate::conditions::DELETION_BLOCKED && c.message == message);
     if !blocked {
-        status.conditions.retain(|c| c.type_ != crate::conditions::DELETION_BLOCKED);
+        status
+            .conditions
+            .retain(|c| c.type_ != crate::conditions::DELETION_BLOCKED);
         status.conditions.push(Condition {
             type_: crate::conditions::DELETION_BLOCKED.into(),
             status: "True".into(),

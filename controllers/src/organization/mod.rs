@@ -21,7 +21,6 @@ use kubenest_crds::organization::{Organization, OrganizationStatus};
 
 use crate::rbac::cluster_role_name;
 
-
 /// What stops a reconcile; the category decides the retry policy.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -198,7 +197,10 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
     let orgs: Api<Organization> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     Controller::new(orgs, watcher::Config::default())
-        .owns(namespaces, watcher::Config::default().labels(labels::ORGANIZATION))
+        .owns(
+            namespaces,
+            watcher::Config::default().labels(labels::ORGANIZATION),
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, Arc::new(Context { client }))
         .for_each(|result| async move {
