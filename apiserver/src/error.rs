@@ -7,7 +7,9 @@ use aide::openapi::{Operation, Response};
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response as AxumResponse};
-use kubenest_controllers::history::HistoryError;
+use kubenest_store::StoreError;
+
+use crate::auth::accounts::AccountError;
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -202,11 +204,12 @@ impl From<kube::Error> for ApiError {
     }
 }
 
-impl From<HistoryError> for ApiError {
-    fn from(error: HistoryError) -> Self {
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
         match error {
-            HistoryError::NotFound => Self::not_found("record"),
-            HistoryError::Conflict { constraint } => {
+            StoreError::NotFound => Self::not_found("record"),
+            StoreError::UserExists => Self::conflict("exists", "the user exists"),
+            StoreError::Conflict { constraint } => {
                 Self::conflict("conflict", format!("conflicts with {constraint}"))
             }
             other => Self::internal(other),
@@ -214,8 +217,11 @@ impl From<HistoryError> for ApiError {
     }
 }
 
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        HistoryError::from(error).into()
+impl From<AccountError> for ApiError {
+    fn from(error: AccountError) -> Self {
+        match error {
+            AccountError::Store(error) => error.into(),
+            AccountError::Hash(error) => Self::internal(error),
+        }
     }
 }

@@ -25,8 +25,8 @@ use kube::{Resource, ResourceExt};
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
+use kubenest_store::{Event, EventLog, StoreError};
 use serde_json::{Value, json};
-use sqlx::PgPool;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -40,8 +40,8 @@ const STORE_BATCH: usize = 1000;
 /// sent live unstored (a resuming client then misses it, which the log says).
 const STORE_ATTEMPTS: u32 = 5;
 
-/// One stored event.
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// One stored event, with its frame.
+#[derive(Debug, Clone)]
 pub struct StoredEvent {
     pub id: i64,
     pub org_id: String,
@@ -52,21 +52,31 @@ pub struct StoredEvent {
     pub payload: Value,
     pub at: chrono::DateTime<chrono::Utc>,
     /// The event's Server-Sent Events frame, rendered once for every subscriber.
-    #[sqlx(skip)]
     pub frame: axum::body::Bytes,
 }
 
 impl StoredEvent {
-    /// Fills in [`Self::frame`]. The data is compact JSON, so it is one line.
-    fn rendered(mut self) -> Self {
+    /// The event of the log with its [`Self::frame`]. The data is compact JSON, so it is one line.
+    fn rendered(event: Event) -> Self {
+        let mut stored = Self {
+            id: event.id,
+            org_id: event.org_id,
+            cluster_id: event.cluster_id,
+            project_id: event.project_id,
+            app_id: event.app_id,
+            kind: event.kind,
+            payload: event.payload,
+            at: event.at,
+            frame: Default::default(),
+        };
         let frame = format!(
             "id: {}\nevent: {}\ndata: {}\n\n",
-            self.id,
-            self.kind,
-            self.to_json()
+            stored.id,
+            stored.kind,
+            stored.to_json()
         );
-        self.frame = frame.into();
-        self
+        stored.frame = frame.into();
+        stored
     }
 
     /// The event as the stream sends it.
@@ -104,7 +114,7 @@ struct NewEvent {
 /// The fan-out of stored events to this replica's subscribers.
 #[derive(Debug, Clone)]
 pub struct Events {
-    pool: PgPool,
+    log: EventLog,
     live: broadcast::Sender<Arc<StoredEvent>>,
     /// The newest event id stored before this process started or sent live since.
     newest: Arc<AtomicI64>,
@@ -116,24 +126,22 @@ impl Events {
     pub async fn start(
         client: &kube::Client,
         index: Arc<Index>,
-        pool: PgPool,
+        log: EventLog,
         buffer: usize,
         shutdown: &CancellationToken,
-    ) -> Result<Self, sqlx::Error> {
+    ) -> Result<Self, StoreError> {
         // What is stored already came before any subscriber of this process.
-        let (newest,): (i64,) = sqlx::query_as("SELECT coalesce(max(id), 0) FROM events")
-            .fetch_one(&pool)
-            .await?;
+        let newest = log.newest_id().await?;
         let (live, _) = broadcast::channel(buffer.max(1));
         let events = Self {
-            pool,
+            log,
             live,
             newest: Arc::new(AtomicI64::new(newest)),
         };
         let (derived, queue) = mpsc::unbounded_channel();
         tokio::spawn(derive(client.clone(), index, derived, shutdown.clone()));
         tokio::spawn(store(events.clone(), queue, shutdown.clone()));
-        tokio::spawn(prune(events.pool.clone(), shutdown.clone()));
+        tokio::spawn(prune(events.log.clone(), shutdown.clone()));
         Ok(events)
     }
 
@@ -153,21 +161,13 @@ impl Events {
         after: i64,
         orgs: &[String],
         limit: i64,
-    ) -> Result<Vec<StoredEvent>, sqlx::Error> {
-        sqlx::query_as(
-            "SELECT id, org_id, cluster_id, project_id, app_id, kind, payload, at FROM events
-             WHERE id > $1 AND org_id = ANY($2) ORDER BY id LIMIT $3",
-        )
-        .bind(after)
-        .bind(orgs)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map(|rows: Vec<StoredEvent>| rows.into_iter().map(StoredEvent::rendered).collect())
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let page = self.log.after(after, orgs, limit).await?;
+        Ok(page.into_iter().map(StoredEvent::rendered).collect())
     }
 }
 
-async fn prune(pool: PgPool, shutdown: CancellationToken) {
+async fn prune(log: EventLog, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(3600));
     loop {
         tokio::select! {
@@ -176,11 +176,7 @@ async fn prune(pool: PgPool, shutdown: CancellationToken) {
         }
         let cutoff = chrono::Utc::now()
             - chrono::Duration::from_std(RETENTION).unwrap_or(chrono::Duration::days(7));
-        if let Err(error) = sqlx::query("DELETE FROM events WHERE at < $1")
-            .bind(cutoff)
-            .execute(&pool)
-            .await
-        {
+        if let Err(error) = log.prune(cutoff).await {
             tracing::warn!(%error, "pruning old events failed");
         }
     }
@@ -200,25 +196,21 @@ async fn store(
             n = queue.recv_many(&mut batch, STORE_BATCH) => if n == 0 { return },
         }
         let at = chrono::Utc::now();
-        let stored: Vec<StoredEvent> = batch
+        let stored: Vec<Event> = batch
             .drain(..)
-            .map(|event| {
-                StoredEvent {
-                    id: event.id,
-                    org_id: event.org_id,
-                    cluster_id: event.cluster_id,
-                    project_id: event.project_id,
-                    app_id: event.app_id,
-                    kind: event.kind.to_owned(),
-                    payload: event.payload,
-                    at,
-                    frame: Default::default(),
-                }
-                .rendered()
+            .map(|event| Event {
+                id: event.id,
+                org_id: event.org_id,
+                cluster_id: event.cluster_id,
+                project_id: event.project_id,
+                app_id: event.app_id,
+                kind: event.kind.to_owned(),
+                payload: event.payload,
+                at,
             })
             .collect();
         let mut attempt = 1;
-        while let Err(error) = insert(&events.pool, &stored).await {
+        while let Err(error) = events.log.insert(&stored).await {
             if attempt == STORE_ATTEMPTS || shutdown.is_cancelled() {
                 tracing::error!(%error, events = stored.len(),
                     "storing events failed; they are sent live only, and a resuming client misses them");
@@ -230,31 +222,9 @@ async fn store(
         }
         for event in stored {
             events.newest.fetch_max(event.id, Ordering::AcqRel);
-            let _ = events.live.send(Arc::new(event));
+            let _ = events.live.send(Arc::new(StoredEvent::rendered(event)));
         }
     }
-}
-
-/// Stores `events` in one statement; an id already stored (by another replica) is kept.
-async fn insert(pool: &PgPool, events: &[StoredEvent]) -> Result<(), sqlx::Error> {
-    let column = |f: fn(&StoredEvent) -> Option<String>| events.iter().map(f).collect::<Vec<_>>();
-    sqlx::query(
-        "INSERT INTO events (id, org_id, cluster_id, project_id, app_id, kind, payload, at)
-         SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
-                              $6::text[], $7::jsonb[], $8::timestamptz[])
-         ON CONFLICT (id) DO NOTHING",
-    )
-    .bind(events.iter().map(|e| e.id).collect::<Vec<_>>())
-    .bind(column(|e| Some(e.org_id.clone())))
-    .bind(column(|e| e.cluster_id.clone()))
-    .bind(column(|e| e.project_id.clone()))
-    .bind(column(|e| e.app_id.clone()))
-    .bind(column(|e| Some(e.kind.clone())))
-    .bind(events.iter().map(|e| e.payload.clone()).collect::<Vec<_>>())
-    .bind(events.iter().map(|e| e.at).collect::<Vec<_>>())
-    .execute(pool)
-    .await
-    .map(drop)
 }
 
 /// The id of the `slot`-th kind of event a version makes (the same on every replica).

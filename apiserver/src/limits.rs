@@ -1,7 +1,7 @@
 //! Per-user, per-endpoint request rate limits (reads and writes apart) and a per-address limit on logins.
 //! These buckets are per replica: they shield a replica from one noisy caller. The limit that
 //! must hold across replicas, failed logins per user and address, lives in PostgreSQL
-//! ([`crate::auth::store::Store::login_blocked`]).
+//! ([`crate::auth::accounts::Accounts::login_blocked`]).
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;

@@ -7,7 +7,7 @@ use kubenest_apiserver::limits::LimitsConfig;
 use kubenest_apiserver::run::{Config, HubConfig, start};
 use kubenest_apiserver::state::Settings;
 use kubenest_contracts::TokenSigner;
-use kubenest_controllers::history::DatabaseUrl;
+use kubenest_store::DatabaseUrl;
 use tokio_util::sync::CancellationToken;
 
 /// Serves the REST API over the management cluster and PostgreSQL. Replicas share nothing but

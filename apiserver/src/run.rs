@@ -7,11 +7,11 @@ use std::sync::Arc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kubenest_contracts::TokenSigner;
-use kubenest_controllers::history::{DatabaseUrl, History};
 use kubenest_controllers::hub_client::{HubClient, HubClientConfig};
+use kubenest_store::{Database, DatabaseUrl};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::store::Store;
+use crate::auth::accounts::Accounts;
 use crate::auth::tokens::AccessTokens;
 use crate::events::Events;
 use crate::k8s::Index;
@@ -61,10 +61,11 @@ impl std::fmt::Debug for Config {
 
 /// Connects everything and returns the state the routes share.
 pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Result<AppState> {
-    let history = History::connect(&config.database_url, 16).await?;
-    let store = Store::new(history.pool().clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let database = Database::connect(&config.database_url, 16).await?;
+    let history = database.history();
+    let accounts = Accounts::new(&database).map_err(|e| anyhow::anyhow!("{e}"))?;
     if let Some((user, password)) = &config.admin
-        && store.bootstrap_admin(user, password).await?
+        && accounts.bootstrap_admin(user, password).await?
     {
         tracing::info!(%user, "bootstrap administrator created");
     }
@@ -89,7 +90,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
     let events = Events::start(
         &config.client,
         index.clone(),
-        history.pool().clone(),
+        database.event_log(),
         config.settings.event_buffer,
         shutdown,
     )
@@ -97,7 +98,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
     Ok(AppState::new(Inner {
         client: config.client,
         history,
-        store,
+        accounts,
         tokens,
         index,
         limits: Limits::new(config.limits),

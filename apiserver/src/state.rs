@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use kubenest_controllers::history::History;
+use kubenest_store::History;
 
-use crate::auth::store::Store;
+use crate::auth::accounts::Accounts;
 use crate::auth::tokens::AccessTokens;
 use crate::events::Events;
 use crate::k8s::Index;
@@ -37,7 +37,7 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub client: kube::Client,
     pub history: History,
-    pub store: Store,
+    pub accounts: Accounts,
     pub tokens: AccessTokens,
     pub index: Arc<Index>,
     pub limits: Limits,
@@ -67,8 +67,8 @@ impl AppState {
         &self.0.history
     }
 
-    pub fn store(&self) -> &Store {
-        &self.0.store
+    pub fn accounts(&self) -> &Accounts {
+        &self.0.accounts
     }
 
     pub fn tokens(&self) -> &AccessTokens {

@@ -26,9 +26,9 @@ use common::{Hub, SYSTEM_NAMESPACE as SYSTEM};
 use kube::api::{Api, PostParams};
 use kubenest_contracts::Message;
 use kubenest_contracts::TokenSigner;
-use kubenest_controllers::history::{DatabaseUrl, History, NewDeployment, Operation};
 use kubenest_crds::app::App;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
+use kubenest_store::{DatabaseUrl, History, NewDeployment, Operation};
 use tokio_util::sync::CancellationToken;
 
 const APPS: usize = 1000;
@@ -285,13 +285,7 @@ async fn main() {
     first_reconcile.clear();
     let started = Instant::now();
     let run = controllers(&client, history, &hub_url, &signer, &stop);
-    let count = async || -> i64 {
-        sqlx::query_scalar("SELECT count(*) FROM deployments WHERE org_id = $1")
-            .bind(&org)
-            .fetch_one(counter.pool())
-            .await
-            .unwrap()
-    };
+    let count = async || -> i64 { counter.deployments_recorded(&org).await.unwrap() };
     let mut first_row = None;
     let mut progress = Vec::new();
     loop {

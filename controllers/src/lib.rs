@@ -1,8 +1,9 @@
-//! `kubenest-controllers`: the management-plane controllers and the PostgreSQL history.
+//! `kubenest-controllers`: the management-plane controllers.
 //!
 //! # How the pieces fit
 //!
-//! - Desired state is the CRDs on the management cluster; history is PostgreSQL ([`history`]).
+//! - Desired state is the CRDs on the management cluster; history is PostgreSQL
+//!   (`kubenest-store`).
 //! - [`run::run`] starts everything once this replica leads ([`leader`]): the Organization,
 //!   Cluster, Project, App, AddonInstance and StackTemplate controllers, the status router
 //!   ([`status`]), the revocation floors pushed to every hub replica and fleet health.
@@ -22,7 +23,12 @@ pub mod addon;
 pub mod app;
 pub mod cluster;
 pub mod conditions;
-pub mod history;
+/// The PostgreSQL history, now the `kubenest-store` crate, under its old path while the split of
+/// the controllers lands; new code names `kubenest_store` directly.
+pub mod history {
+    pub use kubenest_store::StoreError as HistoryError;
+    pub use kubenest_store::*;
+}
 pub mod hub_client;
 pub mod intents;
 pub mod leader;

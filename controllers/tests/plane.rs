@@ -14,10 +14,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kubenest_contracts::{AppPhase, RejectReason};
-use kubenest_controllers::history::{DatabaseUrl, DeploymentStatus, History, Operation};
 use kubenest_crds::app::{App, AppSpec, AppStatus};
 use kubenest_crds::cluster::{Cluster, ClusterState};
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
+use kubenest_store::{DatabaseUrl, DeploymentStatus, History, Operation};
 
 /// An organization with a registered cluster whose scripted agent is connected.
 struct Tenant {

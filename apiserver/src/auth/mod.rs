@@ -1,4 +1,4 @@
 //! Authentication: argon2id passwords, short-lived access JWTs and rotating refresh tokens.
 
-pub mod store;
+pub mod accounts;
 pub mod tokens;

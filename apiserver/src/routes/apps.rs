@@ -708,7 +708,7 @@ pub async fn rollback(
         .await;
     match found {
         Ok(found) if found.deployment.app_id == path.id => {}
-        Ok(_) | Err(kubenest_controllers::history::HistoryError::NotFound) => {
+        Ok(_) | Err(kubenest_store::StoreError::NotFound) => {
             return Err(ApiError::invalid(
                 "deployment_id",
                 "this app has no such deployment",

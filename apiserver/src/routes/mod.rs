@@ -321,7 +321,7 @@ where
             ApiError::not_found("member")
         });
     }
-    if role.is_some() && state.store().user(user).await?.is_none() {
+    if role.is_some() && state.accounts().user(user).await?.is_none() {
         return Err(ApiError::invalid("user", format!("no user named {user:?}")));
     }
     for _ in 0..5 {

@@ -74,7 +74,7 @@ pub async fn create(
     }
     for (i, member) in body.members.iter().enumerate() {
         if !super::session::is_username(&member.user)
-            || state.store().user(&member.user).await?.is_none()
+            || state.accounts().user(&member.user).await?.is_none()
         {
             return Err(ApiError::invalid(
                 format!("members[{i}].user"),

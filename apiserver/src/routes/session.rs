@@ -6,10 +6,11 @@ use axum::Json;
 use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use kubenest_store::User;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::auth::store::{REFRESH_TTL, Refresh, User};
+use crate::auth::accounts::{REFRESH_TTL, Refresh};
 use crate::authz::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
@@ -95,8 +96,8 @@ pub async fn login(
     if !is_username(&body.username) || body.password.contains('\0') {
         return Err(ApiError::unauthenticated("invalid username or password"));
     }
-    let store = state.store();
-    if let Some(wait) = store
+    let accounts = state.accounts();
+    if let Some(wait) = accounts
         .login_blocked(&body.username, &address.to_string())
         .await?
     {
@@ -105,13 +106,13 @@ pub async fn login(
             wait,
         ));
     }
-    let Some(user) = store
+    let Some(user) = accounts
         .check_login(&body.username, &body.password, &address.to_string())
         .await?
     else {
         return Err(ApiError::unauthenticated("invalid username or password"));
     };
-    let refresh = store.start_family(&user.username).await?;
+    let refresh = accounts.start_family(&user.username).await?;
     issued(&state, user.username, user.platform_admin, &refresh)
 }
 
@@ -120,7 +121,7 @@ pub async fn login(
 pub async fn refresh(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
     let token = refresh_cookie(&headers)
         .ok_or_else(|| ApiError::unauthenticated("no refresh cookie; log in"))?;
-    match state.store().refresh(&token).await? {
+    match state.accounts().refresh(&token).await? {
         Refresh::Rotated {
             username,
             platform_admin,
@@ -138,7 +139,7 @@ pub async fn refresh(State(state): State<AppState>, headers: HeaderMap) -> ApiRe
 /// Ends the login: its refresh tokens stop working and the cookie is cleared.
 pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
     if let Some(token) = refresh_cookie(&headers) {
-        state.store().revoke_family_of(&token).await?;
+        state.accounts().revoke_family_of(&token).await?;
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response
@@ -168,7 +169,7 @@ impl From<User> for UserView {
 /// The caller.
 pub async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<UserView>> {
     let user = state
-        .store()
+        .accounts()
         .user(&caller.user)
         .await?
         .ok_or_else(|| ApiError::unauthenticated("this user no longer exists"))?;
@@ -245,7 +246,7 @@ pub async fn create_user(
     check_username(&body.username)?;
     check_password(&body.password)?;
     let user = state
-        .store()
+        .accounts()
         .create_user(&body.username, &body.password, body.platform_admin)
         .await
         .map_err(|e| match ApiError::from(e) {
@@ -263,7 +264,7 @@ pub async fn list_users(
     caller: Caller,
 ) -> ApiResult<Json<Vec<UserView>>> {
     require_platform_admin(&caller)?;
-    let users = state.store().users().await?;
+    let users = state.accounts().users().await?;
     Ok(Json(users.into_iter().map(UserView::from).collect()))
 }
 
@@ -285,7 +286,7 @@ pub async fn delete_user(
     if path.username == caller.user {
         return Err(ApiError::conflict("self", "you cannot delete yourself"));
     }
-    if state.store().delete_user(&path.username).await? {
+    if state.accounts().delete_user(&path.username).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("user"))
@@ -315,7 +316,7 @@ pub async fn set_password(
     }
     check_password(&body.password)?;
     if state
-        .store()
+        .accounts()
         .set_password(&path.username, &body.password)
         .await?
     {

@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kubenest_apiserver::limits::LimitsConfig;
 use kubenest_apiserver::run::{Config, start};
 use kubenest_apiserver::state::Settings;
-use kubenest_controllers::history::{DatabaseUrl, History};
+use kubenest_store::{DatabaseUrl, History};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

@@ -201,12 +201,10 @@ pub async fn shared_plane() -> &'static PlaneFixture {
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 hub.start(shutdown.clone());
                 let client = mgmt.client().await.unwrap();
-                let history = kubenest_controllers::history::History::connect(
-                    &kubenest_controllers::history::DatabaseUrl::new(db),
-                    8,
-                )
-                .await
-                .unwrap();
+                let history =
+                    kubenest_store::History::connect(&kubenest_store::DatabaseUrl::new(db), 8)
+                        .await
+                        .unwrap();
                 let config = kubenest_controllers::run::Config {
                     client,
                     history,

@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{History, HistoryError};
+use super::History;
+use crate::StoreError;
 
 /// An action to record.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +35,7 @@ pub struct AuditEntry {
 
 impl History {
     /// Appends an entry.
-    pub async fn audit(&self, entry: &NewAuditEntry) -> Result<AuditEntry, HistoryError> {
+    pub async fn audit(&self, entry: &NewAuditEntry) -> Result<AuditEntry, StoreError> {
         Ok(sqlx::query_as(
             "INSERT INTO audit_log (org_id, actor, action, resource_kind, resource_name, details)
              VALUES ($1, $2, $3, $4, $5, $6) RETURNING *",
@@ -50,11 +51,7 @@ impl History {
     }
 
     /// An organization's entries, newest first, at most `limit`.
-    pub async fn audit_log(
-        &self,
-        org_id: &str,
-        limit: i64,
-    ) -> Result<Vec<AuditEntry>, HistoryError> {
+    pub async fn audit_log(&self, org_id: &str, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
         Ok(sqlx::query_as(
             "SELECT * FROM audit_log WHERE org_id = $1 ORDER BY at DESC, id DESC LIMIT $2",
         )

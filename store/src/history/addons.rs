@@ -5,8 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::History;
 use super::deployments::text_enum;
-use super::{History, HistoryError};
+use crate::StoreError;
 
 text_enum! {
     /// What a revision changed.
@@ -64,9 +65,9 @@ struct Row {
 }
 
 impl TryFrom<Row> for AddonRevision {
-    type Error = HistoryError;
+    type Error = StoreError;
 
-    fn try_from(row: Row) -> Result<Self, HistoryError> {
+    fn try_from(row: Row) -> Result<Self, StoreError> {
         Ok(Self {
             addon_id: row.addon_id,
             revision: row.revision,
@@ -90,11 +91,11 @@ const NEXT_REVISION: &str =
 
 impl History {
     /// Records the next revision of an addon. Concurrent writers cannot both take the same number:
-    /// the primary key refuses the second ([`HistoryError::Conflict`]), which retries.
+    /// the primary key refuses the second ([`StoreError::Conflict`]), which retries.
     pub async fn record_addon_revision(
         &self,
         new: &NewAddonRevision,
-    ) -> Result<AddonRevision, HistoryError> {
+    ) -> Result<AddonRevision, StoreError> {
         let row: Row = sqlx::query_as(&format!(
             "INSERT INTO addon_revisions (addon_id, revision, org_id, project_id, definition, chart,
                  chart_values, operation, actor)
@@ -120,7 +121,7 @@ impl History {
         addon_id: &str,
         to_revision: i32,
         actor: &str,
-    ) -> Result<AddonRevision, HistoryError> {
+    ) -> Result<AddonRevision, StoreError> {
         let row: Row = sqlx::query_as(&format!(
             "INSERT INTO addon_revisions (addon_id, revision, org_id, project_id, definition, chart,
                  chart_values, operation, rollback_to, actor)
@@ -147,7 +148,7 @@ impl History {
         revision: i32,
         succeeded: bool,
         message: &str,
-    ) -> Result<(), HistoryError> {
+    ) -> Result<(), StoreError> {
         let status = if succeeded { "succeeded" } else { "failed" };
         let updated = sqlx::query(
             "UPDATE addon_revisions SET status = $4, message = $5
@@ -174,7 +175,7 @@ impl History {
         if current.0 == status {
             return Ok(());
         }
-        Err(HistoryError::InvalidTransition(format!(
+        Err(StoreError::InvalidTransition(format!(
             "addon revision {revision} is already {} and cannot become {status}",
             current.0
         )))
@@ -185,7 +186,7 @@ impl History {
         &self,
         org_id: &str,
         addon_id: &str,
-    ) -> Result<Vec<AddonRevision>, HistoryError> {
+    ) -> Result<Vec<AddonRevision>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT * FROM addon_revisions WHERE org_id = $1 AND addon_id = $2 ORDER BY revision DESC",
         )

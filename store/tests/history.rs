@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use kubenest_controllers::history::*;
+use kubenest_store::*;
 use serde_json::json;
 
 async fn history(prefix: &str) -> History {
@@ -60,7 +60,7 @@ async fn recording_the_same_intent_twice_keeps_one_deployment() {
     foreign.org_id = "globex".into();
     assert!(matches!(
         h.record_deployment(&foreign).await,
-        Err(HistoryError::Conflict { .. })
+        Err(StoreError::Conflict { .. })
     ));
 }
 
@@ -81,10 +81,7 @@ async fn a_burst_is_recorded_before_any_of_its_callers_goes_on() {
             let new = deployment(&format!("{app}/{generation}"), "acme", &app, None, spec);
             h.record_change(new).await.unwrap();
             h.recorded_burst(Duration::from_secs(3600)).await;
-            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM deployments")
-                .fetch_one(h.pool())
-                .await
-                .unwrap()
+            h.deployments_recorded("acme").await.unwrap()
         }
     }))
     .await;
@@ -156,10 +153,7 @@ async fn a_newer_deployment_supersedes_a_pending_one_and_outcomes_are_final() {
         .finish_deployment("acme", d2.id, DeploymentStatus::Failed, "late")
         .await
         .unwrap_err();
-    assert!(
-        matches!(error, HistoryError::InvalidTransition(_)),
-        "{error}"
-    );
+    assert!(matches!(error, StoreError::InvalidTransition(_)), "{error}");
 }
 
 #[tokio::test]
@@ -181,7 +175,7 @@ async fn a_deployment_carries_its_diff_and_is_invisible_to_other_organizations()
 
     assert!(matches!(
         h.deployment("globex", d.id).await,
-        Err(HistoryError::NotFound)
+        Err(StoreError::NotFound)
     ));
     assert!(
         h.app_history("globex", "app1", 10)
@@ -193,7 +187,7 @@ async fn a_deployment_carries_its_diff_and_is_invisible_to_other_organizations()
         .finish_deployment("globex", d.id, DeploymentStatus::Failed, "x")
         .await
         .unwrap_err();
-    assert!(matches!(error, HistoryError::NotFound));
+    assert!(matches!(error, StoreError::NotFound));
 }
 
 #[tokio::test]
@@ -210,7 +204,7 @@ async fn a_rollback_must_point_at_a_recorded_deployment() {
     rollback.rollback_of = Some(uuid::Uuid::new_v4());
     let error = h.record_deployment(&rollback).await.unwrap_err();
     assert!(
-        matches!(&error, HistoryError::Conflict { constraint } if constraint == "deployments_rollback_of_fkey"),
+        matches!(&error, StoreError::Conflict { constraint } if constraint == "deployments_rollback_of_fkey"),
         "{error}"
     );
 }
@@ -273,7 +267,7 @@ async fn addon_revisions_count_up_and_a_rollback_restores_an_earlier_one() {
     assert!(matches!(
         h.record_addon_rollback("globex", "cache", 1, "mallory")
             .await,
-        Err(HistoryError::NotFound)
+        Err(StoreError::NotFound)
     ));
 }
 

@@ -29,8 +29,8 @@ use sqlx::PgPool;
 use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 use uuid::Uuid;
 
-use super::HistoryError;
 use super::deployments::{Deployment, NewDeployment, Operation, Row};
+use crate::StoreError;
 
 /// The most rows one transaction writes.
 pub const MAX_BATCH: usize = 1024;
@@ -44,7 +44,7 @@ const BURST_GAP: Duration = Duration::from_millis(5);
 const BURST_ROWS: usize = 16;
 
 /// What a caller gets back: the row, and whether this call inserted it.
-pub type Recorded = Result<(Deployment, bool), HistoryError>;
+pub type Recorded = Result<(Deployment, bool), StoreError>;
 
 /// One deployment to record.
 #[derive(Debug)]
@@ -111,8 +111,8 @@ impl Recorder {
         self.queue
             .send(request)
             .await
-            .map_err(|_| HistoryError::Closed)?;
-        answer.await.map_err(|_| HistoryError::Closed)?
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     /// In a burst, returns once the rows requested alongside the caller's are committed as
@@ -225,11 +225,11 @@ async fn write(pool: &PgPool, mut round: Vec<Request>) {
 
 async fn write_one(pool: &PgPool, request: &mut Request) -> Recorded {
     let mut results = write_batch(pool, std::slice::from_mut(request)).await?;
-    results.pop().unwrap_or(Err(HistoryError::Closed))
+    results.pop().unwrap_or(Err(StoreError::Closed))
 }
 
 /// Writes one round in one transaction; the results are in the order of `round`.
-async fn write_batch(pool: &PgPool, round: &mut [Request]) -> Result<Vec<Recorded>, HistoryError> {
+async fn write_batch(pool: &PgPool, round: &mut [Request]) -> Result<Vec<Recorded>, StoreError> {
     let mut tx = pool.begin().await?;
     derive_changes(&mut tx, round).await?;
     let ids: Vec<Uuid> = round.iter().map(|_| Uuid::new_v4()).collect();
@@ -322,11 +322,11 @@ async fn write_batch(pool: &PgPool, round: &mut [Request]) -> Result<Vec<Recorde
         .iter()
         .map(|request| {
             let Some((row, inserted)) = by_key.get(&request.new.intent_key) else {
-                return Err(HistoryError::NotFound);
+                return Err(StoreError::NotFound);
             };
             // An intent key names one App's change: the same key from elsewhere is a conflict.
             if row.org_id != request.new.org_id || row.app_id != request.new.app_id {
-                return Err(HistoryError::Conflict {
+                return Err(StoreError::Conflict {
                     constraint: "deployments_intent_key_unique".into(),
                 });
             }
@@ -339,7 +339,7 @@ async fn write_batch(pool: &PgPool, round: &mut [Request]) -> Result<Vec<Recorde
 async fn derive_changes(
     tx: &mut sqlx::PgConnection,
     round: &mut [Request],
-) -> Result<(), HistoryError> {
+) -> Result<(), StoreError> {
     let deriving: Vec<(String, String)> = round
         .iter()
         .filter(|r| r.derive)

@@ -5,7 +5,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{History, HistoryError};
+use super::History;
+use crate::StoreError;
 
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
@@ -20,10 +21,10 @@ macro_rules! text_enum {
                 match self { $(Self::$variant => $text),* }
             }
 
-            fn parse(text: &str) -> Result<Self, HistoryError> {
+            fn parse(text: &str) -> Result<Self, StoreError> {
                 match text {
                     $($text => Ok(Self::$variant),)*
-                    other => Err(HistoryError::InvalidTransition(format!("unknown {} {other:?}", stringify!($name)))),
+                    other => Err(StoreError::InvalidTransition(format!("unknown {} {other:?}", stringify!($name)))),
                 }
             }
         }
@@ -140,9 +141,9 @@ pub(super) struct Row {
 }
 
 impl TryFrom<Row> for Deployment {
-    type Error = HistoryError;
+    type Error = StoreError;
 
-    fn try_from(row: Row) -> Result<Self, HistoryError> {
+    fn try_from(row: Row) -> Result<Self, StoreError> {
         Ok(Self {
             id: row.id,
             intent_key: row.intent_key,
@@ -173,7 +174,7 @@ impl History {
     pub async fn record_deployment(
         &self,
         new: &NewDeployment,
-    ) -> Result<(Deployment, bool), HistoryError> {
+    ) -> Result<(Deployment, bool), StoreError> {
         self.recorder.record(new.clone(), false).await
     }
 
@@ -183,7 +184,7 @@ impl History {
     pub async fn record_change(
         &self,
         new: NewDeployment,
-    ) -> Result<(Deployment, bool), HistoryError> {
+    ) -> Result<(Deployment, bool), StoreError> {
         self.recorder.record(new, true).await
     }
 
@@ -201,9 +202,9 @@ impl History {
         id: Uuid,
         status: DeploymentStatus,
         message: &str,
-    ) -> Result<Deployment, HistoryError> {
+    ) -> Result<Deployment, StoreError> {
         if status == DeploymentStatus::Pending {
-            return Err(HistoryError::InvalidTransition(
+            return Err(StoreError::InvalidTransition(
                 "a deployment cannot become pending again".into(),
             ));
         }
@@ -224,14 +225,14 @@ impl History {
         if current.status == status.as_str() {
             return current.try_into();
         }
-        Err(HistoryError::InvalidTransition(format!(
+        Err(StoreError::InvalidTransition(format!(
             "deployment {id} is already {} and cannot become {}",
             current.status,
             status.as_str()
         )))
     }
 
-    async fn deployment_row(&self, org_id: &str, id: Uuid) -> Result<Row, HistoryError> {
+    async fn deployment_row(&self, org_id: &str, id: Uuid) -> Result<Row, StoreError> {
         Ok(
             sqlx::query_as("SELECT * FROM deployments WHERE org_id = $1 AND id = $2")
                 .bind(org_id)
@@ -246,7 +247,7 @@ impl History {
         &self,
         org_id: &str,
         id: Uuid,
-    ) -> Result<DeploymentWithDiff, HistoryError> {
+    ) -> Result<DeploymentWithDiff, StoreError> {
         let deployment: Deployment = self.deployment_row(org_id, id).await?.try_into()?;
         let before = deployment
             .spec_before
@@ -262,7 +263,7 @@ impl History {
         org_id: &str,
         app_id: &str,
         limit: i64,
-    ) -> Result<Vec<Deployment>, HistoryError> {
+    ) -> Result<Vec<Deployment>, StoreError> {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT * FROM deployments WHERE org_id = $1 AND app_id = $2
              ORDER BY created_at DESC, id DESC LIMIT $3",
@@ -273,5 +274,15 @@ impl History {
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(Deployment::try_from).collect()
+    }
+
+    /// How many deployments an organization has recorded.
+    pub async fn deployments_recorded(&self, org_id: &str) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT count(*) FROM deployments WHERE org_id = $1")
+                .bind(org_id)
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 }

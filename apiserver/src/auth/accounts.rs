@@ -1,0 +1,240 @@
+//! Users, refresh-token families and failed logins: the password hashing, the token minting and
+//! the limits, over the tables of `kubenest-store`. Every replica reads and writes the same rows,
+//! so two replicas behind one address behave as one.
+
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use kubenest_store::{Database, LoginFailures, RefreshTokens, Rotation, StoreError, User, Users};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// How long a refresh token lives.
+pub const REFRESH_TTL: chrono::Duration = chrono::Duration::days(7);
+/// Failed logins counted per user and per address.
+pub const FAILURE_WINDOW: chrono::Duration = chrono::Duration::minutes(15);
+pub const MAX_FAILURES_PER_USER: i64 = 5;
+pub const MAX_FAILURES_PER_ADDRESS: i64 = 20;
+
+/// What a refresh attempt found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refresh {
+    /// The token was current: here is its successor, for `username`.
+    Rotated {
+        username: String,
+        platform_admin: bool,
+        token: String,
+    },
+    /// Unknown, expired or revoked.
+    Invalid,
+    /// Already used once: its whole family is now revoked.
+    Reused,
+}
+
+fn argon2() -> Argon2<'static> {
+    // OWASP's argon2id baseline: 19 MiB, 2 passes, 1 lane.
+    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+/// An argon2id hash of `password` (PHC string).
+pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt)?;
+    Ok(argon2()
+        .hash_password(password.as_bytes(), &salt)?
+        .to_string())
+}
+
+/// Whether `password` matches `hash`.
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash)
+        .map(|parsed| {
+            argon2()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok()
+        })
+        .unwrap_or(false)
+}
+
+fn digest(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// What managing an account can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    /// The password could not be hashed.
+    #[error("hashing a password: {0}")]
+    Hash(argon2::password_hash::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Users and sessions.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    users: Users,
+    refresh_tokens: RefreshTokens,
+    login_failures: LoginFailures,
+    /// A hash to verify against when the user does not exist, so timing does not tell.
+    decoy: String,
+}
+
+impl Accounts {
+    /// The accounts kept in `database`.
+    pub fn new(database: &Database) -> Result<Self, argon2::password_hash::Error> {
+        Ok(Self {
+            users: database.users(),
+            refresh_tokens: database.refresh_tokens(),
+            login_failures: database.login_failures(),
+            decoy: hash_password("decoy password for unknown users")?,
+        })
+    }
+
+    /// Creates the bootstrap administrator unless a user of that name exists.
+    pub async fn bootstrap_admin(&self, username: &str, password: &str) -> anyhow::Result<bool> {
+        let hash = hash_password(password).map_err(|e| anyhow::anyhow!("{e}"))?;
+        Ok(self.users.create_admin_if_absent(username, &hash).await?)
+    }
+
+    /// Creates a user; [`StoreError::UserExists`] if the name is taken.
+    pub async fn create_user(
+        &self,
+        username: &str,
+        password: &str,
+        platform_admin: bool,
+    ) -> Result<User, AccountError> {
+        let hash = hash_password(password).map_err(AccountError::Hash)?;
+        Ok(self.users.create(username, &hash, platform_admin).await?)
+    }
+
+    /// The user of that name, if any.
+    pub async fn user(&self, username: &str) -> Result<Option<User>, StoreError> {
+        self.users.get(username).await
+    }
+
+    /// Every user, by name.
+    pub async fn users(&self) -> Result<Vec<User>, StoreError> {
+        self.users.list().await
+    }
+
+    /// Deletes a user and, with them, every refresh token.
+    pub async fn delete_user(&self, username: &str) -> Result<bool, StoreError> {
+        self.users.delete(username).await
+    }
+
+    /// Sets a user's password and ends every session started with the old one.
+    pub async fn set_password(&self, username: &str, password: &str) -> Result<bool, AccountError> {
+        let hash = hash_password(password).map_err(AccountError::Hash)?;
+        Ok(self.users.set_password_hash(username, &hash).await?)
+    }
+
+    /// Seconds until another attempt is allowed, if `username` or `address` failed too often.
+    pub async fn login_blocked(
+        &self,
+        username: &str,
+        address: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let since = chrono::Utc::now() - FAILURE_WINDOW;
+        let failures = self.login_failures.since(username, address, since).await?;
+        if failures.by_user < MAX_FAILURES_PER_USER
+            && failures.by_address < MAX_FAILURES_PER_ADDRESS
+        {
+            return Ok(None);
+        }
+        let free_at = failures.oldest.unwrap_or_else(chrono::Utc::now) + FAILURE_WINDOW;
+        let secs = (free_at - chrono::Utc::now()).num_seconds().max(1);
+        Ok(Some(u64::try_from(secs).unwrap_or(1)))
+    }
+
+    /// The user if `password` is theirs; records a failure otherwise.
+    pub async fn check_login(
+        &self,
+        username: &str,
+        password: &str,
+        address: &str,
+    ) -> Result<Option<User>, StoreError> {
+        let user = self.user(username).await?;
+        let hash = user
+            .as_ref()
+            .map_or(self.decoy.as_str(), |u| &u.password_hash);
+        let matches = {
+            let (password, hash) = (password.to_owned(), hash.to_owned());
+            tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+                .await
+                .unwrap_or(false)
+        };
+        if matches && user.is_some() {
+            self.login_failures.clear(username).await?;
+            return Ok(user);
+        }
+        self.login_failures.record(username, address).await?;
+        Ok(None)
+    }
+
+    /// Starts a refresh-token family for a fresh login; returns its first token.
+    pub async fn start_family(&self, username: &str) -> Result<String, StoreError> {
+        let token = new_token();
+        self.refresh_tokens
+            .start_family(&digest(&token), username, chrono::Utc::now() + REFRESH_TTL)
+            .await?;
+        Ok(token)
+    }
+
+    /// Uses `token` once: issues its successor, or revokes its family when it was used before.
+    pub async fn refresh(&self, token: &str) -> Result<Refresh, StoreError> {
+        let next = new_token();
+        let rotation = self
+            .refresh_tokens
+            .rotate(
+                &digest(token),
+                &digest(&next),
+                chrono::Utc::now() + REFRESH_TTL,
+            )
+            .await?;
+        Ok(match rotation {
+            Rotation::Rotated {
+                username,
+                platform_admin,
+            } => Refresh::Rotated {
+                username,
+                platform_admin,
+                token: next,
+            },
+            Rotation::Invalid => Refresh::Invalid,
+            Rotation::Reused { username, family } => {
+                tracing::warn!(%username, %family, "refresh token reused: family revoked");
+                Refresh::Reused
+            }
+        })
+    }
+
+    /// Revokes the family of `token` (logout).
+    pub async fn revoke_family_of(&self, token: &str) -> Result<(), StoreError> {
+        self.refresh_tokens.revoke_family_of(&digest(token)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_hash_with_argon2id_and_verify() {
+        let hash = hash_password("correct horse").unwrap();
+        assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"));
+        assert!(verify_password("correct horse", &hash));
+        assert!(!verify_password("battery staple", &hash));
+        assert!(!verify_password("correct horse", "not a hash"));
+    }
+}

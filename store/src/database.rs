@@ -1,0 +1,51 @@
+//! The connection pool every repository shares, migrated before anything uses it.
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::{DatabaseUrl, EventLog, History, LoginFailures, RefreshTokens, StoreError, Users};
+
+/// A migrated PostgreSQL database; cheap to clone. Hands out the repositories.
+#[derive(Debug, Clone)]
+pub struct Database {
+    pool: PgPool,
+}
+
+impl Database {
+    /// Connects with at most `max_connections` and runs the embedded migrations.
+    pub async fn connect(url: &DatabaseUrl, max_connections: u32) -> Result<Self, StoreError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect(url.expose())
+            .await
+            .map_err(StoreError::Database)?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Deployment history, addon revisions and the audit log. Starts the deployment recorder's
+    /// writers: call once per process and clone the result.
+    pub fn history(&self) -> History {
+        History::start(self.pool.clone())
+    }
+
+    /// Users and their password hashes.
+    pub fn users(&self) -> Users {
+        Users::new(self.pool.clone())
+    }
+
+    /// Refresh-token families.
+    pub fn refresh_tokens(&self) -> RefreshTokens {
+        RefreshTokens::new(self.pool.clone())
+    }
+
+    /// Failed logins.
+    pub fn login_failures(&self) -> LoginFailures {
+        LoginFailures::new(self.pool.clone())
+    }
+
+    /// The live stream's event log.
+    pub fn event_log(&self) -> EventLog {
+        EventLog::new(self.pool.clone())
+    }
+}

@@ -1,0 +1,47 @@
+//! `kubenest-store`: every PostgreSQL table kubenest keeps, its migrations and a repository type
+//! per table. No other crate writes SQL.
+//!
+//! # Tables and their repositories
+//!
+//! - [`History`]: deployments of Apps, revisions of standalone addons and the audit log
+//!   (`migrations/0001_history.sql`). The controllers write it; the API server reads it and
+//!   writes the audit log.
+//! - [`Users`], [`RefreshTokens`], [`LoginFailures`]: what the REST facade keeps about people
+//!   and their sessions (`migrations/0002_api.sql`). Password hashing, token minting and the
+//!   limits stay in the API server; these types store and count what it hands them.
+//! - [`EventLog`]: the live event stream's log, for clients that resume (also `0002_api.sql`).
+//!
+//! # Connecting
+//!
+//! [`Database::connect`] opens the pool and runs the embedded migrations before anything else
+//! uses it, so every process that connects (controllers, API server) migrates; PostgreSQL's
+//! migration lock keeps concurrent starts apart. The [`Database`] hands out the repositories,
+//! which share its pool and are cheap to clone. [`DatabaseUrl`] keeps the password out of logs.
+//!
+//! # Errors
+//!
+//! One [`StoreError`] for every repository: [`StoreError::NotFound`] for a row that does not
+//! exist (or belongs to another organization), and the schema's constraints mapped to typed
+//! variants ([`StoreError::UserExists`], [`StoreError::Conflict`] naming the constraint) so that
+//! the API server can answer with a 4xx without reading driver errors.
+
+mod database;
+mod error;
+mod events;
+mod history;
+mod login_failures;
+mod refresh_tokens;
+mod url;
+mod users;
+
+pub use database::Database;
+pub use error::StoreError;
+pub use events::{Event, EventLog};
+pub use history::{
+    AddonOperation, AddonRevision, AuditEntry, Deployment, DeploymentStatus, DeploymentWithDiff,
+    History, NewAddonRevision, NewAuditEntry, NewDeployment, Operation,
+};
+pub use login_failures::{FailureCounts, LoginFailures};
+pub use refresh_tokens::{RefreshTokens, Rotation};
+pub use url::DatabaseUrl;
+pub use users::{User, Users};

@@ -1,0 +1,112 @@
+//! Users and their password hashes. The API server hashes and verifies; this table only keeps
+//! what it hands over.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::StoreError;
+
+/// A user.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct User {
+    pub username: String,
+    /// argon2id, PHC string format.
+    pub password_hash: String,
+    pub platform_admin: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The `users` table.
+#[derive(Debug, Clone)]
+pub struct Users {
+    pool: PgPool,
+}
+
+impl Users {
+    pub(crate) fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// Creates a platform administrator unless a user of that name exists; whether it did.
+    pub async fn create_admin_if_absent(
+        &self,
+        username: &str,
+        password_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO users (username, password_hash, platform_admin) VALUES ($1, $2, true)
+             ON CONFLICT (username) DO NOTHING",
+        )
+        .bind(username)
+        .bind(password_hash)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Creates a user; [`StoreError::UserExists`] if the name is taken.
+    pub async fn create(
+        &self,
+        username: &str,
+        password_hash: &str,
+        platform_admin: bool,
+    ) -> Result<User, StoreError> {
+        Ok(sqlx::query_as(
+            "INSERT INTO users (username, password_hash, platform_admin) VALUES ($1, $2, $3)
+             RETURNING *",
+        )
+        .bind(username)
+        .bind(password_hash)
+        .bind(platform_admin)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// The user of that name, if any.
+    pub async fn get(&self, username: &str) -> Result<Option<User>, StoreError> {
+        Ok(sqlx::query_as("SELECT * FROM users WHERE username = $1")
+            .bind(username)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Every user, by name.
+    pub async fn list(&self) -> Result<Vec<User>, StoreError> {
+        Ok(sqlx::query_as("SELECT * FROM users ORDER BY username")
+            .fetch_all(&self.pool)
+            .await?)
+    }
+
+    /// Deletes a user and, with them, every refresh token; whether there was one.
+    pub async fn delete(&self, username: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM users WHERE username = $1")
+            .bind(username)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Replaces a user's password hash and revokes every refresh token they hold, in one
+    /// transaction; whether there was such a user.
+    pub async fn set_password_hash(
+        &self,
+        username: &str,
+        password_hash: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("UPDATE users SET password_hash = $2 WHERE username = $1")
+            .bind(username)
+            .bind(password_hash)
+            .execute(&mut *tx)
+            .await?;
+        // A new password ends every session started with the old one.
+        sqlx::query(
+            "UPDATE refresh_tokens SET revoked_at = now() WHERE username = $1 AND revoked_at IS NULL",
+        )
+        .bind(username)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
