@@ -20,6 +20,7 @@
 
 pub mod addon;
 pub mod app;
+pub mod args;
 pub mod cluster;
 pub mod conditions;
 pub mod history;
