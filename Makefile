@@ -14,17 +14,18 @@ TEST_THREADS ?= 2
 setup:
 	@tools/setup.sh
 
-# The kubenest programs the local environment runs, and the CLI.
-PROGRAMS := -p kubenest-cli -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent
+# The kubenest programs the local environment runs, the user CLI, and `kubenest-dev` (devenv/)
+# that starts them.
+PROGRAMS := -p kubenest-cli -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent -p kubenest-devenv
 
 dev: setup
 	cargo build $(PROGRAMS) --bins
-	$(CARGO_TARGET_DIR)/debug/kubenest dev up
+	$(CARGO_TARGET_DIR)/debug/kubenest-dev up
 
 # The scripted walk through the product, against a running `make dev` (reads .kubenest/dev.env).
 tour:
-	cargo build -p kubenest-cli
-	$(CARGO_TARGET_DIR)/debug/kubenest dev tour
+	cargo build -p kubenest-devenv --bin kubenest-dev
+	$(CARGO_TARGET_DIR)/debug/kubenest-dev tour
 
 test: setup
 	@start=$$SECONDS; \

@@ -16,6 +16,7 @@
 
 pub mod addon;
 pub mod apply;
+pub mod args;
 pub mod build;
 pub mod capacity;
 pub mod commands;

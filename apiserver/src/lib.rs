@@ -18,6 +18,7 @@
 //! - Errors have one shape ([`error`]); the OpenAPI document is generated from the routes and
 //!   their types (`GET /api/v1/openapi.json`, committed as `apiserver/openapi.json`).
 
+pub mod args;
 pub mod auth;
 pub mod authz;
 pub mod error;

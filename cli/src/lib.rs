@@ -1,17 +1,14 @@
 //! `kubenest`: the user CLI over the REST API (`login`, `clusters`, `projects`, `apps`,
-//! `templates`, ...), and the local environment (`kubenest dev up`, `kubenest dev tour`).
+//! `templates`, ...). It talks to the REST API only: no Kubernetes client, no database.
 //!
-//! The library half is what the end-to-end tests drive: [`system::System`] starts the kubenest
-//! programs on a test-kit environment, [`tour`] is the scripted walk through the product, and
-//! [`api::Client`] is the REST client both use.
+//! The library half is [`api::Client`], the REST client, and the commands' helpers in [`cmd`]
+//! (waiting for an App, tables); the local environment (`kubenest-devenv`) drives the product
+//! with the same client.
 
 pub mod api;
 pub mod cmd;
-pub mod dev;
-pub mod system;
-pub mod tour;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
 /// kubenest: run applications on many Kubernetes clusters from one control plane.
 #[derive(Debug, Parser)]
@@ -20,21 +17,11 @@ pub struct Cli {
     #[command(flatten)]
     global: cmd::Global,
     #[command(subcommand)]
-    command: Command,
+    command: cmd::ApiCommand,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    #[command(flatten)]
-    Api(cmd::ApiCommand),
-    /// The local development environment.
-    Dev {
-        #[command(subcommand)]
-        command: dev::DevCommand,
-    },
-}
-
-/// Logs to stderr; `RUST_LOG` filters (default `warn` for commands, `info` for `dev`).
+/// Logs to stderr; `RUST_LOG` filters (`default` otherwise: `warn` for `kubenest`, `info` for
+/// the local environment's `kubenest-dev`, which logs its progress).
 pub fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         // The kube client logs every failed readiness poll while clusters start; those are
@@ -48,19 +35,9 @@ pub fn init_tracing(default: &str) {
         .try_init();
 }
 
-impl Cli {
-    /// Whether this is a `dev` command (which logs its progress).
-    pub fn is_dev(&self) -> bool {
-        matches!(self.command, Command::Dev { .. })
-    }
-}
-
 /// Runs one parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Api(command) => cmd::run(&cli.global, command).await,
-        Command::Dev { command } => dev::run(command).await,
-    }
+    cmd::run(&cli.global, cli.command).await
 }
 
 #[cfg(test)]

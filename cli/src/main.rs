@@ -5,7 +5,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() {
     let cli = kubenest_cli::Cli::parse();
-    kubenest_cli::init_tracing(if cli.is_dev() { "info" } else { "warn" });
+    kubenest_cli::init_tracing("warn");
     if let Err(error) = kubenest_cli::run(cli).await {
         eprintln!("error: {error:#}");
         std::process::exit(1);

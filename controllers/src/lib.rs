@@ -21,6 +21,7 @@
 
 pub mod addon;
 pub mod app;
+pub mod args;
 pub mod cluster;
 pub mod conditions;
 /// The PostgreSQL history, now the `kubenest-store` crate, under its old path while the split of

@@ -176,19 +176,13 @@ pub(crate) async fn build_hub(
 }
 
 async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, HubError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| HubError::Config(format!("--kubeconfig: {e}")))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| HubError::Config(format!("--kubeconfig: {e}")))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| HubError::Config(format!("kube config: {e}")))?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    use kubenest_runtime::kube::ClientError;
+    match kubenest_runtime::kube::client(kubeconfig).await {
+        Ok(client) => Ok(client),
+        Err(ClientError::Kubeconfig(e)) => Err(HubError::Config(format!("--kubeconfig: {e}"))),
+        Err(ClientError::Infer(e)) => Err(HubError::Config(format!("kube config: {e}"))),
+        Err(ClientError::Client(e)) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]

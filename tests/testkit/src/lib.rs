@@ -1,5 +1,5 @@
 //! Real Kubernetes clusters and PostgreSQL on loopback, for kubenest's tests and its local
-//! environment (`kubenest dev up`).
+//! environment (`kubenest-dev up`).
 //!
 //! Everything here is a real upstream process: etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler and kwok (which plays the kubelet for fake nodes), and Debian's PostgreSQL.

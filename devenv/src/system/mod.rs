@@ -1,6 +1,6 @@
 //! The kubenest processes of a local installation, on top of a test-kit [`Environment`]: hub
 //! replicas, leader-elected controllers, the API server, and one agent per workload cluster,
-//! registered through the API like any user's cluster. `kubenest dev up` runs one; the
+//! registered through the API like any user's cluster. `kubenest-dev up` runs one; the
 //! end-to-end tests run one each and kill, restart and cut parts of it.
 //!
 //! Every part is the real release binary in its own process group with its log under the run
@@ -9,78 +9,26 @@
 //! public hub address in `dev.env` is another such proxy.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::ApiResource;
-use kubenest_testkit::{Binaries, Cluster, Environment, LinkMode, ManagedProcess, TcpProxy};
+use kube::api::Api;
+use kubenest_testkit::{Binaries, Cluster, Environment, LinkMode, TcpProxy};
 use serde_json::{Value, json};
 
-use crate::api;
+use kubenest_cli::api;
+
+mod catalog;
+mod service;
+
+use catalog::{apply_namespace, install_catalog};
+pub use service::{Programs, Service, repository_root};
 
 /// Namespace of the kubenest system objects on the management cluster and of the agents'.
 pub const SYSTEM_NAMESPACE: &str = "kubenest-system";
-/// The addon catalog's AddonDefinitions (the chart installs the same file).
-const ADDON_DEFINITIONS: &str = include_str!("../../charts/kubenest/files/addon-definitions.yaml");
-const FIELD_MANAGER: &str = "kubenest-dev";
-
-/// Where the repository is: charts and the addon catalog are read from it.
-pub fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// The kubenest release binaries.
-#[derive(Debug, Clone)]
-pub struct Programs {
-    pub hub: PathBuf,
-    pub controllers: PathBuf,
-    pub apiserver: PathBuf,
-    pub agent: PathBuf,
-}
-
-impl Programs {
-    /// `$KUBENEST_BIN_DIR`, else the directory of the running executable or its parent (a test
-    /// binary runs from `target/debug/deps`, the programs are in `target/debug`).
-    pub fn locate() -> anyhow::Result<Self> {
-        let mut dirs = Vec::new();
-        if let Some(dir) = std::env::var_os("KUBENEST_BIN_DIR") {
-            dirs.push(PathBuf::from(dir));
-        }
-        let exe = std::env::current_exe()?;
-        for dir in exe.ancestors().skip(1).take(2) {
-            dirs.push(dir.to_path_buf());
-        }
-        let dir = dirs
-            .iter()
-            .find(|d| d.join("kubenest-hub").is_file() && d.join("kubenest-agent").is_file())
-            .with_context(|| {
-                format!(
-                    "the kubenest programs are not built (looked in {dirs:?}): run `cargo build \
-                     -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent`"
-                )
-            })?;
-        let programs = Self {
-            hub: dir.join("kubenest-hub"),
-            controllers: dir.join("kubenest-controllers"),
-            apiserver: dir.join("kubenest-apiserver"),
-            agent: dir.join("kubenest-agent"),
-        };
-        for program in [&programs.controllers, &programs.apiserver] {
-            anyhow::ensure!(program.is_file(), "{} is not built", program.display());
-        }
-        Ok(programs)
-    }
-}
 
 /// How the system is laid out and tuned.
 #[derive(Debug, Clone)]
@@ -127,98 +75,6 @@ pub fn random_password() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..24].to_owned()
 }
 
-/// One kubenest program: how to start it, and its process while it runs.
-#[derive(Debug)]
-pub struct Service {
-    name: String,
-    program: PathBuf,
-    args: Vec<OsString>,
-    env: Vec<(String, String)>,
-    log: PathBuf,
-    process: Option<ManagedProcess>,
-}
-
-impl Service {
-    fn new(name: &str, program: &Path, dir: &Path) -> Self {
-        Self {
-            name: name.to_owned(),
-            program: program.to_path_buf(),
-            args: Vec::new(),
-            env: Vec::new(),
-            log: dir.join(format!("{name}.log")),
-            process: None,
-        }
-    }
-
-    fn arg(mut self, arg: impl Into<OsString>) -> Self {
-        self.args.push(arg.into());
-        self
-    }
-
-    fn env(mut self, key: &str, value: &str) -> Self {
-        self.env.push((key.to_owned(), value.to_owned()));
-        self
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    /// Starts the program (again, after [`kill`](Self::kill) or [`stop`](Self::stop)).
-    pub fn start(&mut self) -> anyhow::Result<()> {
-        anyhow::ensure!(self.process.is_none(), "{} is already running", self.name);
-        let mut command = Command::new(&self.program);
-        command.args(&self.args).env(
-            "RUST_LOG",
-            std::env::var("KUBENEST_LOG").unwrap_or("info".into()),
-        );
-        for (key, value) in &self.env {
-            command.env(key, value);
-        }
-        self.process = Some(ManagedProcess::spawn(
-            &self.name,
-            command,
-            self.log.clone(),
-        )?);
-        Ok(())
-    }
-
-    /// Kills the program outright, as a crash would.
-    pub fn kill(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.kill();
-        }
-    }
-
-    /// Stops the program: SIGTERM, then SIGKILL after a grace period.
-    pub fn stop(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.stop();
-        }
-    }
-
-    pub fn is_running(&self) -> bool {
-        self.process.is_some()
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().map(ManagedProcess::pid)
-    }
-
-    /// `Err` with the end of its log when it was started and has exited.
-    pub fn check_running(&mut self) -> anyhow::Result<()> {
-        if let Some(process) = &mut self.process {
-            process.check_running()?;
-        }
-        Ok(())
-    }
-}
-
-/// A hub replica: its service and where it listens.
 #[derive(Debug)]
 pub struct HubReplica {
     pub service: Service,
@@ -668,61 +524,5 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
         .open(path)
         .with_context(|| format!("write {}", path.display()))?;
     file.write_all(contents.as_bytes())?;
-    Ok(())
-}
-
-async fn apply_namespace(client: &kube::Client, name: &str) -> anyhow::Result<()> {
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-    Api::<Namespace>::all(client.clone())
-        .patch(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&namespace),
-        )
-        .await?;
-    Ok(())
-}
-
-/// Applies the catalog's AddonDefinitions into the system namespace once the controllers have
-/// installed the CRD. kwok nodes have no storage provisioner, so addons default to running
-/// without persistent volumes here (a user may still ask for them in an App's values).
-async fn install_catalog(client: &kube::Client) -> anyhow::Result<()> {
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "kubenest.io",
-        "v1alpha1",
-        "AddonDefinition",
-    ));
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), SYSTEM_NAMESPACE, &resource);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let documents = serde_yaml::Deserializer::from_str(ADDON_DEFINITIONS)
-        .map(<Value as serde::Deserialize>::deserialize)
-        .collect::<Result<Vec<_>, _>>()?;
-    for mut definition in documents {
-        if let Some(persistence) = definition.pointer_mut("/spec/defaultValues/persistence") {
-            persistence["enabled"] = json!(false);
-        }
-        let name = definition["metadata"]["name"]
-            .as_str()
-            .context("an AddonDefinition without a name")?
-            .to_owned();
-        loop {
-            // Until the CRD is installed and served this is a 404.
-            match api
-                .patch(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&definition),
-                )
-                .await
-            {
-                Ok(_) => break,
-                Err(e) if Instant::now() < deadline => {
-                    tracing::debug!("AddonDefinition {name} not applied yet: {e}");
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err(e) => return Err(e).context(format!("apply AddonDefinition {name}")),
-            }
-        }
-    }
     Ok(())
 }

@@ -9,7 +9,6 @@
 //! Every step checks the workload cluster itself too, not only what the API says.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -17,117 +16,19 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::api;
-use crate::cmd::{Progress, Table, progress, text};
+use kubenest_cli::api;
+use kubenest_cli::cmd::{Progress, Table, progress, text};
+
+mod env;
+mod events;
+mod printer;
+
+pub use env::DevEnv;
+pub use events::{Event, EventStream};
+pub use printer::Printer;
 
 /// How long one step may take before the tour gives up.
-const STEP: Duration = Duration::from_secs(180);
-
-/// The keys of `.kubenest/dev.env` the tour uses.
-#[derive(Debug, Clone)]
-pub struct DevEnv {
-    pub api: String,
-    pub admin_user: String,
-    pub admin_password: String,
-    pub org: String,
-    /// Workload cluster name → (cluster id, kubeconfig).
-    pub clusters: BTreeMap<String, (String, PathBuf)>,
-}
-
-impl DevEnv {
-    /// Reads a `dev.env` file written by `kubenest dev up`.
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| {
-            format!(
-                "read {} (is `make dev` running in this directory?)",
-                path.display()
-            )
-        })?;
-        Self::parse(&text)
-    }
-
-    pub fn parse(text: &str) -> anyhow::Result<Self> {
-        let vars: BTreeMap<&str, &str> = text
-            .lines()
-            .filter_map(|line| line.split_once('='))
-            .collect();
-        let get = |key: &str| {
-            vars.get(key)
-                .map(|v| (*v).to_owned())
-                .with_context(|| format!("dev.env has no {key}"))
-        };
-        let mut clusters = BTreeMap::new();
-        for name in get("KUBENEST_CLUSTERS")?
-            .split(',')
-            .filter(|n| !n.is_empty())
-        {
-            let key = name.to_uppercase();
-            clusters.insert(
-                name.to_owned(),
-                (
-                    get(&format!("KUBENEST_CLUSTER_ID_{key}"))?,
-                    PathBuf::from(get(&format!("KUBENEST_KUBECONFIG_{key}"))?),
-                ),
-            );
-        }
-        Ok(Self {
-            api: get("KUBENEST_API")?,
-            admin_user: get("KUBENEST_ADMIN_USER")?,
-            admin_password: get("KUBENEST_ADMIN_PASSWORD")?,
-            org: get("KUBENEST_ORG")?,
-            clusters,
-        })
-    }
-}
-
-/// Where the tour's lines go: standard output, and kept for a test to look at.
-#[derive(Debug, Default)]
-pub struct Printer {
-    pub lines: Vec<String>,
-    quiet: bool,
-}
-
-impl Printer {
-    pub fn stdout() -> Self {
-        Self::default()
-    }
-
-    /// Keeps the lines without printing them (tests print them to stderr on failure).
-    pub fn quiet() -> Self {
-        Self {
-            lines: Vec::new(),
-            quiet: true,
-        }
-    }
-
-    fn line(&mut self, line: impl Into<String>) {
-        let line = line.into();
-        if !self.quiet {
-            println!("{line}");
-        }
-        self.lines.push(line);
-    }
-
-    fn step(&mut self, number: usize, title: &str) {
-        self.line("");
-        self.line(format!("== {number}. {title}"));
-    }
-
-    fn table(&mut self, table: &Table) {
-        for line in table.to_string().lines() {
-            self.line(format!("   {line}"));
-        }
-    }
-}
-
-async fn kube_client(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(kubeconfig)?,
-        &Default::default(),
-    )
-    .await?;
-    Ok(kube::Client::try_from(config)?)
-}
+pub(crate) const STEP: Duration = Duration::from_secs(180);
 
 /// Polls `check` until it yields a value, or fails with what it last saw.
 async fn eventually<T>(
@@ -276,7 +177,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         .get(&format!("/api/v1/projects/{project_id}"))
         .await?;
     let namespace = text(&project["namespace"]);
-    let workload = kube_client(kubeconfig).await?;
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
     let deployments: Api<Deployment> = Api::namespaced(workload.clone(), &namespace);
 
     out.step(
@@ -459,7 +360,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     // 9. Delete.
     out.step(9, "delete the App, then the projects");
     client.delete(&format!("/api/v1/apps/{app_id}")).await?;
-    crate::cmd::wait_deleted(&mut client, &app_id, STEP).await?;
+    kubenest_cli::cmd::wait_deleted(&mut client, &app_id, STEP).await?;
     eventually("the workload gone from the cluster", async || {
         Ok(match deployments.get_opt("shop-web").await? {
             None => Ok(()),
@@ -592,119 +493,4 @@ fn image_of(deployment: &Deployment) -> String {
         .and_then(|s| s.containers.first())
         .and_then(|c| c.image.clone())
         .unwrap_or_default()
-}
-
-/// One Server-Sent Event.
-#[derive(Debug, Clone)]
-pub struct Event {
-    pub id: Option<String>,
-    pub kind: String,
-    pub data: Value,
-}
-
-/// `GET /api/v1/events/stream?app_id=...`, read event by event.
-#[derive(Debug)]
-pub struct EventStream {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl EventStream {
-    pub async fn open(api: &str, client: &api::Client, app_id: &str) -> anyhow::Result<Self> {
-        Self::open_filtered(api, client, "app_id", app_id).await
-    }
-
-    /// The stream of one organization (`org`), project (`project_id`) or App (`app_id`).
-    pub async fn open_filtered(
-        api: &str,
-        client: &api::Client,
-        filter: &str,
-        id: &str,
-    ) -> anyhow::Result<Self> {
-        Self::resume_filtered(api, client, filter, id, None).await
-    }
-
-    /// [`Self::open_filtered`], resuming after the event id `after` when there is one.
-    pub async fn resume_filtered(
-        api: &str,
-        client: &api::Client,
-        filter: &str,
-        id: &str,
-        after: Option<&str>,
-    ) -> anyhow::Result<Self> {
-        let token = client
-            .session()
-            .map(|s| s.access_token.clone())
-            .ok_or(api::ApiError::NotLoggedIn)?;
-        let mut request = reqwest::Client::new()
-            .get(format!(
-                "{}/api/v1/events/stream?{filter}={}",
-                api.trim_end_matches('/'),
-                api::query_value(id)
-            ))
-            .bearer_auth(token);
-        if let Some(after) = after {
-            request = request.header("last-event-id", after);
-        }
-        let response = request.send().await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "the event stream answered {}",
-            response.status()
-        );
-        Ok(Self {
-            response,
-            buffer: String::new(),
-        })
-    }
-
-    /// The next event (heartbeat comments skipped).
-    pub async fn next(&mut self) -> anyhow::Result<Event> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut event = Event {
-                    id: None,
-                    kind: "message".into(),
-                    data: Value::Null,
-                };
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id:") {
-                        event.id = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        event.kind = v.trim().to_owned();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.strip_prefix(' ').unwrap_or(v));
-                    }
-                }
-                if data.is_empty() {
-                    continue;
-                }
-                event.data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                return Ok(event);
-            }
-            let chunk = self
-                .response
-                .chunk()
-                .await?
-                .context("the event stream ended")?;
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-
-    /// Reads events until one satisfies `want`, within one step's time.
-    pub async fn until(&mut self, want: impl Fn(&Event) -> bool) -> anyhow::Result<Event> {
-        let wait = async {
-            loop {
-                let event = self.next().await?;
-                if want(&event) {
-                    return anyhow::Ok(event);
-                }
-            }
-        };
-        tokio::time::timeout(STEP, wait)
-            .await
-            .map_err(|_| anyhow::anyhow!("no such event within {}s", STEP.as_secs()))?
-    }
 }

@@ -1,14 +1,13 @@
-//! `kubenest dev up`: the whole kubenest on loopback until Ctrl-C or SIGTERM — a management
+//! `kubenest-dev up`: the whole kubenest on loopback until Ctrl-C or SIGTERM — a management
 //! cluster, workload clusters with kwok nodes, PostgreSQL, two hub replicas, two leader-elected
 //! controllers replicas, the API server with a bootstrap admin, and one agent per workload
-//! cluster registered through the API. `kubenest dev tour` walks through the product on it.
+//! cluster registered through the API — and the `dev.env` that says where everything is.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::Subcommand;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubenest_testkit::{Binaries, Environment, NodePool};
@@ -19,46 +18,29 @@ use crate::system::{Options, System};
 
 /// The database kubenest's processes use.
 const DATABASE: &str = "kubenest";
+/// The user `kubenest` command, built next to `kubenest-dev`; `dev.env` points scripts at it.
+const USER_CLI: &str = "kubenest";
 
-#[derive(Debug, Subcommand)]
-pub enum DevCommand {
-    /// Start the local environment in the foreground and stop it on Ctrl-C.
-    Up {
-        /// Where the environment keeps its state, logs and `dev.env`.
-        #[arg(long, env = "KUBENEST_DEV_DIR", default_value = ".kubenest")]
-        dir: PathBuf,
-        /// Names of the workload clusters.
-        #[arg(long, value_delimiter = ',', default_value = "east,west")]
-        workloads: Vec<String>,
-        /// Fake (kwok) nodes per workload cluster.
-        #[arg(long, default_value_t = 3)]
-        nodes: u32,
-        /// The bootstrap admin's password (default: a random one, written to `dev.env`).
-        #[arg(long, env = "KUBENEST_ADMIN_PASSWORD", hide_env_values = true)]
-        admin_password: Option<String>,
-    },
-    /// Walk through the product on a running `dev up` (reads `dev.env`): register, deploy,
-    /// change, roll back, drift, pause, resume, delete.
-    Tour {
-        /// The `dev.env` of the running environment.
-        #[arg(long, default_value = ".kubenest/dev.env")]
-        env_file: PathBuf,
-    },
+/// Settings of `kubenest-dev up`.
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Where the environment keeps its state, logs and `dev.env`.
+    #[arg(long, env = "KUBENEST_DEV_DIR", default_value = ".kubenest")]
+    pub dir: PathBuf,
+    /// Names of the workload clusters.
+    #[arg(long, value_delimiter = ',', default_value = "east,west")]
+    pub workloads: Vec<String>,
+    /// Fake (kwok) nodes per workload cluster.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u32,
+    /// The bootstrap admin's password (default: a random one, written to `dev.env`).
+    #[arg(long, env = "KUBENEST_ADMIN_PASSWORD", hide_env_values = true)]
+    pub admin_password: Option<String>,
 }
 
-pub async fn run(command: DevCommand) -> anyhow::Result<()> {
-    match command {
-        DevCommand::Up {
-            dir,
-            workloads,
-            nodes,
-            admin_password,
-        } => up(&dir, &workloads, nodes, admin_password).await,
-        DevCommand::Tour { env_file } => {
-            let env = crate::tour::DevEnv::read(&env_file)?;
-            crate::tour::run(&env, &mut crate::tour::Printer::stdout()).await
-        }
-    }
+/// Starts the local environment in the foreground and stops it on Ctrl-C or SIGTERM.
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    up(&args.dir, &args.workloads, args.nodes, args.admin_password).await
 }
 
 async fn up(
@@ -187,8 +169,9 @@ fn dev_env(env: &Environment, bins: &Binaries, system: &System) -> anyhow::Resul
     writeln!(out, "KUBENEST_ORG={}", options.org)?;
     writeln!(out, "KUBENEST_KUBECTL={}", absolute(&bins.kubectl)?)?;
     writeln!(out, "KUBENEST_HELM={}", absolute(&bins.helm)?)?;
-    if let Ok(cli) = std::env::current_exe() {
-        writeln!(out, "KUBENEST_CLI={}", cli.display())?;
+    // `kubenest-dev` and the user CLI are built into the same directory (`make dev`).
+    if let Some(dir) = std::env::current_exe()?.parent() {
+        writeln!(out, "KUBENEST_CLI={}", dir.join(USER_CLI).display())?;
     }
     Ok(out)
 }

@@ -24,8 +24,8 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kubenest_cli::api::{Client, query_value};
-use kubenest_cli::system::{Options, System};
-use kubenest_cli::tour::EventStream;
+use kubenest_devenv::system::{Options, System};
+use kubenest_devenv::tour::EventStream;
 use kubenest_testkit::{Binaries, Environment, NodePool};
 use serde_json::{Value, json};
 

@@ -1,0 +1,186 @@
+//! The agent's command-line settings, and the [`Config`] they make.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::Builders;
+use crate::helm::Helm;
+use crate::uplink::UplinkConfig;
+use crate::{Config, token_identity};
+
+/// The per-cluster kubenest agent. It needs access to its own cluster's API server only and
+/// never listens on a port: it dials out to the hub.
+#[derive(Debug, clap::Parser)]
+#[command(name = "kubenest-agent", version)]
+pub struct Args {
+    /// Kubeconfig of the local cluster (in-cluster configuration when absent).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// The hub's `wss://host:port/v1/connect` (`ws://` only for local development).
+    #[arg(long, env = "KUBENEST_HUB_URL")]
+    hub_url: String,
+    /// File holding the cluster token (the connection token of the registration).
+    #[arg(long, env = "KUBENEST_CLUSTER_TOKEN_FILE")]
+    token_file: PathBuf,
+    /// PEM file of the CA that signed the hub's certificate (default: public roots).
+    #[arg(long, env = "KUBENEST_HUB_CA_FILE")]
+    hub_ca_file: Option<PathBuf>,
+    /// Namespace of the agent's own objects (StackDeploys, AddonReleases, BuildRequests).
+    #[arg(
+        long,
+        env = "KUBENEST_AGENT_NAMESPACE",
+        default_value = "kubenest-system"
+    )]
+    namespace: String,
+    /// Directory of the addon chart catalog.
+    #[arg(
+        long,
+        env = "KUBENEST_CHART_CATALOG",
+        default_value = "/opt/kubenest/charts/addons"
+    )]
+    catalog: PathBuf,
+    /// The helm binary.
+    #[arg(long, env = "KUBENEST_HELM", default_value = "helm")]
+    helm: PathBuf,
+    /// The cluster's GitOps repository (URL or path); addons are committed there.
+    #[arg(long, env = "KUBENEST_GITOPS_REPO")]
+    gitops_repo: Option<String>,
+    #[arg(long, env = "KUBENEST_GITOPS_BRANCH", default_value = "main")]
+    gitops_branch: String,
+    /// Where the agent keeps its working clone of the GitOps repository.
+    #[arg(
+        long,
+        env = "KUBENEST_GITOPS_WORKDIR",
+        default_value = "/var/lib/kubenest-agent/gitops"
+    )]
+    gitops_workdir: PathBuf,
+    /// Seconds between heartbeats.
+    #[arg(long, default_value_t = 15)]
+    heartbeat_seconds: u64,
+    /// Upper bound of the reconnect backoff, in seconds.
+    #[arg(long, default_value_t = 30)]
+    backoff_max_seconds: u64,
+    /// Seconds over which the agent spreads its return after a hub session ends (a uniformly
+    /// random wait up to this), so a restarted hub replica is not hit by its whole fleet at once.
+    #[arg(long, default_value_t = 10)]
+    reconnect_spread_seconds: u64,
+    /// Image of the Kaniko executor (Dockerfile builds).
+    #[arg(
+        long,
+        env = "KUBENEST_KANIKO_IMAGE",
+        default_value = "kaniko-executor:v1.23.2"
+    )]
+    kaniko_image: String,
+    /// Image of the Cloud Native Buildpacks builder (buildpack builds).
+    #[arg(
+        long,
+        env = "KUBENEST_BUILDPACKS_IMAGE",
+        default_value = "buildpacks-builder:0.20"
+    )]
+    buildpacks_image: String,
+    /// Where Git workloads' images are pushed (`<prefix>/<namespace>/<name>:<revision>`).
+    #[arg(
+        long,
+        env = "KUBENEST_BUILD_PUSH_PREFIX",
+        default_value = "kubenest-builds"
+    )]
+    build_push_prefix: String,
+    /// Apply the agent's CRDs at start (the chart does this in production).
+    #[arg(long)]
+    install_crds: bool,
+}
+
+/// Why the settings do not make a [`Config`].
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The token or CA file cannot be read.
+    #[error("reading {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the cluster token names no cluster and organization")]
+    NoIdentity,
+    /// The CA file holds something that is not a certificate.
+    #[error(transparent)]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    #[error(transparent)]
+    Tls(#[from] rustls::Error),
+    #[error(transparent)]
+    Kube(#[from] kubenest_runtime::kube::ClientError),
+}
+
+impl Args {
+    /// Reads the token and CA files and connects the kube client.
+    pub async fn config(self) -> Result<Config, ArgsError> {
+        // The uplink's TLS (and the CA below) need the process-wide crypto provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let token = read_to_string(&self.token_file)?.trim().to_owned();
+        let (cluster_id, org_id) = token_identity(&token).ok_or(ArgsError::NoIdentity)?;
+        Ok(Config {
+            client: kubenest_runtime::kube::client(self.kubeconfig.as_deref()).await?,
+            uplink: UplinkConfig {
+                url: self.hub_url,
+                token,
+                tls: tls(self.hub_ca_file.as_deref())?,
+                heartbeat_every: Duration::from_secs(self.heartbeat_seconds.max(1)),
+                backoff_base: Duration::from_millis(500),
+                backoff_max: Duration::from_secs(self.backoff_max_seconds.max(1)),
+                reconnect_spread: Duration::from_secs(self.reconnect_spread_seconds),
+                cluster_id,
+                org_id,
+            },
+            namespace: self.namespace,
+            helm: Helm::new(self.helm, self.catalog),
+            gitops: self
+                .gitops_repo
+                .map(|repo| (repo, self.gitops_branch, self.gitops_workdir)),
+            builders: Builders {
+                kaniko: self.kaniko_image,
+                buildpacks: self.buildpacks_image,
+                push_prefix: self.build_push_prefix,
+            },
+            install_crds: self.install_crds,
+        })
+    }
+}
+
+fn read_to_string(path: &Path) -> Result<String, ArgsError> {
+    std::fs::read_to_string(path).map_err(|source| ArgsError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The hub's TLS roots: the CA file's certificates, or the public roots when absent.
+fn tls(ca_file: Option<&Path>) -> Result<Option<Arc<rustls::ClientConfig>>, ArgsError> {
+    let Some(path) = ca_file else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(path).map_err(|source| ArgsError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
+        roots.add(cert?)?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Some(Arc::new(config)))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn verify_cli() {
+        Args::command().debug_assert();
+    }
+}

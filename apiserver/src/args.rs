@@ -1,0 +1,141 @@
+//! The API server's command-line settings, and a server run from them.
+
+use std::sync::Arc;
+
+use kubenest_contracts::{TokenError, TokenSigner};
+use kubenest_store::DatabaseUrl;
+use tokio_util::sync::CancellationToken;
+
+use crate::limits::LimitsConfig;
+use crate::run::{Config, HubConfig, start};
+use crate::state::Settings;
+
+/// Serves the REST API over the management cluster and PostgreSQL. Replicas share nothing but
+/// those two, so any number can run behind one address.
+#[derive(Debug, clap::Parser)]
+#[command(name = "kubenest-apiserver", version)]
+pub struct Args {
+    /// Kubeconfig of the management cluster (in-cluster configuration when absent).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "KUBENEST_API_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+    /// PostgreSQL URL (history, users, sessions, events).
+    #[arg(long, env = "KUBENEST_DATABASE_URL")]
+    database_url: String,
+    /// Ed25519 private key (PKCS#8 PEM) that signs access tokens.
+    #[arg(long, env = "KUBENEST_API_SIGNING_KEY")]
+    api_signing_key: std::path::PathBuf,
+    /// Issuer of access tokens.
+    #[arg(long, env = "KUBENEST_JWT_ISSUER", default_value = "kubenest")]
+    issuer: String,
+    /// Bootstrap administrator's user name (created on first start).
+    #[arg(long, env = "KUBENEST_ADMIN_USER")]
+    admin_user: Option<String>,
+    /// Bootstrap administrator's password.
+    #[arg(long, env = "KUBENEST_ADMIN_PASSWORD", hide_env_values = true)]
+    admin_password: Option<String>,
+    /// A hub replica's `ws(s)://host:port/v1/connect` (repeat or comma-separate), for component
+    /// secrets. Without it, secret requests answer 503.
+    #[arg(long = "hub-url", env = "KUBENEST_HUB_URLS", value_delimiter = ',')]
+    hub_urls: Vec<String>,
+    /// Ed25519 key (PKCS#8 PEM) that signs this server's backend token for the hub (the
+    /// controllers' key).
+    #[arg(long, env = "KUBENEST_SIGNING_KEY")]
+    hub_signing_key: Option<std::path::PathBuf>,
+    /// Namespace of the hub's session Leases.
+    #[arg(long, default_value = "kubenest-system")]
+    session_namespace: String,
+    /// Namespace of global AddonDefinitions and StackTemplates.
+    #[arg(long, default_value = "kubenest-system")]
+    system_namespace: String,
+    /// The hub's public `wss://.../v1/connect` for agents (in the install command).
+    #[arg(long, env = "KUBENEST_PUBLIC_HUB_URL", default_value = "")]
+    public_hub_url: String,
+    /// The agent chart in the install command.
+    #[arg(long, default_value = "charts/kubenest-agent")]
+    agent_chart: String,
+    /// Events an event-stream subscriber may fall behind before it catches up from PostgreSQL.
+    #[arg(long, default_value_t = 4096)]
+    event_buffer: usize,
+    /// Mark the refresh cookie Secure (turn off only for plain-HTTP loopback use).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    secure_cookies: bool,
+    /// Requests per second per user that only read.
+    #[arg(long, default_value_t = 200)]
+    reads_per_second: u32,
+    #[arg(long, default_value_t = 50)]
+    writes_per_second: u32,
+}
+
+/// Why the server could not start, or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("--hub-url needs --hub-signing-key")]
+    HubUrlWithoutKey,
+    /// A key file cannot be read, or the listener cannot bind or serve.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    SigningKey(#[from] TokenError),
+    #[error(transparent)]
+    Client(#[from] kubenest_runtime::kube::ClientError),
+    /// PostgreSQL, the bootstrap administrator, the index or the hub session.
+    #[error(transparent)]
+    Start(#[from] anyhow::Error),
+}
+
+/// Connects everything, then serves on `--listen` until `shutdown`.
+pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerError> {
+    let hub = match (&args.hub_signing_key, args.hub_urls.is_empty()) {
+        (Some(key), false) => Some(HubConfig {
+            urls: args.hub_urls.clone(),
+            signer: Arc::new(TokenSigner::from_pem(
+                &std::fs::read(key)?,
+                args.issuer.clone(),
+            )?),
+            session_namespace: args.session_namespace.clone(),
+        }),
+        (None, false) => return Err(ServerError::HubUrlWithoutKey),
+        _ => None,
+    };
+    let config = Config {
+        client: kubenest_runtime::kube::client(args.kubeconfig.as_deref()).await?,
+        database_url: DatabaseUrl::new(args.database_url.clone()),
+        signing_key_pem: std::fs::read_to_string(&args.api_signing_key)?,
+        issuer: args.issuer.clone(),
+        admin: args.admin_user.clone().zip(args.admin_password.clone()),
+        hub,
+        settings: Settings {
+            public_hub_url: args.public_hub_url.clone(),
+            agent_chart: args.agent_chart.clone(),
+            system_namespace: args.system_namespace.clone(),
+            secure_cookies: args.secure_cookies,
+            mint_timeout: std::time::Duration::from_secs(15),
+            event_buffer: args.event_buffer,
+        },
+        limits: LimitsConfig {
+            reads_per_second: args.reads_per_second,
+            writes_per_second: args.writes_per_second,
+            ..LimitsConfig::default()
+        },
+    };
+    let state = start(config, &shutdown).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    tracing::info!(address = %listener.local_addr()?, "kubenest-apiserver listening");
+    crate::serve(listener, state, async move { shutdown.cancelled().await }).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn verify_cli() {
+        Args::command().debug_assert();
+    }
+}

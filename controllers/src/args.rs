@@ -1,0 +1,146 @@
+//! The controllers' command-line settings, and a replica started from them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::Api;
+use kubenest_contracts::{TokenError, TokenSigner};
+
+use crate::history::{DatabaseUrl, History, HistoryError};
+use crate::leader::Election;
+use crate::run::{Config, run};
+
+/// Runs the Organization, Cluster, Project, App and AddonInstance controllers, the status router
+/// and fleet health. Of several replicas one leads (a Lease); the others stand by.
+#[derive(Debug, clap::Parser)]
+#[command(name = "kubenest-controllers", version)]
+pub struct Args {
+    /// Kubeconfig of the management cluster (in-cluster configuration when absent).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// PostgreSQL URL of the history store.
+    #[arg(long, env = "KUBENEST_DATABASE_URL")]
+    database_url: String,
+    /// A hub replica's `ws(s)://host:port/v1/connect` (repeat, or comma-separate, for each).
+    #[arg(
+        long = "hub-url",
+        env = "KUBENEST_HUB_URLS",
+        value_delimiter = ',',
+        required = true
+    )]
+    hub_urls: Vec<String>,
+    /// Ed25519 private key (PKCS#8 PEM) that signs cluster and backend tokens.
+    #[arg(long, env = "KUBENEST_SIGNING_KEY")]
+    signing_key: std::path::PathBuf,
+    /// The tokens' issuer; the hub pins it.
+    #[arg(long, env = "KUBENEST_JWT_ISSUER", default_value = "kubenest")]
+    issuer: String,
+    /// Namespace of the hub's session Leases.
+    #[arg(long, default_value = "kubenest-system")]
+    session_namespace: String,
+    /// Namespace of global AddonDefinitions and StackTemplates, and of the leader Lease.
+    #[arg(long, default_value = "kubenest-system")]
+    system_namespace: String,
+    /// This replica's name in the leader election (defaults to host name and process id).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Seconds without a heartbeat before a cluster's checks turn Unknown.
+    #[arg(long, default_value_t = 90)]
+    heartbeat_window_seconds: u32,
+    /// Apply the CRDs and ClusterRoles at start (charts do this in production).
+    #[arg(long)]
+    install_crds: bool,
+}
+
+/// Why a replica could not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error(transparent)]
+    Client(#[from] kubenest_runtime::kube::ClientError),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The signing key file cannot be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    SigningKey(#[from] TokenError),
+    #[error("leadership lost; exiting so a fresh process stands for election")]
+    LeadershipLost,
+}
+
+/// A candidate for leadership with everything its controllers need, connected.
+#[derive(Debug)]
+pub struct Replica {
+    election: Election,
+    config: Config,
+}
+
+impl Replica {
+    /// Connects to the management cluster (installing the CRDs if asked) and to PostgreSQL.
+    pub async fn start(args: Args) -> Result<Self, ReplicaError> {
+        let client = kubenest_runtime::kube::client(args.kubeconfig.as_deref()).await?;
+        if args.install_crds {
+            crate::ensure_crds(&client).await?;
+            crate::rbac::ensure_cluster_roles(&client).await?;
+            tokio::time::sleep(Duration::from_secs(1)).await; // let the new CRDs be served
+        }
+        let url = DatabaseUrl::new(args.database_url.clone());
+        let history = History::connect(&url, 16).await?;
+        let key = std::fs::read(&args.signing_key)?;
+        let signer = Arc::new(TokenSigner::from_pem(&key, args.issuer.clone())?);
+        let identity = args.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "local".into());
+            format!("{}-{}", host.trim(), std::process::id())
+        });
+        let election = Election::new(
+            Api::namespaced(client.clone(), &args.system_namespace),
+            "kubenest-controllers",
+            &identity,
+        );
+        let config = Config {
+            client,
+            history,
+            hub_urls: args.hub_urls,
+            signer,
+            session_namespace: args.session_namespace,
+            system_namespace: args.system_namespace,
+            heartbeat_window: chrono::Duration::seconds(i64::from(args.heartbeat_window_seconds)),
+        };
+        Ok(Self { election, config })
+    }
+
+    /// Stands for election and runs the controllers while leading, until `shutdown`. Fails when
+    /// leadership is lost, so the process exits and a fresh one stands again.
+    pub async fn run(
+        self,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Result<(), ReplicaError> {
+        let config = self.config;
+        let lost = self
+            .election
+            .run(shutdown, |leading| async move {
+                if let Err(error) = run(config, leading).await {
+                    tracing::error!(%error, "controllers stopped");
+                }
+            })
+            .await;
+        if lost {
+            return Err(ReplicaError::LeadershipLost);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn verify_cli() {
+        Args::command().debug_assert();
+    }
+}
