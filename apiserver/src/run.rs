@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kubenest_contracts::TokenSigner;
 use kubenest_controllers::history::{DatabaseUrl, History};
-use kubenest_controllers::hub_client::{HubClient, HubClientConfig};
+use kubenest_hub_client::{HubClient, HubClientConfig};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::store::Store;
