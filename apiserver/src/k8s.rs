@@ -168,13 +168,7 @@ pub fn org_name_of(namespace: &str) -> Option<&str> {
 /// Whether `name` can name a kubenest object (a DNS label). Anything else names nothing, and
 /// is never sent to the API server.
 pub fn is_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
+    kubenest_domain::names::is_dns_label(name)
 }
 
 /// An organization by name, if it exists.
@@ -191,8 +185,9 @@ pub async fn organization(
 
 /// The namespace of an organization (fixed by its name).
 pub fn namespace_of(org: &str) -> Result<String, ApiError> {
-    kubenest_controllers::organization::namespace_of(org)
-        .map_err(|e| ApiError::invalid("name", e.to_string()))
+    // Worded as the controllers' `invalid:` error always was, so the answer does not change.
+    kubenest_domain::names::namespace_of(org)
+        .map_err(|e| ApiError::invalid("name", format!("invalid: {e}")))
 }
 
 /// Everything in one organization's namespace of kind `K`.

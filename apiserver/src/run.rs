@@ -7,7 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kubenest_contracts::TokenSigner;
-use kubenest_controllers::hub_client::{HubClient, HubClientConfig};
+use kubenest_hub_client::{HubClient, HubClientConfig};
 use kubenest_store::{Database, DatabaseUrl};
 use tokio_util::sync::CancellationToken;
 

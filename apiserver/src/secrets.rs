@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kubenest_contracts::{Envelope, Message};
-use kubenest_controllers::hub_client::{DispatchError, HubClient};
+use kubenest_hub_client::{DispatchError, HubClient};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 

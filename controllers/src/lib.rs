@@ -30,7 +30,6 @@ pub mod history {
     pub use kubenest_store::StoreError as HistoryError;
     pub use kubenest_store::*;
 }
-pub mod hub_client;
 pub mod intents;
 pub mod leader;
 pub mod organization;
@@ -42,6 +41,9 @@ pub mod reconcile;
 pub mod run;
 pub mod status;
 pub mod template;
+
+/// The hub client moved to its own crate; this alias keeps `crate::hub_client::X` paths working.
+pub use kubenest_hub_client as hub_client;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};

@@ -17,11 +17,12 @@ use kube::api::{Api, DeleteParams, ListParams, Patch};
 use kubenest_contracts::{
     self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
 };
-use kubenest_controllers::app::controller::resolved_addon;
-use kubenest_controllers::app::{AppIdentity, ResolvedAddon, build_deploy};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::{AppSpec, Component};
+use kubenest_domain::app::{
+    AppIdentity, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -275,22 +276,11 @@ fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {
     }
 }
 
+/// Checks the components' names the way every path does ([`check_component_names`]), then
+/// maps them to the CRD's shape.
 fn check_components(components: &[ComponentBody]) -> ApiResult<Vec<Component>> {
-    if components.is_empty() || components.len() > 64 {
-        return Err(ApiError::invalid("components", "1 to 64 components"));
-    }
-    for (i, component) in components.iter().enumerate() {
-        check_dns_label(&format!("components[{i}].name"), &component.name)?;
-        if components[..i].iter().any(|c| c.name == component.name) {
-            return Err(ApiError::invalid(
-                format!("components[{i}].name"),
-                format!(
-                    "component names are unique; {:?} is repeated",
-                    component.name
-                ),
-            ));
-        }
-    }
+    let names: Vec<&str> = components.iter().map(|c| c.name.as_str()).collect();
+    check_component_names(&names).map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))?;
     components_to_crd(components)
 }
 

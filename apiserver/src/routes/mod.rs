@@ -296,7 +296,7 @@ pub fn check_dns_label(field: &str, value: &str) -> ApiResult<()> {
     } else {
         Err(ApiError::invalid(
             field,
-            "a name is 1 to 63 lowercase letters, digits and '-', not starting or ending with '-'",
+            kubenest_domain::names::DNS_LABEL_RULE,
         ))
     }
 }

@@ -1,10 +1,57 @@
-//! The App controller's pure core: validating an App against its references and building the
-//! complete desired state (`app.deploy`) for one revision. No IO: the reconciler fetches what
-//! these functions need and applies what they return.
+//! The App controller: durable intent.
+//!
+//! For every generation of an App it computes the revision (the spec's hash), writes the
+//! deployment row to PostgreSQL **before** anything is sent, and re-sends the complete desired
+//! state (`app.deploy`) with backoff until the agent reports that revision observed. While it
+//! waits, a `Progressing` condition names why (`ClusterUnreachable`, `HubUnavailable`,
+//! `AwaitingAgent`, `RollingOut`); a revision that is not running within the App's progress
+//! deadline is `Failed` with `ProgressDeadlineExceeded`. The agent's reports (written into the
+//! status by the status router) decide the phase and the deployment's outcome.
+//!
+//! Requests that are not spec changes travel as annotations, so kubectl and REST share one path:
+//! `kubenest.io/redeploy: <token>` restarts the workloads at the same revision (once per token),
+//! `kubenest.io/rollback-to: <deployment id>` restores that deployment's spec snapshot as a new
+//! revision. Deletion holds a finalizer until the agent confirms everything is removed.
+//!
+//! # Layout: fetch → decide → act
+//!
+//! The build of the deploy, its validation, the revision and the assessment are pure and live in
+//! [`kubenest_domain::app`]. Here: [`controller`] (the driver and the watch), `rollout` (one
+//! generation's pass), `decide` (the pure status and requeue decisions), `record` (status writes
+//! and history rows), `holding` (the finalizer), `rollback`, `redeploy` and `cleanup` (deletion).
 
-mod build;
+mod addons;
+mod cleanup;
 pub mod controller;
-mod revision;
+mod decide;
+mod holding;
+mod record;
+mod redeploy;
+mod rollback;
+mod rollout;
 
-pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
-pub use revision::{canonical_json, revision_of};
+use std::time::Duration;
+
+use kubenest_contracts as wire;
+
+// The AddonInstance controller merges values by this path.
+pub use kubenest_domain::app::merge;
+
+use crate::intents::ObjectKey;
+use crate::placement::Placement;
+
+/// How long after a send an accepted (durably stored) revision is sent again if still not
+/// reported observed.
+const ACCEPTED_RESEND: Duration = Duration::from_secs(20);
+/// The longest a recorded App waits for the rest of a burst's rows before it is dispatched.
+const BURST_WAIT: Duration = Duration::from_secs(1);
+
+/// The App as commands name it.
+fn app_ref(key: &ObjectKey, placement: &Placement) -> wire::AppRef {
+    wire::AppRef {
+        app_id: wire::Id::new(&key.uid),
+        name: wire::Name::new(&key.name),
+        project_id: wire::Id::new(&placement.project_id),
+        namespace: wire::Name::new(&placement.namespace),
+    }
+}

@@ -43,15 +43,9 @@ impl std::fmt::Debug for Context {
     }
 }
 
-/// The namespace of an organization.
+/// The namespace of an organization ([`kubenest_domain::names::namespace_of`]).
 pub fn namespace_of(org: &str) -> Result<String, Error> {
-    let name = format!("org-{org}");
-    if name.len() > 63 {
-        return Err(Error::Invalid(format!(
-            "organization name {org:?} is longer than 59 characters"
-        )));
-    }
-    Ok(name)
+    kubenest_domain::names::namespace_of(org).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 /// Subjects per role, from the members list (pure).

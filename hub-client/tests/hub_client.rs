@@ -1,22 +1,19 @@
-//! The controllers' hub client against a real hub replica (with its session Leases on a real
+//! The hub client against a real hub replica (with its session Leases on a real
 //! management kube-apiserver) and a scripted agent on a real socket.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
-
-mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use common::eventually;
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kubenest_contracts::{
     Envelope, Floor, Heartbeat, Id, Message, ResyncRequest, TokenSigner, Validator,
 };
-use kubenest_controllers::hub_client::{DispatchError, HubClient, HubClientConfig};
+use kubenest_hub_client::{DispatchError, HubClient, HubClientConfig};
 use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +34,17 @@ async fn agent(url: &str, token: &str) -> Result<common_ws::Socket, u16> {
         }
         Err(other) => panic!("{other}"),
     }
+}
+
+/// Polls `check` every 100 ms until it holds, for at most 15 s.
+async fn eventually<F: AsyncFnMut() -> bool>(what: &str, mut check: F) {
+    for _ in 0..150 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out after 15s: {what}");
 }
 
 mod common_ws {

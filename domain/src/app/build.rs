@@ -7,13 +7,16 @@ use kubenest_crds::app::{AppSpec, Component, Workload};
 use serde_json::{Map, Value};
 
 use super::revision::revision_of;
+use super::validate::{FieldError, validate_deploy};
 
 /// Who the App is and where it goes, as the reconciler looked it up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppIdentity {
     /// The App object's uid.
     pub app_id: String,
+    /// The App's name.
     pub name: String,
+    /// The project's id.
     pub project_id: String,
     /// The project's namespace on the cluster.
     pub namespace: String,
@@ -22,8 +25,11 @@ pub struct AppIdentity {
 /// An AddonDefinition as the build needs it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedAddon {
+    /// The chart the definition installs.
     pub chart: wire::ChartRef,
+    /// What an installed addon publishes, by name.
     pub exports: BTreeMap<String, String>,
+    /// Values the App's own values are merged over.
     pub default_values: Map<String, Value>,
 }
 
@@ -31,8 +37,19 @@ pub struct ResolvedAddon {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {reason}")]
 pub struct BuildError {
+    /// The field, as a path into the App (`spec.components[0].addon.definition`).
     pub field: String,
+    /// Why it cannot be built.
     pub reason: String,
+}
+
+impl From<FieldError> for BuildError {
+    fn from(error: FieldError) -> Self {
+        BuildError {
+            field: error.field,
+            reason: error.reason,
+        }
+    }
 }
 
 fn invalid(field: String, reason: impl Into<String>) -> BuildError {
@@ -42,9 +59,9 @@ fn invalid(field: String, reason: impl Into<String>) -> BuildError {
     }
 }
 
-/// Builds the desired state of `spec` at its revision. `addons` holds the AddonDefinitions the
-/// spec names, by name; a missing one, or an export reference that no addon component of this
-/// App publishes, is refused with the offending field.
+/// Builds the desired state of `spec` at its revision and validates it ([`validate_deploy`]).
+/// `addons` holds the AddonDefinitions the spec names, by name; a missing one, or an export
+/// reference that no addon component of this App publishes, is refused with the offending field.
 pub fn build_deploy(
     identity: &AppIdentity,
     spec: &AppSpec,
@@ -52,26 +69,24 @@ pub fn build_deploy(
 ) -> Result<wire::AppDeploy, BuildError> {
     let spec_json =
         serde_json::to_value(spec).map_err(|e| invalid("spec".into(), e.to_string()))?;
-    // Which exports each addon component publishes, for checking references.
-    let mut published: BTreeMap<&str, &BTreeMap<String, String>> = BTreeMap::new();
+    // Every named definition must exist before anything is built.
     for (i, component) in spec.components.iter().enumerate() {
-        if let Some(addon) = &component.addon {
-            let resolved = addons.get(&addon.definition).ok_or_else(|| {
-                invalid(
-                    format!("spec.components[{i}].addon.definition"),
-                    format!("no addon definition named {:?}", addon.definition),
-                )
-            })?;
-            published.insert(component.name.as_str(), &resolved.exports);
+        if let Some(addon) = &component.addon
+            && !addons.contains_key(&addon.definition)
+        {
+            return Err(invalid(
+                format!("spec.components[{i}].addon.definition"),
+                format!("no addon definition named {:?}", addon.definition),
+            ));
         }
     }
     let components = spec
         .components
         .iter()
         .enumerate()
-        .map(|(i, component)| build_component(i, &identity.name, component, addons, &published))
+        .map(|(i, component)| build_component(i, &identity.name, component, addons))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(wire::AppDeploy {
+    let deploy = wire::AppDeploy {
         app: wire::AppRef {
             app_id: wire::Id::new(&identity.app_id),
             name: wire::Name::new(&identity.name),
@@ -82,7 +97,9 @@ pub fn build_deploy(
         progress_deadline_seconds: spec.progress_deadline_seconds,
         paused: spec.paused,
         components,
-    })
+    };
+    validate_deploy(&deploy)?;
+    Ok(deploy)
 }
 
 fn build_component(
@@ -90,12 +107,11 @@ fn build_component(
     app: &str,
     component: &Component,
     addons: &BTreeMap<String, ResolvedAddon>,
-    published: &BTreeMap<&str, &BTreeMap<String, String>>,
 ) -> Result<wire::Component, BuildError> {
     let name = wire::Name::new(&component.name);
     match (&component.workload, &component.addon) {
         (Some(workload), None) => {
-            build_workload(i, app, name, workload, published).map(wire::Component::Workload)
+            build_workload(i, app, name, workload).map(wire::Component::Workload)
         }
         (None, Some(addon)) => {
             let field = format!("spec.components[{i}].addon.definition");
@@ -128,7 +144,6 @@ fn build_workload(
     app: &str,
     name: wire::Name,
     workload: &Workload,
-    published: &BTreeMap<&str, &BTreeMap<String, String>>,
 ) -> Result<wire::Workload, BuildError> {
     let at = |rest: &str| format!("spec.components[{i}].workload{rest}");
     let source = match (&workload.image, &workload.git, &workload.helm) {
@@ -158,36 +173,11 @@ fn build_workload(
     for (j, var) in workload.env.iter().enumerate() {
         let from = match (&var.value, &var.export_ref) {
             (Some(value), None) => wire::EnvFrom::Value(value.clone()),
-            (None, Some(export_ref)) => {
-                let field = at(&format!(".env[{j}].exportRef"));
-                let exports = published
-                    .get(export_ref.component.as_str())
-                    .ok_or_else(|| {
-                        invalid(
-                            field.clone(),
-                            format!(
-                                "no addon component named {:?} in this app",
-                                export_ref.component
-                            ),
-                        )
-                    })?;
-                if !exports.contains_key(&export_ref.export) {
-                    let known: Vec<&str> = exports.keys().map(String::as_str).collect();
-                    return Err(invalid(
-                        format!("{field}.export"),
-                        format!(
-                            "{:?} does not publish {:?} (it publishes {})",
-                            export_ref.component,
-                            export_ref.export,
-                            known.join(", ")
-                        ),
-                    ));
-                }
-                wire::EnvFrom::ExportRef(wire::ExportRef {
-                    component: wire::Name::new(&export_ref.component),
-                    export: export_ref.export.clone(),
-                })
-            }
+            // Whether the reference resolves is [`validate_deploy`]'s to say, for every path.
+            (None, Some(export_ref)) => wire::EnvFrom::ExportRef(wire::ExportRef {
+                component: wire::Name::new(&export_ref.component),
+                export: export_ref.export.clone(),
+            }),
             _ => {
                 return Err(invalid(
                     at(&format!(".env[{j}]")),
@@ -228,7 +218,6 @@ fn build_workload(
     })
 }
 
-/// Deep-merges `overlay` into `base`: objects merge key by key, anything else is replaced.
 /// Deep-merges `overlay` into `base` (objects merge key by key; anything else replaces).
 pub fn merge(base: &mut Map<String, Value>, overlay: &Map<String, Value>) {
     for (key, value) in overlay {

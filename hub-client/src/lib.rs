@@ -1,6 +1,8 @@
-//! The controllers' side of the hub: a backend session to every hub replica, the revocation
-//! floors pushed to each (and re-sent periodically, so replicas never go stale), commands sent
-//! to the replica whose Lease holds the cluster, and every status event handed to the caller.
+//! `kubenest-hub-client`: the backend side of the hub, used by the controllers and by the REST
+//! facade's fail-closed secret writes. It keeps a backend session to every hub replica, pushes
+//! the revocation floors to each (and re-sends them periodically, so replicas never go stale),
+//! sends each command to the replica whose Lease holds the cluster, and hands every status event
+//! to the caller.
 //!
 //! A dispatch succeeds only on the hub's `route.ack`, which proves routing and nothing more; the
 //! caller keeps its durable intent until the agent reports the revision observed.

@@ -1,0 +1,90 @@
+//! Deletion: the App's `Delete` deployment is recorded, `app.delete` is re-sent with backoff
+//! until the agent confirms everything the App owned is removed, and only then may the
+//! finalizer go.
+
+use std::time::Duration;
+
+use kubenest_contracts as wire;
+use kubenest_crds::app::App;
+use kubenest_domain::app::Outcome;
+
+use super::record::{finish, new_deployment, write_status};
+use crate::history::Operation;
+use crate::intents::{ObjectKey, Sent};
+use crate::placement;
+use crate::plane::Plane;
+use crate::reconcile::{Error, await_deletion};
+
+/// Where a deletion stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cleanup {
+    /// Nothing of the App is left on a cluster: the finalizer may go.
+    Done,
+    /// The agent has not confirmed yet; look again after this long.
+    Waiting(Duration),
+}
+
+/// Removes what the App owns on its cluster.
+pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Cleanup, Error> {
+    let old = app.status.clone().unwrap_or_default();
+    let placement = match placement::place(&plane.caches, &key.namespace, &app.spec.project, false)
+    {
+        Ok(placement) => placement,
+        // No project or cluster: nothing of the App can be left on a cluster we can reach.
+        Err(_) => {
+            plane.intents.forget(&key.uid);
+            return Ok(Cleanup::Done);
+        }
+    };
+    let Some(revision) = old.revision.as_deref() else {
+        plane.intents.forget(&key.uid);
+        return Ok(Cleanup::Done); // never recorded, so never sent
+    };
+    let spec = serde_json::to_value(&app.spec).map_err(|e| Error::Invalid(e.to_string()))?;
+    let intent_key = format!("{}/delete", key.uid);
+    let new = new_deployment(
+        app,
+        key,
+        &placement,
+        intent_key,
+        revision,
+        Operation::Delete,
+        spec,
+    );
+    let (row, _) = plane.history.record_deployment(&new).await?;
+    if old.cluster_phase.as_deref() == Some("Deleted") {
+        finish(
+            plane,
+            &placement.org_id,
+            &row.id.to_string(),
+            Outcome::Succeeded,
+            "the agent removed everything the App owned",
+        )
+        .await?;
+        plane.intents.forget(&key.uid);
+        return Ok(Cleanup::Done);
+    }
+    let mut status = old.clone();
+    status.phase = Some("Deleting".into());
+    let command = wire::AppDelete {
+        app: super::app_ref(key, &placement),
+    };
+    let sent = Sent::AppDelete { app: key.clone() };
+    let routed = "app.delete was sent; waiting for the agent to confirm".to_owned();
+    let waiting = await_deletion(
+        plane,
+        &key.uid,
+        &placement,
+        command,
+        sent,
+        routed,
+        &mut status.conditions,
+        app.metadata.generation,
+    )
+    .await;
+    write_status(plane, key, &old, &status).await?;
+    match waiting {
+        Error::Waiting(delay, _) => Ok(Cleanup::Waiting(delay)),
+        other => Err(other),
+    }
+}

@@ -1,0 +1,396 @@
+//! The App controller's decisions (pure): what the status says and when to look again, from the
+//! facts the driver gathered. The driver ([`super::rollout`]) does the IO in between: it records
+//! the deployment row, sends what [`must_send`] asks for, and writes what [`conclude`] returns.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kubenest_crds::app::AppStatus;
+use kubenest_domain::app::{Assessment, Facts, Outcome, assess};
+
+use crate::conditions::{self, PROGRESSING, READY};
+
+/// How long an App with an invalid spec waits before it is built again: a missing
+/// AddonDefinition may appear; other errors need a spec change.
+pub const INVALID_RETRY: Duration = Duration::from_secs(60);
+/// How long an App whose project or cluster is not ready waits.
+pub const UNPLACED_RETRY: Duration = Duration::from_secs(10);
+/// How long a settled App waits before it is looked at again.
+const SETTLED_RETRY: Duration = Duration::from_secs(300);
+
+/// Where the rollout of the current revision stands, by the status and the clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing {
+    /// The agent reported this revision observed.
+    pub observed: bool,
+    /// The agent refused this revision: `reason: message (field f)`.
+    pub rejected: Option<String>,
+    /// When the revision must be running.
+    pub deadline: DateTime<Utc>,
+    /// The deadline passed before the revision settled.
+    pub expired: bool,
+    /// The time all of this was judged at.
+    pub now: DateTime<Utc>,
+}
+
+/// Whether the status already holds the deployment row of `generation` at `revision`.
+pub fn recorded(status: &AppStatus, generation: i64, revision: &str) -> bool {
+    status.recorded_generation == Some(generation)
+        && status.revision.as_deref() == Some(revision)
+        && status.deployment_id.is_some()
+}
+
+/// Forgets a rejection of another revision.
+pub fn drop_stale_rejection(status: &mut AppStatus, revision: &str) {
+    if status
+        .rejection
+        .as_ref()
+        .is_some_and(|r| r.revision != revision)
+    {
+        status.rejection = None;
+    }
+}
+
+/// Judges the rollout of `revision` at `now`; its deadline counts from `rolloutStartedAt`.
+pub fn timing(
+    status: &AppStatus,
+    revision: &str,
+    deadline_seconds: u32,
+    now: DateTime<Utc>,
+) -> Timing {
+    let observed = status.observed_revision.as_deref() == Some(revision);
+    let rejected = status
+        .rejection
+        .as_ref()
+        .filter(|r| r.revision == revision)
+        .map(|r| {
+            let field = r
+                .field
+                .as_ref()
+                .map(|f| format!(" (field {f})"))
+                .unwrap_or_default();
+            format!("{}: {}{field}", r.reason, r.message)
+        });
+    let started = status
+        .rollout_started_at
+        .as_deref()
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map_or(now, |t| t.with_timezone(&Utc));
+    let deadline = started + chrono::Duration::seconds(i64::from(deadline_seconds));
+    let settled_phase = matches!(
+        status.cluster_phase.as_deref(),
+        Some("Running" | "Paused" | "Failed")
+    );
+    Timing {
+        observed,
+        rejected,
+        deadline,
+        expired: now > deadline && !(observed && settled_phase),
+        now,
+    }
+}
+
+/// Whether the deploy is (re-)sent: not refused, not past its deadline, and either not yet
+/// observed or known to differ from what the cluster holds.
+pub fn must_send(timing: &Timing, differs: bool) -> bool {
+    timing.rejected.is_none() && !timing.expired && (!timing.observed || differs)
+}
+
+/// What a rollout pass ends with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conclusion {
+    /// The status to write.
+    pub status: AppStatus,
+    /// Phase, readiness and the deployment's outcome.
+    pub assessment: Assessment,
+    /// The phase or the `Ready` reason changed since the status was read.
+    pub changed: bool,
+    /// When to reconcile again.
+    pub requeue: Duration,
+}
+
+/// Everything [`conclude`] weighs besides the status.
+#[derive(Debug, Clone)]
+pub struct Pass<'a> {
+    /// The revision being rolled out.
+    pub revision: &'a str,
+    /// The App's generation.
+    pub generation: i64,
+    /// The App's progress deadline.
+    pub deadline_seconds: u32,
+    /// See [`timing`].
+    pub timing: &'a Timing,
+    /// Why the App waits, from this pass's send or the last one's.
+    pub waiting: Option<(String, String)>,
+    /// When a command is due again, if one is still to be (re-)sent.
+    pub retry: Option<Duration>,
+}
+
+/// Weighs the pass into the status: phase, `Ready`, `Progressing` and `Synced`, and the requeue.
+pub fn conclude(old: &AppStatus, mut status: AppStatus, pass: &Pass<'_>) -> Conclusion {
+    let generation = Some(pass.generation);
+    let assessment = assess(&Facts {
+        revision: pass.revision,
+        observed: pass.timing.observed,
+        cluster_phase: status.cluster_phase.as_deref(),
+        cluster_message: status.cluster_message.as_deref(),
+        accepted: status.accepted_revision.as_deref() == Some(pass.revision),
+        rejected: pass.timing.rejected.clone(),
+        expired: pass.timing.expired,
+        deadline_seconds: pass.deadline_seconds,
+        waiting: pass.waiting.as_ref().map(|(r, m)| (r.as_str(), m.clone())),
+    });
+    let changed = old.phase.as_deref() != Some(assessment.phase)
+        || conditions::get(&old.conditions, READY).map(|c| c.reason.as_str())
+            != Some(assessment.reason.as_str());
+    status.phase = Some(assessment.phase.into());
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        assessment.ready,
+        &assessment.reason,
+        assessment.message.clone(),
+        generation,
+    );
+    match &pass.waiting {
+        Some((reason, message)) if assessment.outcome.is_none() => conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            reason,
+            message.clone(),
+            generation,
+        ),
+        _ if assessment.outcome.is_none() => conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            &assessment.reason,
+            assessment.message.clone(),
+            generation,
+        ),
+        // A failed rollout keeps what it last waited for, as Kubernetes Deployments do.
+        Some((reason, message)) if assessment.outcome == Some(Outcome::Failed) => conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            false,
+            reason,
+            message.clone(),
+            generation,
+        ),
+        _ => conditions::remove(&mut status.conditions, PROGRESSING),
+    };
+    sync_condition(&mut status, pass.generation);
+    let requeue = match (pass.retry, assessment.outcome) {
+        // A command still to be (re-)sent, even for an App that has settled: a snapshot said
+        // the cluster lost it while the last send's backoff ran.
+        (Some(retry), _) => retry.max(Duration::from_secs(1)),
+        (None, None) => (pass.timing.deadline - pass.timing.now)
+            .to_std()
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(Duration::from_secs(1), Duration::from_secs(30)),
+        _ => SETTLED_RETRY,
+    };
+    Conclusion {
+        status,
+        assessment,
+        changed,
+        requeue,
+    }
+}
+
+/// The `Synced` condition from the drift the agent reported.
+fn sync_condition(status: &mut AppStatus, generation: i64) {
+    let Some(sync) = status.sync.clone() else {
+        return;
+    };
+    let (ok, reason, message) = match (sync.drift_detected, sync.drift_class.as_deref()) {
+        (_, Some("blocked_sync")) => (
+            false,
+            "BlockedSync",
+            format!(
+                "the cluster cannot converge ({} field(s)); changes are refused until it clears",
+                sync.drift_details.len()
+            ),
+        ),
+        (true, _) => (
+            false,
+            "DriftDetected",
+            format!(
+                "{} field(s) changed on the cluster; the agent is re-applying them",
+                sync.drift_details.len()
+            ),
+        ),
+        (false, _) => (
+            true,
+            "InSync",
+            "the cluster matches the desired state".to_owned(),
+        ),
+    };
+    conditions::set(
+        &mut status.conditions,
+        conditions::SYNCED,
+        ok,
+        reason,
+        message,
+        Some(generation),
+    );
+}
+
+/// The status of an App whose spec cannot be built: `Failed`, not ready, nothing in progress.
+pub fn invalid_spec(old: &AppStatus, why: String, generation: i64) -> AppStatus {
+    let mut status = old.clone();
+    status.phase = Some("Failed".into());
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        false,
+        "InvalidSpec",
+        why,
+        Some(generation),
+    );
+    conditions::remove(&mut status.conditions, PROGRESSING);
+    status
+}
+
+/// The status of an App whose project or cluster is not there or not ready.
+pub fn unplaced(old: &AppStatus, reason: &str, message: String, generation: i64) -> AppStatus {
+    let mut status = old.clone();
+    if status.phase.is_none() || status.observed_revision.is_none() {
+        status.phase = Some("Pending".into());
+    }
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        false,
+        reason,
+        message,
+        Some(generation),
+    );
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use kubenest_crds::app::Rejection;
+
+    use super::*;
+
+    fn at(seconds: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + seconds, 0).unwrap()
+    }
+
+    fn started(status: &mut AppStatus) {
+        status.rollout_started_at = Some(crate::rfc3339(at(0)));
+    }
+
+    #[test]
+    fn the_deadline_counts_from_the_rollouts_start_and_spares_a_settled_revision() {
+        let mut status = AppStatus::default();
+        started(&mut status);
+        assert!(!timing(&status, "r1", 600, at(599)).expired);
+        assert!(timing(&status, "r1", 600, at(601)).expired);
+        status.observed_revision = Some("r1".into());
+        status.cluster_phase = Some("Running".into());
+        let settled = timing(&status, "r1", 600, at(601));
+        assert!(settled.observed && !settled.expired);
+        assert!(!must_send(&settled, false));
+        assert!(must_send(&settled, true));
+    }
+
+    #[test]
+    fn a_rejection_of_this_revision_stops_sending_and_one_of_another_is_dropped() {
+        let mut status = AppStatus {
+            rejection: Some(Rejection {
+                revision: "r1".into(),
+                reason: "invalid".into(),
+                message: "no".into(),
+                field: Some("/components/0/name".into()),
+            }),
+            ..AppStatus::default()
+        };
+        let t = timing(&status, "r1", 600, at(0));
+        assert_eq!(
+            t.rejected.as_deref(),
+            Some("invalid: no (field /components/0/name)")
+        );
+        assert!(!must_send(&t, true));
+        drop_stale_rejection(&mut status, "r1");
+        assert!(status.rejection.is_some());
+        drop_stale_rejection(&mut status, "r2");
+        assert!(status.rejection.is_none());
+    }
+
+    #[test]
+    fn a_waiting_rollout_says_why_and_looks_again_before_its_deadline() {
+        let mut status = AppStatus::default();
+        started(&mut status);
+        let t = timing(&status, "r1", 600, at(590));
+        let pass = Pass {
+            revision: "r1",
+            generation: 3,
+            deadline_seconds: 600,
+            timing: &t,
+            waiting: Some(("ClusterUnreachable".into(), "no session".into())),
+            retry: None,
+        };
+        let c = conclude(&AppStatus::default(), status.clone(), &pass);
+        assert_eq!(c.status.phase.as_deref(), Some("Pending"));
+        let progressing = conditions::get(&c.status.conditions, PROGRESSING).unwrap();
+        assert_eq!(progressing.reason, "ClusterUnreachable");
+        assert_eq!(c.requeue, Duration::from_secs(10));
+        assert!(c.changed);
+
+        let retry = Pass {
+            retry: Some(Duration::from_millis(200)),
+            ..pass
+        };
+        assert_eq!(
+            conclude(&AppStatus::default(), status, &retry).requeue,
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_running_revision_drops_progressing_and_settles() {
+        let mut status = AppStatus {
+            observed_revision: Some("r1".into()),
+            cluster_phase: Some("Running".into()),
+            ..AppStatus::default()
+        };
+        started(&mut status);
+        conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            "RollingOut",
+            "",
+            None,
+        );
+        let t = timing(&status, "r1", 600, at(5));
+        let pass = Pass {
+            revision: "r1",
+            generation: 1,
+            deadline_seconds: 600,
+            timing: &t,
+            waiting: None,
+            retry: None,
+        };
+        let c = conclude(&status, status.clone(), &pass);
+        assert_eq!(c.assessment.outcome, Some(Outcome::Succeeded));
+        assert!(conditions::get(&c.status.conditions, PROGRESSING).is_none());
+        assert_eq!(c.requeue, SETTLED_RETRY);
+    }
+
+    #[test]
+    fn an_invalid_spec_fails_and_an_unplaced_app_is_pending() {
+        let failed = invalid_spec(&AppStatus::default(), "spec.components: no".into(), 2);
+        assert_eq!(failed.phase.as_deref(), Some("Failed"));
+        assert_eq!(
+            conditions::get(&failed.conditions, READY).unwrap().reason,
+            "InvalidSpec"
+        );
+        let pending = unplaced(&AppStatus::default(), "ProjectNotReady", "wait".into(), 2);
+        assert_eq!(pending.phase.as_deref(), Some("Pending"));
+    }
+}

@@ -1,0 +1,146 @@
+//! Rollback: `kubenest.io/rollback-to: <deployment id>` restores that deployment's spec snapshot
+//! as a new revision. The rollback's row is recorded first; the next generation adopts it
+//! through `kubenest.io/restored-from`.
+
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kubenest_crds::app::{App, AppSpec, AppStatus};
+use kubenest_crds::names::annotations;
+use kubenest_domain::app::revision_of;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::holding::patch_json;
+use super::record::{new_deployment, write_status};
+use crate::conditions;
+use crate::history::{Deployment, DeploymentStatus, HistoryError, NewDeployment, Operation};
+use crate::intents::ObjectKey;
+use crate::placement::{self, Placement};
+use crate::plane::Plane;
+use crate::reconcile::Error;
+
+/// The pending rollback deployment the `restored-from` annotation names, when the App's spec is
+/// now that rollback's snapshot and the status does not point at it yet.
+pub(super) async fn restored_rollback(
+    app: &App,
+    plane: &Plane,
+    placement: &Placement,
+    revision: &str,
+    status: &AppStatus,
+) -> Result<Option<Deployment>, Error> {
+    let Some(id) = app
+        .annotations()
+        .get(annotations::RESTORED_FROM)
+        .and_then(|id| Uuid::parse_str(id).ok())
+    else {
+        return Ok(None);
+    };
+    if status.deployment_id.as_deref() == Some(id.to_string().as_str()) {
+        return Ok(None);
+    }
+    match plane.history.deployment(&placement.org_id, id).await {
+        Ok(found)
+            if found.deployment.revision == revision
+                && found.deployment.status == DeploymentStatus::Pending
+                && Some(found.deployment.app_id.as_str()) == app.uid().as_deref() =>
+        {
+            Ok(Some(found.deployment))
+        }
+        Ok(_) | Err(HistoryError::NotFound) => Ok(None),
+        Err(other) => Err(other.into()),
+    }
+}
+
+/// Carries out a rollback request: records the rollback deployment, then restores the snapshot
+/// as the App's spec (a new generation that adopts that deployment) in one guarded write.
+pub(super) async fn rollback(
+    app: &App,
+    plane: &Plane,
+    key: &ObjectKey,
+    target: &str,
+    old: &AppStatus,
+) -> Result<Action, Error> {
+    let generation = app.metadata.generation.unwrap_or(0);
+    let refuse = async |reason: &str, message: String| -> Result<Action, Error> {
+        let mut status = old.clone();
+        conditions::set(
+            &mut status.conditions,
+            conditions::ROLLBACK_FAILED,
+            true,
+            reason,
+            message,
+            Some(generation),
+        );
+        write_status(plane, key, old, &status).await?;
+        Ok(Action::await_change())
+    };
+    let Ok(target_id) = Uuid::parse_str(target) else {
+        return refuse(
+            "InvalidDeploymentId",
+            format!(
+                "annotation {}: {target:?} is not a deployment id",
+                annotations::ROLLBACK_TO
+            ),
+        )
+        .await;
+    };
+    let placement = match placement::place(&plane.caches, &key.namespace, &app.spec.project, false)
+    {
+        Ok(p) => p,
+        Err(unplaced) => return refuse(unplaced.reason(), unplaced.message()).await,
+    };
+    let snapshot = match plane.history.deployment(&placement.org_id, target_id).await {
+        Ok(found) if found.deployment.app_id == key.uid => found.deployment,
+        Ok(_) | Err(HistoryError::NotFound) => {
+            return refuse(
+                "DeploymentNotFound",
+                format!("this App has no deployment {target_id}"),
+            )
+            .await;
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let spec: AppSpec = match serde_json::from_value(snapshot.spec_after.clone()) {
+        Ok(spec) => spec,
+        Err(error) => {
+            return refuse(
+                "SnapshotUnreadable",
+                format!("deployment {target_id}'s snapshot is not a valid App spec: {error}"),
+            )
+            .await;
+        }
+    };
+    let spec_before = serde_json::to_value(&app.spec).map_err(|e| Error::Invalid(e.to_string()))?;
+    let version = app.resource_version().unwrap_or_default();
+    let intent_key = format!("{}/rollback/{target_id}/{version}", key.uid);
+    let revision = revision_of(&snapshot.spec_after);
+    let new = NewDeployment {
+        spec_after: snapshot.spec_after.clone(),
+        rollback_of: Some(target_id),
+        ..new_deployment(
+            app,
+            key,
+            &placement,
+            intent_key,
+            &revision,
+            Operation::Rollback,
+            spec_before,
+        )
+    };
+    let (row, _) = plane.history.record_deployment(&new).await?;
+    let patch = json!([
+        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+        {"op": "replace", "path": "/spec", "value": spec},
+        {"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_TO.replace('/', "~1"))},
+        {"op": "add", "path": format!("/metadata/annotations/{}", annotations::RESTORED_FROM.replace('/', "~1")), "value": row.id.to_string()},
+    ]);
+    patch_json(plane, key, patch).await?;
+    let mut status = old.clone();
+    if conditions::remove(&mut status.conditions, conditions::ROLLBACK_FAILED) {
+        write_status(plane, key, old, &status).await?;
+    }
+    tracing::info!(to = %target_id, deployment = %row.id, "rollback restored a snapshot");
+    Ok(Action::requeue(Duration::from_secs(1)))
+}

@@ -1,0 +1,15 @@
+//! Apps: the build of the complete desired state (`app.deploy`) for one revision, its one
+//! validation, revision hashing, and the assessment of what the cluster reports. No IO: the
+//! reconciler and the REST facade fetch what these functions need and act on what they return.
+
+mod addons;
+mod assess;
+mod build;
+mod revision;
+mod validate;
+
+pub use addons::resolved_addon;
+pub use assess::{Assessment, Facts, Outcome, assess};
+pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
+pub use revision::{canonical_json, revision_of};
+pub use validate::{FieldError, MAX_COMPONENTS, check_component_names, validate_deploy};

@@ -1,0 +1,202 @@
+//! The one validation of an App's desired state, run by every path that handles it: the REST
+//! facade before it writes the App, the App controller when it builds the deploy, and the agent
+//! before it stores what it was sent. What the CRD schema and the wire schema already check
+//! (shapes, lengths, patterns) is checked here too, so a path without a schema refuses the same.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kubenest_contracts as wire;
+
+use crate::names::{DNS_LABEL_RULE, is_dns_label};
+
+/// The most components an App may have.
+pub const MAX_COMPONENTS: usize = 64;
+
+/// A refused App, naming the field twice: as a path into the App (`spec.components[1].name`) and
+/// as a JSON pointer into the deploy command (`/components/1/name`), and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    /// The field in the App, as the CRD spells it.
+    pub field: String,
+    /// The same place in the wire's `app.deploy`.
+    pub pointer: String,
+    /// Why it is refused.
+    pub reason: String,
+}
+
+fn refuse(field: String, pointer: String, reason: impl Into<String>) -> FieldError {
+    FieldError {
+        field,
+        pointer,
+        reason: reason.into(),
+    }
+}
+
+/// Checks the component list by its names: 1 to 64 components, each name a DNS label, no name
+/// twice. The REST facade runs it first, before it reads the rest of the body.
+pub fn check_component_names<'a>(names: &[&'a str]) -> Result<(), FieldError> {
+    if names.is_empty() || names.len() > MAX_COMPONENTS {
+        return Err(refuse(
+            "spec.components".into(),
+            "/components".into(),
+            format!("1 to {MAX_COMPONENTS} components"),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.iter().enumerate() {
+        let field = || format!("spec.components[{i}].name");
+        let pointer = || format!("/components/{i}/name");
+        if !is_dns_label(name) {
+            return Err(refuse(field(), pointer(), DNS_LABEL_RULE));
+        }
+        if !seen.insert(*name) {
+            return Err(refuse(
+                field(),
+                pointer(),
+                format!("component names are unique; {name:?} is repeated"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a built deploy: the component names ([`check_component_names`]), and that every export
+/// reference names an addon component of the same App that publishes that export.
+pub fn validate_deploy(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
+    let names: Vec<&str> = deploy
+        .components
+        .iter()
+        .map(|c| c.name().as_str())
+        .collect();
+    check_component_names(&names)?;
+    let published: BTreeMap<&str, &wire::ExportMapping> = deploy
+        .components
+        .iter()
+        .filter_map(|c| match c {
+            wire::Component::Addon(a) => Some((a.name.as_str(), &a.exports)),
+            wire::Component::Workload(_) => None,
+        })
+        .collect();
+    for (i, component) in deploy.components.iter().enumerate() {
+        let wire::Component::Workload(w) = component else {
+            continue;
+        };
+        for (j, var) in w.env.iter().enumerate() {
+            let wire::EnvFrom::ExportRef(export) = &var.from else {
+                continue;
+            };
+            let field = format!("spec.components[{i}].workload.env[{j}].exportRef");
+            let pointer = format!("/components/{i}/env/{j}/export_ref");
+            let Some(exports) = published.get(export.component.as_str()) else {
+                return Err(refuse(
+                    field,
+                    format!("{pointer}/component"),
+                    format!(
+                        "no addon component named {:?} in this app",
+                        export.component.as_str()
+                    ),
+                ));
+            };
+            if !exports.contains_key(&export.export) {
+                let known: Vec<&str> = exports.keys().map(String::as_str).collect();
+                return Err(refuse(
+                    format!("{field}.export"),
+                    format!("{pointer}/export"),
+                    format!(
+                        "{:?} does not publish {:?} (it publishes {})",
+                        export.component.as_str(),
+                        export.export,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn deploy(components: serde_json::Value) -> wire::AppDeploy {
+        serde_json::from_value(json!({
+            "app": {"app_id": "a1", "name": "shop", "project_id": "p1", "namespace": "shop"},
+            "revision": "r1", "progress_deadline_seconds": 60, "components": components,
+        }))
+        .unwrap()
+    }
+
+    fn shop() -> wire::AppDeploy {
+        deploy(json!([
+            {"kind": "addon", "name": "db", "definition": "postgres",
+             "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
+             "exports": {"dsn": "x"}},
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1,
+             "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}]}
+        ]))
+    }
+
+    fn refer(deploy: &mut wire::AppDeploy, component: &str, export: &str) {
+        if let wire::Component::Workload(w) = &mut deploy.components[1] {
+            w.env[0].from = wire::EnvFrom::ExportRef(wire::ExportRef {
+                component: component.into(),
+                export: export.into(),
+            });
+        }
+    }
+
+    #[test]
+    fn export_references_must_name_a_published_export_of_the_app() {
+        assert_eq!(validate_deploy(&shop()), Ok(()));
+
+        let mut unpublished = shop();
+        refer(&mut unpublished, "db", "uri");
+        let error = validate_deploy(&unpublished).unwrap_err();
+        assert_eq!(error.pointer, "/components/1/env/0/export_ref/export");
+        assert_eq!(
+            error.field,
+            "spec.components[1].workload.env[0].exportRef.export"
+        );
+        assert!(error.reason.contains("dsn"), "{}", error.reason);
+
+        let mut to_workload = shop();
+        refer(&mut to_workload, "web", "dsn");
+        let error = validate_deploy(&to_workload).unwrap_err();
+        assert_eq!(error.pointer, "/components/1/env/0/export_ref/component");
+        assert_eq!(error.field, "spec.components[1].workload.env[0].exportRef");
+    }
+
+    #[test]
+    fn component_names_are_labels_used_once() {
+        let twice = deploy(json!([
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1},
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1}
+        ]));
+        let error = validate_deploy(&twice).unwrap_err();
+        assert_eq!(error.pointer, "/components/1/name");
+        assert_eq!(error.field, "spec.components[1].name");
+        assert_eq!(
+            error.reason,
+            "component names are unique; \"web\" is repeated"
+        );
+
+        let error = check_component_names(&["web", "Web"]).unwrap_err();
+        assert_eq!(error.field, "spec.components[1].name");
+        assert_eq!(error.reason, DNS_LABEL_RULE);
+
+        assert_eq!(
+            check_component_names(&[]).unwrap_err().field,
+            "spec.components"
+        );
+        let many: Vec<String> = (0..=MAX_COMPONENTS).map(|i| format!("c{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            check_component_names(&many).unwrap_err().reason,
+            "1 to 64 components"
+        );
+    }
+}
