@@ -20,18 +20,22 @@
 
 pub mod addon;
 pub mod app;
+pub mod caches;
 pub mod cluster;
 pub mod conditions;
+pub mod finalizer;
 pub mod history;
 pub mod hub_client;
 pub mod intents;
 pub mod leader;
 pub mod organization;
+pub mod patch;
 pub mod placement;
 pub mod plane;
 pub mod project;
 pub mod rbac;
 pub mod reconcile;
+pub mod resync;
 pub mod run;
 pub mod status;
 pub mod template;
