@@ -105,7 +105,7 @@ pub enum Deletion {
     Done,
     /// Projects still live on the cluster; `status` (saying which) is to be written when it
     /// says something new.
-    Blocked { status: Option<ClusterStatus> },
+    Blocked { status: Option<Box<ClusterStatus>> },
 }
 
 /// What holds the deletion of `cluster`, given the projects on it.
@@ -135,7 +135,7 @@ pub fn deletion(cluster: &Cluster, projects: &[String]) -> Deletion {
         last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
     });
     Deletion::Blocked {
-        status: Some(status),
+        status: Some(Box::new(status)),
     }
 }
 

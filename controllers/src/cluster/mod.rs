@@ -151,7 +151,7 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Cl
         Deletion::Blocked { status } => {
             if let Some(status) = status {
                 let api = Api::<Cluster>::namespaced(ctx.client.clone(), namespace);
-                merge_status(&api, &name, &status).await?;
+                merge_status(&api, &name, &*status).await?;
             }
             // Keeps the finalizer; looked at again until the projects are gone.
             Ok(Cleanup::Wait(Duration::from_secs(2)))

@@ -40,7 +40,7 @@ pub enum Plan {
     /// Send `project.ensure` (when its backoff has run out), then write the status
     /// [`waiting`] gives for the attempt.
     Ensure {
-        placement: Placement,
+        placement: Box<Placement>,
         command: wire::ProjectEnsure,
         sent: Sent,
         routed: String,
@@ -144,7 +144,7 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     };
     if !confirmed(facts.old, facts.generation) {
         return Plan::Ensure {
-            placement: placement.clone(),
+            placement: Box::new(placement.clone()),
             command: ensure_command(project, placement),
             sent: Sent::ProjectEnsure {
                 project: facts.key.clone(),

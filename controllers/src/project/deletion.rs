@@ -37,7 +37,7 @@ pub enum Deletion {
     /// `status` with what the deletion waits for.
     Delete {
         status: ProjectStatus,
-        placement: Placement,
+        placement: Box<Placement>,
         command: wire::ProjectDelete,
         sent: Sent,
         routed: String,
@@ -76,7 +76,7 @@ pub fn decide_deletion(facts: &DeletionFacts<'_>) -> Deletion {
     status.phase = ProjectPhase::Terminating;
     Deletion::Delete {
         status,
-        placement: placement.clone(),
+        placement: Box::new(placement.clone()),
         command: wire::ProjectDelete {
             project_id: wire::Id::new(&facts.key.uid),
             namespace: wire::Name::new(&project.spec.namespace),
