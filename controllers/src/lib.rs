@@ -22,8 +22,10 @@
 pub mod addon;
 pub mod app;
 pub mod args;
+pub mod caches;
 pub mod cluster;
 pub mod conditions;
+pub mod finalizer;
 /// The PostgreSQL history, now the `kubenest-store` crate, under its old path while the split of
 /// the controllers lands; new code names `kubenest_store` directly.
 pub mod history {
@@ -33,11 +35,13 @@ pub mod history {
 pub mod intents;
 pub mod leader;
 pub mod organization;
+pub mod patch;
 pub mod placement;
 pub mod plane;
 pub mod project;
 pub mod rbac;
 pub mod reconcile;
+pub mod resync;
 pub mod run;
 pub mod status;
 pub mod template;

@@ -7,7 +7,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::project::{Project, ProjectPhase};
 
-use crate::status::Caches;
+use crate::caches::Caches;
 use kubenest_crds::names::labels;
 
 /// A resolved destination.

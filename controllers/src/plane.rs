@@ -9,11 +9,11 @@ use kubenest_contracts::{Envelope, Id, Message};
 use kubenest_crds::app::App;
 use tokio::sync::mpsc;
 
+use crate::caches::Caches;
 use crate::history::History;
 use crate::hub_client::{DispatchError, HubClient};
 use crate::intents::{Intents, Sent};
 use crate::placement::Placement;
-use crate::status::Caches;
 
 /// Shared by the App, Project and AddonInstance controllers and the status router.
 pub struct Plane {

@@ -1,5 +1,5 @@
 //! What the Project, App and AddonInstance reconcilers share: their error, its retry policy, the
-//! object key, and the wait for an agent to confirm a deletion.
+//! object key, and the attempt to have an agent confirm a deletion.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,8 +75,37 @@ where
 }
 
 /// Sends a deletion command when it is due and records in `DeletionBlocked` what the deletion
-/// waits for. Returns the error that keeps the finalizer until the next attempt; the caller
-/// writes the conditions.
+/// waits for. Returns how long until the next attempt; the caller writes the conditions and
+/// keeps its finalizer.
+#[allow(clippy::too_many_arguments)] // one call per controller, every argument distinct
+pub async fn attempt_deletion(
+    plane: &Plane,
+    uid: &str,
+    placement: &Placement,
+    command: impl Into<Message>,
+    sent: Sent,
+    routed: String,
+    conditions: &mut Vec<Condition>,
+    generation: Option<i64>,
+) -> Duration {
+    let previous = conditions::get(conditions, DELETION_BLOCKED).cloned();
+    let attempt = plane
+        .attempt(uid, placement, command, sent, routed, previous.as_ref())
+        .await;
+    let (reason, message) = attempt.waiting_or_default();
+    conditions::set(
+        conditions,
+        DELETION_BLOCKED,
+        true,
+        &reason,
+        message,
+        generation,
+    );
+    attempt.retry
+}
+
+/// [`attempt_deletion`] for a caller that keeps its finalizer by failing the reconcile: the
+/// error says how long the deletion waits and why.
 #[allow(clippy::too_many_arguments)] // one call per controller, every argument distinct
 pub async fn await_deletion(
     plane: &Plane,
@@ -88,18 +117,12 @@ pub async fn await_deletion(
     conditions: &mut Vec<Condition>,
     generation: Option<i64>,
 ) -> Error {
-    let previous = conditions::get(conditions, DELETION_BLOCKED).cloned();
-    let attempt = plane
-        .attempt(uid, placement, command, sent, routed, previous.as_ref())
-        .await;
-    let (reason, message) = attempt.waiting_or_default();
-    conditions::set(
-        conditions,
-        DELETION_BLOCKED,
-        true,
-        &reason,
-        message.clone(),
-        generation,
-    );
-    Error::Waiting(attempt.retry, message)
+    let retry = attempt_deletion(
+        plane, uid, placement, command, sent, routed, conditions, generation,
+    )
+    .await;
+    let message = conditions::get(conditions, DELETION_BLOCKED)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    Error::Waiting(retry, message)
 }

@@ -14,13 +14,15 @@ use kubenest_crds::cluster::Cluster;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::caches::Caches;
 use crate::cluster::{self, health};
 use crate::history::History;
 use crate::hub_client::{DispatchError, HubClient, HubClientConfig};
 use crate::intents::Intents;
 use crate::organization;
 use crate::plane::Plane;
-use crate::status::{self, Caches, Router};
+use crate::resync::resync_on_reconnect;
+use crate::status::Router;
 use crate::{addon, app, project, template};
 use kubenest_crds::names::labels;
 
@@ -101,7 +103,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
                 _ = router.run(statuses) => {}
             }
         },
-        status::resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
+        resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
         push_floors(&hub, &caches, &shutdown),
         fleet_health(
             &client,

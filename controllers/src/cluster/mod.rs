@@ -5,27 +5,27 @@
 //! The revocation floors the hub enforces come from the same objects ([`floors`]); pushing
 //! them to the hub replicas is the hub client's job.
 
+mod decide;
 pub mod health;
 
-use kubenest_crds::names::{field_managers, finalizers, labels};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::core::ObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use kubenest_contracts::{Floor, Id, TokenSigner};
-use kubenest_crds::cluster::{Cluster, ClusterStatus};
-
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::names::{field_managers, finalizers};
 use kubenest_crds::project::Project;
+
+use crate::finalizer::{self, Cleanup};
+use crate::patch::merge_status;
+use decide::Deletion;
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +38,6 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-    #[error("{0} project(s) still use this cluster")]
-    InUse(usize),
 }
 
 /// Shared by every reconcile.
@@ -85,12 +83,13 @@ async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, E
         .namespace()
         .ok_or_else(|| Error::Invalid("cluster without namespace".into()))?;
     let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, finalizers::CLUSTER, cluster, |event| async {
-        match event {
-            Event::Apply(cluster) => apply(&cluster, &ctx, &namespace).await,
-            Event::Cleanup(cluster) => cleanup(&cluster, &ctx, &namespace).await,
-        }
-    })
+    finalizer::hold(
+        &api,
+        finalizers::CLUSTER,
+        cluster,
+        async |cluster| apply(&cluster, &ctx, &namespace).await,
+        async |cluster| cleanup(&cluster, &ctx, &namespace).await,
+    )
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)))
 }
@@ -106,78 +105,38 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
             Error::Invalid(format!("namespace {namespace} belongs to no organization"))
         })?;
     let status = cluster.status.clone().unwrap_or_default();
+    let version = cluster.spec.token_version;
     let secret_name = token_secret_name(&name);
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let current = status.issued_token_version == Some(cluster.spec.token_version)
-        && secrets.get_opt(&secret_name).await?.is_some();
-    if !current {
-        let token = ctx.signer.cluster_token(
-            &Id::new(&cluster_id),
-            &Id::new(&org),
-            cluster.spec.token_version,
-        )?;
-        let owner = cluster
-            .controller_owner_ref(&())
-            .ok_or_else(|| Error::Invalid("cluster without uid".into()))?;
-        let data: BTreeMap<String, ByteString> = [
-            ("token", token),
-            ("cluster-id", cluster_id.clone()),
-            ("org-id", org.clone()),
-            ("token-version", cluster.spec.token_version.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), ByteString(v.into_bytes())))
-        .collect();
-        let secret = Secret {
-            metadata: ObjectMeta {
-                name: Some(secret_name.clone()),
-                namespace: Some(namespace.to_owned()),
-                owner_references: Some(vec![owner]),
-                labels: Some([(labels::CLUSTER.to_owned(), name.clone())].into()),
-                ..ObjectMeta::default()
-            },
-            type_: Some("kubenest.io/cluster-token".into()),
-            data: Some(data),
-            ..Secret::default()
-        };
+    // The Secret is looked up only when its version was issued: otherwise it is minted anyway.
+    let secret_exists = if status.issued_token_version == Some(version) {
+        Some(secrets.get_opt(&secret_name).await?.is_some())
+    } else {
+        None
+    };
+    if decide::must_mint(&status, version, secret_exists) {
+        let token = ctx
+            .signer
+            .cluster_token(&Id::new(&cluster_id), &Id::new(&org), version)?;
+        let secret = decide::token_secret(cluster, namespace, &org, &cluster_id, token)?;
         let params = PatchParams::apply(field_managers::CONTROLLERS).force();
         secrets
             .patch(&secret_name, &params, &Patch::Apply(&secret))
             .await?;
-        tracing::info!(version = cluster.spec.token_version, "cluster token minted");
+        tracing::info!(version, "cluster token minted");
     }
-    // Only this controller's fields: heartbeats write capacity and health concurrently.
-    let mut patch = serde_json::json!({ "status": {
-        "clusterId": cluster_id,
-        "tokenSecret": secret_name,
-        "issuedTokenVersion": cluster.spec.token_version,
-    }});
-    if status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == crate::conditions::DELETION_BLOCKED)
-    {
-        let kept: Vec<&Condition> = status
-            .conditions
-            .iter()
-            .filter(|c| c.type_ != crate::conditions::DELETION_BLOCKED)
-            .collect();
-        patch["status"]["conditions"] =
-            serde_json::to_value(kept).map_err(|e| Error::Invalid(e.to_string()))?;
-    }
-    let unchanged = status.cluster_id.as_deref() == Some(cluster_id.as_str())
-        && status.token_secret.as_deref() == Some(secret_name.as_str())
-        && status.issued_token_version == Some(cluster.spec.token_version)
-        && patch["status"].get("conditions").is_none();
-    if !unchanged {
-        Api::<Cluster>::namespaced(ctx.client.clone(), namespace)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    if let Some(minted) = decide::minted(cluster, &cluster_id) {
+        merge_status(
+            &Api::<Cluster>::namespaced(ctx.client.clone(), namespace),
+            &name,
+            &minted,
+        )
+        .await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
-async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Action, Error> {
+async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Cleanup, Error> {
     let name = cluster.name_any();
     let projects: Vec<String> = Api::<Project>::namespaced(ctx.client.clone(), namespace)
         .list(&ListParams::default())
@@ -187,47 +146,17 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Ac
         .filter(|p| p.spec.cluster == name)
         .map(|p| p.name_any())
         .collect();
-    if projects.is_empty() {
-        return Ok(Action::await_change());
+    match decide::deletion(cluster, &projects) {
+        Deletion::Done => Ok(Cleanup::Done(Action::await_change())),
+        Deletion::Blocked { status } => {
+            if let Some(status) = status {
+                let api = Api::<Cluster>::namespaced(ctx.client.clone(), namespace);
+                merge_status(&api, &name, &*status).await?;
+            }
+            // Keeps the finalizer; looked at again until the projects are gone.
+            Ok(Cleanup::Wait(Duration::from_secs(2)))
+        }
     }
-    let mut status = cluster.status.clone().unwrap_or_default();
-    let message = format!(
-        "deletion waits until these projects are deleted: {}",
-        projects.join(", ")
-    );
-    let blocked = status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == crate::conditions::DELETION_BLOCKED && c.message == message);
-    if !blocked {
-        status
-            .conditions
-            .retain(|c| c.type_ != crate::conditions::DELETION_BLOCKED);
-        status.conditions.push(Condition {
-            type_: crate::conditions::DELETION_BLOCKED.into(),
-            status: "True".into(),
-            reason: "ProjectsExist".into(),
-            message,
-            observed_generation: cluster.metadata.generation,
-            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-        });
-        patch_status(ctx, namespace, &name, &status).await?;
-    }
-    // Keeps the finalizer; retried until the projects are gone.
-    Err(Error::InUse(projects.len()))
-}
-
-async fn patch_status(
-    ctx: &Context,
-    namespace: &str,
-    name: &str,
-    status: &ClusterStatus,
-) -> Result<(), Error> {
-    let patch = serde_json::json!({ "status": status });
-    Api::<Cluster>::namespaced(ctx.client.clone(), namespace)
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
 }
 
 fn error_policy(_cluster: Arc<Cluster>, error: &Error, _ctx: Arc<Context>) -> Action {
@@ -235,14 +164,6 @@ fn error_policy(_cluster: Arc<Cluster>, error: &Error, _ctx: Arc<Context>) -> Ac
         Error::Invalid(reason) => {
             tracing::warn!(reason, "cluster cannot be reconciled until it changes");
             Action::await_change()
-        }
-        Error::Finalizer(inner)
-            if matches!(
-                **inner,
-                kube::runtime::finalizer::Error::CleanupFailed(Error::InUse(_))
-            ) =>
-        {
-            Action::requeue(Duration::from_secs(2))
         }
         other => {
             tracing::warn!(error = %other, "cluster reconcile failed; retrying");
@@ -273,7 +194,7 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
 
 #[cfg(test)]
 mod tests {
-    use kubenest_crds::cluster::{ClusterSpec, ClusterState};
+    use kubenest_crds::cluster::{ClusterSpec, ClusterState, ClusterStatus};
 
     use super::*;
 

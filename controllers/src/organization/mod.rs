@@ -2,24 +2,24 @@
 //! management cluster (recorded in its status) and binds its members' roles there, so kubectl
 //! users get exactly the rights their kubenest role gives them.
 
-use kubenest_crds::names::{field_managers, labels};
+mod desired;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::ObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
-use kubenest_crds::common::{Role, conditions};
-use kubenest_crds::organization::{Organization, OrganizationStatus};
+use kubenest_crds::common::Role;
+use kubenest_crds::names::{field_managers, labels};
+use kubenest_crds::organization::Organization;
 
-use crate::rbac::cluster_role_name;
+use crate::patch::merge_status;
 
 /// What stops a reconcile; the category decides the retry policy.
 #[derive(Debug, thiserror::Error)]
@@ -67,110 +67,26 @@ pub fn bindings(org: &Organization) -> BTreeMap<Role, Vec<String>> {
     by_role
 }
 
-fn binding_name(role: Role) -> String {
-    format!(
-        "kubenest-org-{}",
-        cluster_role_name(role).trim_start_matches("kubenest-")
-    )
-}
-
 #[tracing::instrument(skip(org, ctx), fields(org = %org.name_any()))]
 async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let name = org.name_any();
-    let namespace = namespace_of(&name)?;
-    let owner = org
-        .controller_owner_ref(&())
-        .ok_or_else(|| Error::Invalid("organization without uid".into()))?;
-    let labels: BTreeMap<String, String> = [(labels::ORGANIZATION.to_owned(), name.clone())].into();
+    let namespace = namespace_of(&org.name_any())?;
+    let desired = desired::desired(&org, &namespace)?;
     let params = PatchParams::apply(field_managers::CONTROLLERS).force();
-
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(namespace.clone()),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![owner]),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
     Api::<Namespace>::all(ctx.client.clone())
-        .patch(&namespace, &params, &Patch::Apply(&ns))
+        .patch(&namespace, &params, &Patch::Apply(&desired.namespace))
         .await?;
-
     let role_bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
-    for (role, users) in bindings(&org) {
-        let binding = RoleBinding {
-            metadata: ObjectMeta {
-                name: Some(binding_name(role)),
-                namespace: Some(namespace.clone()),
-                labels: Some(labels.clone()),
-                ..ObjectMeta::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: cluster_role_name(role).into(),
-            },
-            subjects: Some(
-                users
-                    .into_iter()
-                    .map(|user| Subject {
-                        api_group: Some("rbac.authorization.k8s.io".into()),
-                        kind: "User".into(),
-                        name: user,
-                        namespace: None,
-                    })
-                    .collect(),
-            ),
-        };
+    for binding in &desired.role_bindings {
+        let name = binding.metadata.name.clone().unwrap_or_default();
         role_bindings
-            .patch(&binding_name(role), &params, &Patch::Apply(&binding))
+            .patch(&name, &params, &Patch::Apply(binding))
             .await?;
     }
-
-    update_status(&org, &ctx, &namespace).await?;
-    Ok(Action::requeue(Duration::from_secs(300)))
-}
-
-/// Writes status only when it differs (ignoring timestamps), so the controller never wakes itself.
-async fn update_status(org: &Organization, ctx: &Context, namespace: &str) -> Result<(), Error> {
-    let current = org.status.clone().unwrap_or_default();
-    let ready = current
-        .conditions
-        .iter()
-        .find(|c| c.type_ == conditions::READY);
-    let unchanged = current.namespace.as_deref() == Some(namespace)
-        && current.phase.as_deref() == Some("Ready")
-        && ready.is_some_and(|c| {
-            c.status == "True" && c.observed_generation == org.metadata.generation
-        });
-    if unchanged {
-        return Ok(());
+    if let Some(status) = desired::status(&org, &namespace) {
+        let api = Api::<Organization>::all(ctx.client.clone());
+        merge_status(&api, &org.name_any(), &status).await?;
     }
-    let status = OrganizationStatus {
-        namespace: Some(namespace.to_owned()),
-        phase: Some("Ready".into()),
-        conditions: vec![Condition {
-            type_: conditions::READY.into(),
-            status: "True".into(),
-            reason: "NamespaceReady".into(),
-            message: format!("namespace {namespace} and role bindings are in place"),
-            observed_generation: org.metadata.generation,
-            last_transition_time: ready
-                .filter(|c| c.status == "True")
-                .map(|c| c.last_transition_time.clone())
-                .unwrap_or_else(|| Time(k8s_openapi::jiff::Timestamp::now())),
-        }],
-    };
-    let patch = serde_json::json!({ "status": status });
-    Api::<Organization>::all(ctx.client.clone())
-        .patch_status(
-            &org.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    Ok(())
+    Ok(Action::requeue(Duration::from_secs(300)))
 }
 
 fn error_policy(_org: Arc<Organization>, error: &Error, _ctx: Arc<Context>) -> Action {

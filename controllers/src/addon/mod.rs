@@ -1,0 +1,145 @@
+//! The AddonInstance controller: standalone addons with their own revision history.
+//!
+//! Each spec generation (chart version or values) becomes the next revision in PostgreSQL
+//! (`install`, `upgrade` or `values`) before `addon.apply` is sent; the command is re-sent with
+//! backoff until the agent reports that revision. `kubenest.io/rollback-to: <revision>` records a
+//! `rollback` revision with that revision's chart and values and writes them back into the spec,
+//! so the object always shows what runs. Deletion holds a finalizer until the agent confirms.
+//!
+//! Each reconcile gathers what it needs (placement, definition, history), asks [`decide`]
+//! (pure) what the addon needs, and applies that: [`apply`] for a live addon, [`rollback`] for
+//! a rollback request, [`cleanup`] for a deletion.
+
+mod apply;
+mod cleanup;
+mod decide;
+mod rollback;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kubenest_contracts as wire;
+use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
+use kubenest_crds::names::finalizers;
+use kubenest_crds::project::Project;
+use serde::Serialize;
+
+use crate::finalizer;
+use crate::intents::ObjectKey;
+use crate::patch::merge_status;
+use crate::placement::Placement;
+use crate::plane::Plane;
+pub use crate::reconcile::Error;
+use crate::reconcile::{error_policy, key_of};
+pub use decide::operation_of;
+
+/// The fields of an AddonInstance's status this controller writes; the status router writes
+/// what the agent observed (`observedRevision`, `clusterPhase`, `message`, exports, commit).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Owned<'a> {
+    phase: Option<&'a str>,
+    revision: Option<u32>,
+    recorded_generation: Option<i64>,
+    handled_rollback: Option<&'a str>,
+    conditions: &'a [Condition],
+}
+
+async fn write_status(
+    plane: &Plane,
+    key: &ObjectKey,
+    old: &AddonInstanceStatus,
+    new: &AddonInstanceStatus,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    let owned = Owned {
+        phase: new.phase.as_deref(),
+        revision: new.revision,
+        recorded_generation: new.recorded_generation,
+        handled_rollback: new.handled_rollback.as_deref(),
+        conditions: &new.conditions,
+    };
+    let api = Api::<AddonInstance>::namespaced(plane.client.clone(), &key.namespace);
+    merge_status(&api, &key.name, &owned).await?;
+    Ok(())
+}
+
+fn addon_ref(key: &ObjectKey, placement: &Placement) -> wire::AddonRef {
+    wire::AddonRef {
+        addon_id: wire::Id::new(&key.uid),
+        name: wire::Name::new(&key.name),
+        project_id: wire::Id::new(&placement.project_id),
+        namespace: wire::Name::new(&placement.namespace),
+    }
+}
+
+async fn reconcile(addon: Arc<AddonInstance>, plane: Arc<Plane>) -> Result<Action, Error> {
+    let key = key_of(&*addon)?;
+    let api: Api<AddonInstance> = Api::namespaced(plane.client.clone(), &key.namespace);
+    finalizer::hold(
+        &api,
+        finalizers::ADDON,
+        addon,
+        async |addon| apply::apply(&addon, &plane, &key).await,
+        async |addon| cleanup::cleanup(&addon, &plane, &key).await,
+    )
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// Runs the AddonInstance controller until `shutdown` resolves.
+pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let addons: Api<AddonInstance> = Api::all(plane.client.clone());
+    let caches = plane.caches.clone();
+    Controller::new(addons, watcher::Config::default())
+        // A project turning Ready (or going away) moves its addons on.
+        .watches(
+            Api::<Project>::all(plane.client.clone()),
+            watcher::Config::default(),
+            move |project| {
+                let namespace = project.namespace().unwrap_or_default();
+                caches.addons_of(&namespace, &project.name_any())
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy::<AddonInstance>, plane)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "addon reconcile");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_controller_writes_its_own_status_fields_and_clears_with_null() {
+        let owned = Owned {
+            phase: Some("Pending"),
+            revision: None,
+            recorded_generation: Some(2),
+            handled_rollback: None,
+            conditions: &[],
+        };
+        assert_eq!(
+            serde_json::to_value(&owned).unwrap(),
+            serde_json::json!({
+                "phase": "Pending",
+                "revision": null,
+                "recordedGeneration": 2,
+                "handledRollback": null,
+                "conditions": [],
+            })
+        );
+    }
+}

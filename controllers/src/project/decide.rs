@@ -1,0 +1,362 @@
+//! The Project controller's decisions (pure): from what is known of a project to the status it
+//! shows and what its cluster is asked for.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::{Resource, ResourceExt};
+use kubenest_contracts as wire;
+use kubenest_crds::names::labels;
+use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
+
+use crate::conditions::{self, PROGRESSING, READY};
+use crate::intents::{ObjectKey, Sent};
+use crate::placement::{Placement, Unplaced};
+use crate::plane::Attempt;
+
+/// What a reconcile of a live project knows.
+#[derive(Debug)]
+pub struct Facts<'a> {
+    pub project: &'a Project,
+    pub key: &'a ObjectKey,
+    pub generation: i64,
+    /// The status as read.
+    pub old: &'a ProjectStatus,
+    /// The name of another project that holds this project's namespace on its cluster.
+    pub owner: Option<String>,
+    pub placement: Result<Placement, Unplaced>,
+}
+
+/// What a reconcile of a live project does.
+#[derive(Debug)]
+pub enum Plan {
+    /// Write `status` and look again after `requeue`; `settled` when the cluster holds what
+    /// the project asks for (no command is pending).
+    Write {
+        status: ProjectStatus,
+        requeue: Duration,
+        settled: bool,
+    },
+    /// Send `project.ensure` (when its backoff has run out), then write the status
+    /// [`waiting`] gives for the attempt.
+    Ensure {
+        placement: Box<Placement>,
+        command: wire::ProjectEnsure,
+        sent: Sent,
+        routed: String,
+    },
+}
+
+/// The project that holds `namespace` on `cluster` among `projects`: the oldest claim that is
+/// not being deleted, ties broken by name.
+pub fn owner_of<'a>(
+    projects: &'a [Project],
+    cluster: &str,
+    namespace: &str,
+) -> Option<&'a Project> {
+    projects
+        .iter()
+        .filter(|p| p.spec.cluster == cluster && p.spec.namespace == namespace)
+        .filter(|p| p.meta().deletion_timestamp.is_none() || claimed(p))
+        .min_by_key(|p| {
+            (
+                !claimed(p),
+                p.meta().creation_timestamp.as_ref().map(|t| t.0),
+                p.name_any(),
+            )
+        })
+}
+
+/// Whether the project's namespace was ever confirmed on its cluster.
+pub fn claimed(project: &Project) -> bool {
+    project
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_phase.as_deref())
+        .is_some()
+}
+
+/// Whether the agent confirmed the namespace for this very generation. Such a namespace is the
+/// project's own (the cluster labels it with one project only), so no other claim is looked
+/// for.
+pub fn confirmed(old: &ProjectStatus, generation: i64) -> bool {
+    old.cluster_phase.as_deref() == Some("Ready") && old.ensured_generation == Some(generation)
+}
+
+/// The command that has the agent create (or keep) the project's namespace.
+pub fn ensure_command(project: &Project, placement: &Placement) -> wire::ProjectEnsure {
+    let labels: BTreeMap<String, String> = [
+        (labels::PROJECT.to_owned(), project.name_any()),
+        (labels::ORGANIZATION.to_owned(), placement.org_id.clone()),
+    ]
+    .into();
+    wire::ProjectEnsure {
+        project_id: wire::Id::new(&placement.project_id),
+        namespace: wire::Name::new(&project.spec.namespace),
+        labels,
+        registry_secret: project.spec.registry_secret.as_deref().map(wire::Name::new),
+    }
+}
+
+/// What a live project needs.
+pub fn decide(facts: &Facts<'_>) -> Plan {
+    let project = facts.project;
+    let generation = Some(facts.generation);
+    let mut status = facts.old.clone();
+    if let Some(owner) = &facts.owner {
+        status.phase = ProjectPhase::Failed;
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            "NamespaceConflict",
+            format!(
+                "namespace {} on cluster {} already belongs to project {owner}",
+                project.spec.namespace, project.spec.cluster,
+            ),
+            generation,
+        );
+        conditions::remove(&mut status.conditions, PROGRESSING);
+        return Plan::Write {
+            status,
+            requeue: Duration::from_secs(30),
+            settled: false,
+        };
+    }
+    let placement = match &facts.placement {
+        Ok(placement) => placement,
+        Err(unplaced) => {
+            status.phase = ProjectPhase::Pending;
+            conditions::set(
+                &mut status.conditions,
+                READY,
+                false,
+                unplaced.reason(),
+                unplaced.message(),
+                generation,
+            );
+            return Plan::Write {
+                status,
+                requeue: Duration::from_secs(10),
+                settled: false,
+            };
+        }
+    };
+    if !confirmed(facts.old, facts.generation) {
+        return Plan::Ensure {
+            placement: Box::new(placement.clone()),
+            command: ensure_command(project, placement),
+            sent: Sent::ProjectEnsure {
+                project: facts.key.clone(),
+                generation: facts.generation,
+            },
+            routed: format!(
+                "namespace {} requested; waiting for the agent to confirm it",
+                project.spec.namespace
+            ),
+        };
+    }
+    status.phase = ProjectPhase::Ready;
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        true,
+        "NamespaceReady",
+        format!(
+            "namespace {} is ready on cluster {}",
+            project.spec.namespace, project.spec.cluster
+        ),
+        generation,
+    );
+    conditions::remove(&mut status.conditions, PROGRESSING);
+    Plan::Write {
+        status,
+        requeue: Duration::from_secs(300),
+        settled: true,
+    }
+}
+
+/// The status of a project waiting for its namespace after `attempt`: what the agent last
+/// reported for it, and why it waits.
+pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> ProjectStatus {
+    let generation = Some(facts.generation);
+    let old = facts.old;
+    let mut status = old.clone();
+    let (reason, message) = attempt.waiting_or_default();
+    conditions::set(
+        &mut status.conditions,
+        PROGRESSING,
+        true,
+        &reason,
+        message.clone(),
+        generation,
+    );
+    let failed = old.cluster_phase.as_deref() == Some("Failed");
+    status.phase = if failed {
+        ProjectPhase::Failed
+    } else if old.cluster_phase.as_deref() == Some("Ready") {
+        ProjectPhase::Ready
+    } else {
+        ProjectPhase::Pending
+    };
+    if failed {
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            "NamespaceFailed",
+            old.cluster_message.clone(),
+            generation,
+        );
+    } else if status.phase != ProjectPhase::Ready {
+        conditions::set(
+            &mut status.conditions,
+            READY,
+            false,
+            &reason,
+            message,
+            generation,
+        );
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::project::fixtures::{key, placement, project};
+
+    #[test]
+    fn the_older_claim_owns_a_namespace_and_a_confirmed_one_is_never_displaced() {
+        let projects = [
+            project("b", "shop", 100, false),
+            project("a", "shop", 200, false),
+            project("c", "other", 1, false),
+        ];
+        assert_eq!(owner_of(&projects, "east", "shop").unwrap().name_any(), "b");
+        let projects = [
+            project("b", "shop", 100, false),
+            project("a", "shop", 200, true),
+        ];
+        assert_eq!(owner_of(&projects, "east", "shop").unwrap().name_any(), "a");
+        assert!(owner_of(&projects, "west", "shop").is_none());
+    }
+
+    fn ready(status: &ProjectStatus) -> Option<(&str, &str)> {
+        conditions::get(&status.conditions, READY).map(|c| (c.status.as_str(), c.reason.as_str()))
+    }
+
+    #[test]
+    fn a_namespace_held_by_another_project_fails_the_newer_claim_without_a_command() {
+        let web = project("web", "shop", 200, false);
+        let key = key();
+        let facts = Facts {
+            project: &web,
+            key: &key,
+            generation: 1,
+            old: &ProjectStatus::default(),
+            owner: Some("older".into()),
+            placement: Ok(placement(&web)),
+        };
+        let Plan::Write {
+            status, requeue, ..
+        } = decide(&facts)
+        else {
+            panic!("a conflict sends nothing");
+        };
+        assert_eq!(status.phase, ProjectPhase::Failed);
+        assert_eq!(ready(&status), Some(("False", "NamespaceConflict")));
+        assert_eq!(requeue, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn an_unplaced_project_waits_and_a_confirmed_one_is_ready_and_settled() {
+        let web = project("web", "shop", 200, false);
+        let key = key();
+        let unplaced = Facts {
+            project: &web,
+            key: &key,
+            generation: 1,
+            old: &ProjectStatus::default(),
+            owner: None,
+            placement: Err(Unplaced::ClusterNotRegistered("east".into())),
+        };
+        let Plan::Write {
+            status, requeue, ..
+        } = decide(&unplaced)
+        else {
+            panic!("an unplaced project sends nothing");
+        };
+        assert_eq!(status.phase, ProjectPhase::Pending);
+        assert_eq!(ready(&status), Some(("False", "ClusterNotRegistered")));
+        assert_eq!(requeue, Duration::from_secs(10));
+
+        let old = ProjectStatus {
+            cluster_phase: Some("Ready".into()),
+            ensured_generation: Some(1),
+            ..Default::default()
+        };
+        let confirmed = Facts {
+            old: &old,
+            placement: Ok(placement(&web)),
+            ..unplaced
+        };
+        let Plan::Write {
+            status,
+            requeue,
+            settled,
+        } = decide(&confirmed)
+        else {
+            panic!("a confirmed namespace needs no command");
+        };
+        assert_eq!(status.phase, ProjectPhase::Ready);
+        assert_eq!(ready(&status), Some(("True", "NamespaceReady")));
+        assert!(settled);
+        assert_eq!(requeue, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn an_unconfirmed_generation_is_ensured_and_waits_with_the_attempts_reason() {
+        let web = project("web", "shop", 200, false);
+        let key = key();
+        let old = ProjectStatus {
+            cluster_phase: Some("Ready".into()),
+            ensured_generation: Some(1),
+            ..Default::default()
+        };
+        let facts = Facts {
+            project: &web,
+            key: &key,
+            generation: 2,
+            old: &old,
+            owner: None,
+            placement: Ok(placement(&web)),
+        };
+        let Plan::Ensure { command, .. } = decide(&facts) else {
+            panic!("generation 2 was never confirmed");
+        };
+        assert_eq!(command.namespace.as_str(), "shop");
+        assert_eq!(command.labels[labels::ORGANIZATION], "acme");
+        let attempt = Attempt {
+            waiting: Some(("ClusterUnreachable".into(), "not connected".into())),
+            retry: Duration::from_secs(4),
+        };
+        let status = waiting(&facts, &attempt);
+        assert_eq!(
+            status.phase,
+            ProjectPhase::Ready,
+            "the namespace is still there"
+        );
+        assert_eq!(
+            conditions::get(&status.conditions, PROGRESSING).map(|c| c.reason.as_str()),
+            Some("ClusterUnreachable")
+        );
+        let fresh = Facts {
+            old: &ProjectStatus::default(),
+            ..facts
+        };
+        let status = waiting(&fresh, &attempt);
+        assert_eq!(status.phase, ProjectPhase::Pending);
+        assert_eq!(ready(&status), Some(("False", "ClusterUnreachable")));
+    }
+}

@@ -1,0 +1,263 @@
+//! The Project controller: a project is one namespace on one cluster.
+//!
+//! It sends `project.ensure` (with backoff) until the agent reports the namespace `Ready` for the
+//! project's current generation; until then the project is `Pending` with a reason. Two projects
+//! can never share a namespace on one cluster: the older claim wins, the newer is `Failed` with
+//! `NamespaceConflict` and never touches the cluster. Deletion waits until no App or
+//! AddonInstance uses the project, then sends `project.delete` and holds a finalizer until the
+//! agent confirms the namespace is gone.
+
+mod decide;
+mod deletion;
+#[cfg(test)]
+mod fixtures;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::app::App;
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::names::finalizers;
+use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
+use serde::Serialize;
+
+use crate::conditions::{self, PROGRESSING};
+use crate::finalizer::{self, Cleanup};
+use crate::intents::ObjectKey;
+use crate::patch::merge_status;
+use crate::placement::{self, Placement, Unplaced};
+use crate::plane::Plane;
+pub use crate::reconcile::Error;
+use crate::reconcile::{attempt_deletion, error_policy, key_of};
+pub use decide::owner_of;
+use decide::{Facts, Plan};
+use deletion::{Deletion, DeletionFacts};
+
+/// The fields of a Project's status this controller writes; the status router writes what the
+/// agent observed.
+#[derive(Debug, Serialize)]
+struct Owned<'a> {
+    phase: ProjectPhase,
+    conditions: &'a [Condition],
+}
+
+async fn write_status(
+    plane: &Plane,
+    key: &ObjectKey,
+    old: &ProjectStatus,
+    new: &ProjectStatus,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    let owned = Owned {
+        phase: new.phase,
+        conditions: &new.conditions,
+    };
+    let api = Api::<Project>::namespaced(plane.client.clone(), &key.namespace);
+    merge_status(&api, &key.name, &owned).await?;
+    Ok(())
+}
+
+async fn reconcile(project: Arc<Project>, plane: Arc<Plane>) -> Result<Action, Error> {
+    let key = key_of(&*project)?;
+    let api: Api<Project> = Api::namespaced(plane.client.clone(), &key.namespace);
+    finalizer::hold(
+        &api,
+        finalizers::PROJECT,
+        project,
+        async |project| apply(&project, &plane, &key).await,
+        async |project| cleanup(&project, &plane, &key).await,
+    )
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// The placement of a project itself (its cluster and organization).
+fn place(plane: &Plane, project: &Project, key: &ObjectKey) -> Result<Placement, Unplaced> {
+    let org_id = placement::org_in(&plane.caches, &key.namespace)
+        .ok_or_else(|| Unplaced::NotInOrganization(key.namespace.clone()))?;
+    let cluster_id = placement::cluster(&plane.caches, &key.namespace, &project.spec.cluster)?;
+    Ok(Placement {
+        org_id,
+        project: project.clone(),
+        project_id: key.uid.clone(),
+        cluster_name: project.spec.cluster.clone(),
+        cluster_id,
+        namespace: project.spec.namespace.clone(),
+    })
+}
+
+/// Another project holding this project's namespace, if one does. Any claim but a confirmed
+/// one must see every project that exists, listed from the API server, not the cache. (Apps
+/// and addons wake their project on every change, so confirmed is most reconciles.)
+async fn other_owner(
+    plane: &Plane,
+    project: &Project,
+    key: &ObjectKey,
+    confirmed: bool,
+) -> Result<Option<String>, Error> {
+    if confirmed {
+        return Ok(None);
+    }
+    let siblings = Api::<Project>::namespaced(plane.client.clone(), &key.namespace)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(
+        owner_of(&siblings, &project.spec.cluster, &project.spec.namespace)
+            .filter(|owner| owner.uid().as_deref() != Some(key.uid.as_str()))
+            .map(|owner| owner.name_any()),
+    )
+}
+
+async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
+    let generation = project.metadata.generation.unwrap_or(0);
+    let old = project.status.clone().unwrap_or_default();
+    let confirmed = decide::confirmed(&old, generation);
+    let facts = Facts {
+        project,
+        key,
+        generation,
+        old: &old,
+        owner: other_owner(plane, project, key, confirmed).await?,
+        placement: place(plane, project, key),
+    };
+    match decide::decide(&facts) {
+        Plan::Write {
+            status,
+            requeue,
+            settled,
+        } => {
+            if settled {
+                plane.intents.settled(&key.uid);
+            }
+            write_status(plane, key, &old, &status).await?;
+            Ok(Action::requeue(requeue))
+        }
+        Plan::Ensure {
+            placement,
+            command,
+            sent,
+            routed,
+        } => {
+            let previous = conditions::get(&old.conditions, PROGRESSING);
+            let attempt = plane
+                .attempt(&key.uid, &placement, command, sent, routed, previous)
+                .await;
+            let status = decide::waiting(&facts, &attempt);
+            write_status(plane, key, &old, &status).await?;
+            Ok(Action::requeue(
+                attempt.retry.max(std::time::Duration::from_secs(1)),
+            ))
+        }
+    }
+}
+
+/// Names of the Apps and AddonInstances in the project, listed from the API server (not the
+/// cache), so a namespace is never removed under an object the cache has not seen yet.
+async fn dependents(plane: &Plane, key: &ObjectKey) -> Result<Vec<String>, Error> {
+    let apps = Api::<App>::namespaced(plane.client.clone(), &key.namespace)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|a| a.spec.project == key.name)
+        .map(|a| format!("app/{}", a.name_any()));
+    let addons = Api::<AddonInstance>::namespaced(plane.client.clone(), &key.namespace)
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|a| a.spec.project == key.name)
+        .map(|a| format!("addoninstance/{}", a.name_any()));
+    Ok(apps.chain(addons).collect())
+}
+
+async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cleanup, Error> {
+    let old = project.status.clone().unwrap_or_default();
+    let facts = DeletionFacts {
+        project,
+        key,
+        old: &old,
+        dependents: dependents(plane, key).await?,
+        placement: place(plane, project, key),
+    };
+    match deletion::decide_deletion(&facts) {
+        Deletion::Blocked { status, wait } => {
+            write_status(plane, key, &old, &status).await?;
+            Ok(Cleanup::Wait(wait))
+        }
+        Deletion::Done => {
+            plane.intents.forget(&key.uid);
+            Ok(Cleanup::Done(Action::await_change()))
+        }
+        Deletion::Delete {
+            mut status,
+            placement,
+            command,
+            sent,
+            routed,
+        } => {
+            let retry = attempt_deletion(
+                plane,
+                &key.uid,
+                &placement,
+                command,
+                sent,
+                routed,
+                &mut status.conditions,
+                project.metadata.generation,
+            )
+            .await;
+            write_status(plane, key, &old, &status).await?;
+            Ok(Cleanup::Wait(retry))
+        }
+    }
+}
+
+/// Runs the Project controller until `shutdown` resolves.
+pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = plane.client.clone();
+    let projects: Api<Project> = Api::all(client.clone());
+    let caches = plane.caches.clone();
+    let to_project = |namespace: Option<String>, project: &str| {
+        Some(ObjectRef::<Project>::new(project).within(&namespace?))
+    };
+    Controller::new(projects, watcher::Config::default())
+        // A deleted App or addon may unblock its project's deletion.
+        .watches(
+            Api::<App>::all(client.clone()),
+            watcher::Config::default(),
+            move |app| to_project(app.namespace(), &app.spec.project),
+        )
+        .watches(
+            Api::<AddonInstance>::all(client.clone()),
+            watcher::Config::default(),
+            move |addon| to_project(addon.namespace(), &addon.spec.project),
+        )
+        // A cluster getting its id places its projects.
+        .watches(
+            Api::<Cluster>::all(client),
+            watcher::Config::default(),
+            move |cluster| {
+                let namespace = cluster.namespace().unwrap_or_default();
+                caches.projects_on(&namespace, &cluster.name_any())
+            },
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy::<Project>, plane)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "project reconcile");
+            }
+        })
+        .await;
+}
