@@ -35,7 +35,7 @@ fn refuse(field: String, pointer: String, reason: impl Into<String>) -> FieldErr
 
 /// Checks the component list by its names: 1 to 64 components, each name a DNS label, no name
 /// twice. The REST facade runs it first, before it reads the rest of the body.
-pub fn check_component_names<'a>(names: &[&'a str]) -> Result<(), FieldError> {
+pub fn check_component_names(names: &[&str]) -> Result<(), FieldError> {
     if names.is_empty() || names.len() > MAX_COMPONENTS {
         return Err(refuse(
             "spec.components".into(),
