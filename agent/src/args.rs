@@ -101,13 +101,16 @@ pub enum ArgsError {
         #[source]
         source: std::io::Error,
     },
+    /// The token is not a cluster token.
     #[error("the cluster token names no cluster and organization")]
     NoIdentity,
     /// The CA file holds something that is not a certificate.
     #[error(transparent)]
     Pem(#[from] rustls::pki_types::pem::Error),
+    /// A certificate of the CA file is not usable as a root.
     #[error(transparent)]
     Tls(#[from] rustls::Error),
+    /// The kube client cannot be configured.
     #[error(transparent)]
     Kube(#[from] kubenest_runtime::kube::ClientError),
 }

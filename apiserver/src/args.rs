@@ -72,13 +72,16 @@ pub struct Args {
 /// Why the server could not start, or stopped serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// Hub replicas without the key that signs the backend token.
     #[error("--hub-url needs --hub-signing-key")]
     HubUrlWithoutKey,
     /// A key file cannot be read, or the listener cannot bind or serve.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The hub signing key is not an Ed25519 PKCS#8 PEM.
     #[error(transparent)]
     SigningKey(#[from] TokenError),
+    /// The kube client cannot be configured.
     #[error(transparent)]
     Client(#[from] kubenest_runtime::kube::ClientError),
     /// PostgreSQL, the bootstrap administrator, the index or the hub session.

@@ -55,17 +55,22 @@ pub struct Args {
 /// Why a replica could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
+    /// The kube client cannot be configured.
     #[error(transparent)]
     Client(#[from] kubenest_runtime::kube::ClientError),
+    /// Installing the CRDs or ClusterRoles failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// PostgreSQL is unreachable or its migrations failed.
     #[error(transparent)]
     History(#[from] HistoryError),
     /// The signing key file cannot be read.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The signing key is not an Ed25519 PKCS#8 PEM.
     #[error(transparent)]
     SigningKey(#[from] TokenError),
+    /// Another replica took the Lease while this one led.
     #[error("leadership lost; exiting so a fresh process stands for election")]
     LeadershipLost,
 }
