@@ -45,7 +45,7 @@ use kubenest_contracts as wire;
 use kubenest_crds::names::{finalizers, labels};
 
 use crate::context::Context;
-use crate::crd::{BuildRequest, StackDeploy, stack_deploy_name};
+use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
 use crate::finalizer;
 use crate::report;
 use decide::{Decision, status_patch};
@@ -101,7 +101,7 @@ async fn write(
     ctx: &Context,
     api: &Api<StackDeploy>,
     held: &StackDeploy,
-    old: &crate::crd::StackDeployStatus,
+    old: &StackDeployStatus,
     decision: Decision,
 ) -> Result<Action, Error> {
     if decision.changed {
