@@ -76,46 +76,60 @@ pub fn build_id(app: &wire::AppRef, component: &str, revision: &str) -> String {
     object_name(&[app.name.as_str(), component, short])
 }
 
-/// The image of a Git workload: asks for its build when there is none yet.
-pub async fn image_for(
+/// The BuildRequest of a Git workload at its App's revision, if it was asked for.
+pub async fn requested(
     ctx: &Context,
     deploy: &wire::AppDeploy,
     workload: &wire::Workload,
-    git: &wire::GitSource,
-) -> Result<Image, kube::Error> {
+) -> Result<Option<BuildRequest>, kube::Error> {
     let id = build_id(&deploy.app, workload.name.as_str(), &deploy.revision);
-    let name = build_request_name(&id);
-    let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
-    let Some(found) = api.get_opt(&name).await? else {
-        let image = format!(
-            "{}/{}/{}:{}",
-            ctx.builders.push_prefix,
-            deploy.app.namespace.as_str(),
-            crate::render::component_object(&deploy.app, workload.name.as_str()),
-            &deploy.revision[..deploy.revision.len().min(12)]
-        );
-        store(
-            ctx,
-            wire::BuildRequest {
-                build_id: wire::Id::new(&id),
-                app: deploy.app.clone(),
-                component: workload.name.clone(),
-                source: git.clone(),
-                image,
-            },
-        )
-        .await?;
-        return Ok(Image::Building("the image build is queued".into()));
+    Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace)
+        .get_opt(&build_request_name(&id))
+        .await
+}
+
+/// The build a Git workload asks for at its App's revision, pushing under `push_prefix` (pure).
+pub fn request_for(
+    push_prefix: &str,
+    deploy: &wire::AppDeploy,
+    workload: &wire::Workload,
+    git: &wire::GitSource,
+) -> wire::BuildRequest {
+    let id = build_id(&deploy.app, workload.name.as_str(), &deploy.revision);
+    let image = format!(
+        "{}/{}/{}:{}",
+        push_prefix,
+        deploy.app.namespace.as_str(),
+        crate::render::component_object(&deploy.app, workload.name.as_str()),
+        &deploy.revision[..deploy.revision.len().min(12)]
+    );
+    wire::BuildRequest {
+        build_id: wire::Id::new(&id),
+        app: deploy.app.clone(),
+        component: workload.name.clone(),
+        source: git.clone(),
+        image,
+    }
+}
+
+/// A Git workload's image from its BuildRequest (pure); `None`: the build is yet to be asked for.
+pub fn image(found: Option<&BuildRequest>) -> Image {
+    let Some(found) = found else {
+        return Image::Building("the image build is queued".into());
     };
-    let status = found.status.unwrap_or_default();
-    Ok(match status.phase.as_deref() {
-        Some("Succeeded") => Image::Ready(status.image.unwrap_or(found.spec.request.image)),
+    let status = found.status.clone().unwrap_or_default();
+    match status.phase.as_deref() {
+        Some("Succeeded") => Image::Ready(
+            status
+                .image
+                .unwrap_or_else(|| found.spec.request.image.clone()),
+        ),
         Some("Failed") => Image::Failed(format!("the image build failed: {}", status.message)),
         _ => Image::Building(format!(
             "building the image ({})",
             status.phase.as_deref().unwrap_or("Pending")
         )),
-    })
+    }
 }
 
 /// The build Job of a request (pure).
@@ -349,6 +363,41 @@ mod tests {
         let job = job(&request(wire::BuildMode::Buildpack), &builders());
         let container = &job["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["command"][0], "/cnb/lifecycle/creator");
+    }
+
+    #[test]
+    fn a_workload_runs_its_image_once_the_build_succeeded() {
+        assert_eq!(
+            image(None),
+            Image::Building("the image build is queued".into())
+        );
+        let request = request_for(
+            "builds",
+            &serde_json::from_value(json!({
+                "app": {"app_id": "a1", "name": "shop", "project_id": "p1", "namespace": "shop"},
+                "revision": "0123456789abcdef", "progress_deadline_seconds": 60, "components": [],
+            }))
+            .unwrap(),
+            &serde_json::from_value(json!({
+                "name": "web", "source": {"type": "image", "image": "x"}, "replicas": 1,
+            }))
+            .unwrap(),
+            &request(wire::BuildMode::Dockerfile).source,
+        );
+        assert_eq!(request.image, "builds/shop/shop-web:0123456789ab");
+        let mut held = BuildRequest::new(
+            &build_request_name(request.build_id.as_str()),
+            crate::crd::BuildRequestSpec { request },
+        );
+        assert!(matches!(image(Some(&held)), Image::Building(_)));
+        held.status = Some(crate::crd::BuildRequestStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            image(Some(&held)),
+            Image::Ready("builds/shop/shop-web:0123456789ab".into())
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use crate::apply::Applier;
 use crate::crd::{StackDeploy, StackDeployStatus};
 use crate::gitops::GitOps;
 use crate::helm::Helm;
-use crate::uplink::Reporter;
+use crate::report::{LastReports, Reporter};
 use kube::ResourceExt;
 use kubenest_contracts::{AppDeploy, AppStatus};
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub struct Context {
     /// StackDeploy's status is written after the report, so it can be one step behind, and
     /// resending it would tell the management side an older state as the newest (and the next
     /// pass, finding nothing changed, would not correct it).
-    pub reported: crate::status::LastReports,
+    pub reported: LastReports,
     /// The status this process last wrote to each App's StackDeploy: (StackDeploy uid, status).
     /// Only the agent writes that status, so this is never older than the controller's cached
     /// copy, which lags behind the write it just made (see [`Context::last_written`]).

@@ -11,12 +11,29 @@
 //! - [`build`]: Kaniko or buildpacks Jobs for Git workloads;
 //! - [`project`]: namespaces, for `project.ensure` and `project.delete`.
 //!
-//! Rendering ([`render`]), drift comparison ([`drift`]), export expansion and phase decisions are
-//! pure functions with unit tests; IO lives in the controllers and [`apply`].
+//! Rendering ([`render`]), drift comparison ([`drift`]), export expansion, the checks of an App
+//! ([`validate`]) and each StackDeploy pass's plan and decision are pure functions with unit
+//! tests; IO lives in the controllers and [`apply`].
+//!
+//! # Layers
+//!
+//! No module imports from a layer above its own, and none takes part in a circle:
+//!
+//! 1. pure parts and the cluster's edges: [`render`], [`drift`], [`exports`], [`validate`],
+//!    [`crd`], [`apply`], [`helm`], [`gitops`], [`finalizer`], [`capacity`], and [`report`] (the
+//!    queue of status events to the hub, and the `app.status` of a StackDeploy);
+//! 2. [`context`]: what every controller and command handler shares;
+//! 3. [`boundary`] (the namespace check, and the [`boundary::Refusal`] every command answers
+//!    with), [`addon`], [`build`];
+//! 4. [`project`], [`stack`];
+//! 5. [`commands`]: the hub's commands, stored and answered; the snapshot and resync;
+//! 6. [`uplink`]: the session with the hub, which hands commands to [`commands`] and drains
+//!    [`report`]'s queue.
 
 pub mod addon;
 pub mod apply;
 pub mod args;
+pub mod boundary;
 pub mod build;
 pub mod capacity;
 pub mod commands;
@@ -29,9 +46,10 @@ pub mod gitops;
 pub mod helm;
 pub mod project;
 pub mod render;
+pub mod report;
 pub mod stack;
-pub mod status;
 pub mod uplink;
+pub mod validate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,7 +63,8 @@ use tokio_util::sync::CancellationToken;
 use crate::context::{Builders, Context};
 use crate::gitops::GitOps;
 use crate::helm::Helm;
-use crate::uplink::{Reporter, UplinkConfig};
+use crate::report::Reporter;
+use crate::uplink::UplinkConfig;
 
 /// What the agent needs to run.
 #[derive(Clone)]

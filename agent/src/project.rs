@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kubenest_contracts::{self as wire, ProjectPhase, RejectReason};
 use serde_json::json;
 
-use crate::commands::Refusal;
+use crate::boundary::Refusal;
 use crate::context::Context;
 
 fn report(
@@ -36,7 +36,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
     let namespaces = Api::<Namespace>::all(ctx.client.clone());
     let name = command.namespace.as_str();
     let project = command.project_id.as_str();
-    let existing = namespaces.get_opt(name).await.map_err(internal)?;
+    let existing = namespaces.get_opt(name).await.map_err(Refusal::internal)?;
     if let Some(existing) = &existing {
         match existing.labels().get(labels::PROJECT_ID) {
             Some(owner) if owner == project => {}
@@ -52,11 +52,11 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
             }
         }
         if existing.metadata.deletion_timestamp.is_some() {
-            return Err(Refusal {
-                reason: RejectReason::Internal,
-                message: format!("namespace {name} is still being deleted; try again"),
-                field: Some("/namespace".into()),
-            });
+            return Err(Refusal::new(
+                RejectReason::Internal,
+                format!("namespace {name} is still being deleted; try again"),
+                Some("/namespace"),
+            ));
         }
     }
     let mut labels = serde_json::Map::new();
@@ -76,7 +76,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
             &Patch::Apply(&object),
         )
         .await
-        .map_err(internal)?;
+        .map_err(Refusal::internal)?;
     if let Some(secret) = &command.registry_secret {
         let account = json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
@@ -90,7 +90,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
                 &Patch::Apply(&account),
             )
             .await
-            .map_err(internal)?;
+            .map_err(Refusal::internal)?;
     }
     report(
         ctx,
@@ -107,7 +107,7 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
 pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result<(), Refusal> {
     let namespaces = Api::<Namespace>::all(ctx.client.clone());
     let name = command.namespace.as_str();
-    match namespaces.get_opt(name).await.map_err(internal)? {
+    match namespaces.get_opt(name).await.map_err(Refusal::internal)? {
         None => {
             report(
                 ctx,
@@ -129,7 +129,7 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
     match namespaces.delete(name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => {}
-        Err(error) => return Err(internal(error)),
+        Err(error) => return Err(Refusal::internal(error)),
     }
     report(
         ctx,
@@ -162,19 +162,11 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
 }
 
 fn violation(message: String) -> Refusal {
-    Refusal {
-        reason: RejectReason::NamespaceViolation,
+    Refusal::new(
+        RejectReason::NamespaceViolation,
         message,
-        field: Some("/namespace".into()),
-    }
-}
-
-fn internal(error: kube::Error) -> Refusal {
-    Refusal {
-        reason: RejectReason::Internal,
-        message: format!("the cluster refused the write: {error}"),
-        field: None,
-    }
+        Some("/namespace"),
+    )
 }
 
 /// The status of every project namespace, for a resync.

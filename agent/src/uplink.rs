@@ -5,7 +5,7 @@
 //! every connect sends `hello`, a full `snapshot` and the current status of everything it holds,
 //! so events lost while it was away heal themselves. Commands go to [`crate::commands`], which
 //! stores them durably before they are answered; status events from the controllers reach the hub
-//! through the [`Reporter`]. While disconnected, events are dropped: they are level-based and
+//! through the [`Reporter`](crate::report::Reporter). While disconnected, events are dropped: they are level-based and
 //! the reconnect resync replaces them.
 
 use std::sync::Arc;
@@ -50,60 +50,6 @@ impl std::fmt::Debug for UplinkConfig {
             .field("url", &self.url)
             .field("cluster_id", &self.cluster_id)
             .finish_non_exhaustive()
-    }
-}
-
-/// Where status events go; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Reporter {
-    events: mpsc::Sender<Message>,
-    connected: watch::Receiver<bool>,
-    sequence: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl Reporter {
-    /// A reporter and the receiving end the uplink drains.
-    pub fn new() -> (Self, mpsc::Receiver<Message>, watch::Sender<bool>) {
-        let (events, receiver) = mpsc::channel(4096);
-        let (connected_tx, connected) = watch::channel(false);
-        let reporter = Self {
-            events,
-            connected,
-            sequence: Arc::default(),
-        };
-        (reporter, receiver, connected_tx)
-    }
-
-    /// Queues an event for the hub; dropped while disconnected or when the queue is full
-    /// (the next snapshot and resync carry the state instead).
-    pub fn report(&self, event: impl Into<Message>) {
-        if *self.connected.borrow() {
-            let _ = self.events.try_send(event.into());
-        }
-    }
-
-    /// Whether a session is up.
-    pub fn connected(&self) -> bool {
-        *self.connected.borrow()
-    }
-
-    /// The next `app.status` sequence number. The controllers drop events whose sequence is not
-    /// newer than the last one, across agent restarts too, so it is the wall clock in
-    /// microseconds, kept strictly rising within a process: no state to persist.
-    pub fn next_sequence(&self) -> u64 {
-        use std::sync::atomic::Ordering;
-        let now = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap_or(0);
-        let mut current = self.sequence.load(Ordering::Relaxed);
-        loop {
-            let next = now.max(current + 1);
-            match self
-                .sequence
-                .compare_exchange(current, next, Ordering::SeqCst, Ordering::Relaxed)
-            {
-                Ok(_) => return next,
-                Err(seen) => current = seen,
-            }
-        }
     }
 }
 
@@ -418,15 +364,5 @@ mod tests {
         assert!(delays.len() > 10, "{delays:?}");
         // Without one, the first retries come quickly.
         assert!(next_delay(0, None, base, max) <= base);
-    }
-
-    #[test]
-    fn sequences_rise_strictly_and_start_from_the_clock() {
-        let (reporter, _rx, _tx) = Reporter::new();
-        let first = reporter.next_sequence();
-        let second = reporter.next_sequence();
-        assert!(second > first);
-        let micros = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap();
-        assert!(first <= micros && first > micros - 60_000_000);
     }
 }

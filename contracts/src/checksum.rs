@@ -4,7 +4,7 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::AppDeploy;
+use crate::command::AppDeploy;
 
 /// JSON with object keys sorted at every level, so equal values serialize equally whatever
 /// order their maps were written in.

@@ -6,22 +6,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::common::Id;
-use crate::messages::{Message, MessageType};
+use crate::messages::{Direction, Message, MessageType};
 
 /// The protocol's major version. See the crate docs for what changes it.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// Which way a frame travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Controllers → agent, through the hub.
-    Command,
-    /// Agent → controllers, through the hub.
-    Status,
-    /// Between a session and the hub itself.
-    Control,
-}
 
 /// One frame: routing header plus a typed message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -56,8 +56,8 @@ pub use checksum::{canonical_json, checksum_of};
 pub use command::*;
 pub use common::*;
 pub use control::*;
-pub use envelope::{Direction, Envelope, SCHEMA_VERSION};
-pub use messages::{Message, MessageType};
+pub use envelope::{Envelope, SCHEMA_VERSION};
+pub use messages::{Direction, Message, MessageType};
 pub use status::*;
 pub use token::{
     Claims, ClientType, HUB_AUDIENCE, Identity, TokenError, TokenSigner, TokenVerifier,

@@ -5,8 +5,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::*;
 use crate::control::*;
-use crate::envelope::Direction;
 use crate::status::*;
+
+// The catalog below fixes it for every message type, so it lives here.
+/// Which way a frame travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Controllers → agent, through the hub.
+    Command,
+    /// Agent → controllers, through the hub.
+    Status,
+    /// Between a session and the hub itself.
+    Control,
+}
 
 macro_rules! catalog {
     ($( $name:literal => $variant:ident($payload:ty), $direction:ident; )*) => {

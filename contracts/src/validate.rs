@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use crate::common::Id;
 use crate::control::{ErrorCode, ErrorFrame};
-use crate::envelope::{Direction, Envelope, SCHEMA_VERSION};
-use crate::messages::MessageType;
+use crate::envelope::{Envelope, SCHEMA_VERSION};
+use crate::messages::{Direction, MessageType};
 use crate::schemas;
 
 /// Bounds every frame must stay within.

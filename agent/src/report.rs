@@ -1,12 +1,68 @@
-//! Status events from what the agent holds: the `snapshot` with a checksum per StackDeploy, and
-//! the current status of every object for a resync.
+//! What the agent tells the hub about its Apps, and how: the [`Reporter`] that queues events for
+//! the uplink, the `app.status` a StackDeploy's status stands for, and the last report of each
+//! App, which a resync repeats.
 
-use kube::api::{Api, ListParams};
+use std::sync::Arc;
+
 use kubenest_contracts::{self as wire, AppPhase, Message};
+use kubenest_crds::names::conditions;
+use tokio::sync::{mpsc, watch};
 
-use crate::context::Context;
-use crate::crd::{AddonRelease, StackDeploy};
-use crate::uplink::Reporter;
+use crate::crd::StackDeploy;
+
+/// Where status events go; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    events: mpsc::Sender<Message>,
+    connected: watch::Receiver<bool>,
+    sequence: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Reporter {
+    /// A reporter and the receiving end the uplink drains.
+    pub fn new() -> (Self, mpsc::Receiver<Message>, watch::Sender<bool>) {
+        let (events, receiver) = mpsc::channel(4096);
+        let (connected_tx, connected) = watch::channel(false);
+        let reporter = Self {
+            events,
+            connected,
+            sequence: Arc::default(),
+        };
+        (reporter, receiver, connected_tx)
+    }
+
+    /// Queues an event for the hub; dropped while disconnected or when the queue is full
+    /// (the next snapshot and resync carry the state instead).
+    pub fn report(&self, event: impl Into<Message>) {
+        if *self.connected.borrow() {
+            let _ = self.events.try_send(event.into());
+        }
+    }
+
+    /// Whether a session is up.
+    pub fn connected(&self) -> bool {
+        *self.connected.borrow()
+    }
+
+    /// The next `app.status` sequence number. The controllers drop events whose sequence is not
+    /// newer than the last one, across agent restarts too, so it is the wall clock in
+    /// microseconds, kept strictly rising within a process: no state to persist.
+    pub fn next_sequence(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        let now = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap_or(0);
+        let mut current = self.sequence.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(current + 1);
+            match self
+                .sequence
+                .compare_exchange(current, next, Ordering::SeqCst, Ordering::Relaxed)
+            {
+                Ok(_) => return next,
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
 
 /// An App phase from its stored name.
 pub fn phase_of(name: Option<&str>) -> AppPhase {
@@ -41,7 +97,7 @@ pub fn app_status(reporter: &Reporter, held: &StackDeploy) -> wire::AppStatus {
     let mut conditions = Vec::new();
     if let Some(rejection) = &status.rejection {
         conditions.push(wire::Condition {
-            type_: "Ready".into(),
+            type_: conditions::READY.into(),
             status: wire::ConditionStatus::False,
             reason: "NamespaceViolation".into(),
             message: rejection.chars().take(4096).collect(),
@@ -117,57 +173,6 @@ pub fn deleted(reporter: &Reporter, app_id: wire::Id, revision: Option<String>) 
     }
 }
 
-/// The snapshot of every StackDeploy.
-pub async fn snapshot(ctx: &Context) -> wire::Snapshot {
-    let held = crate::commands::stack_deploys(ctx)
-        .await
-        .unwrap_or_default();
-    wire::Snapshot {
-        stack_deploys: held
-            .iter()
-            .map(|sd| wire::SnapshotEntry {
-                app_id: sd.spec.deploy.app.app_id.clone(),
-                revision: sd.spec.deploy.revision.clone(),
-                checksum: sd.spec.deploy.checksum(),
-                phase: if sd.metadata.deletion_timestamp.is_some() {
-                    AppPhase::Deleting
-                } else {
-                    phase_of(sd.status.as_ref().and_then(|s| s.phase.as_deref()))
-                },
-            })
-            .collect(),
-        taken_at: chrono::Utc::now(),
-    }
-}
-
-/// The current status of every project, App and standalone addon.
-pub async fn resync(ctx: &Context) -> Vec<Message> {
-    let mut events: Vec<Message> = crate::project::statuses(ctx)
-        .await
-        .into_iter()
-        .map(Message::from)
-        .collect();
-    for held in crate::commands::stack_deploys(ctx)
-        .await
-        .unwrap_or_default()
-    {
-        if let Some(status) = ctx.reported.again(&ctx.reporter, &held) {
-            events.push(status.into());
-        }
-    }
-    let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace)
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default();
-    for release in releases {
-        if let Some(status) = crate::addon::release_status(&release) {
-            events.push(status.into());
-        }
-    }
-    events
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +221,15 @@ mod tests {
             "nothing reported: the status"
         );
         assert!(reports.again(&reporter, &held(None)).is_none());
+    }
+
+    #[test]
+    fn sequences_rise_strictly_and_start_from_the_clock() {
+        let (reporter, _rx, _tx) = Reporter::new();
+        let first = reporter.next_sequence();
+        let second = reporter.next_sequence();
+        assert!(second > first);
+        let micros = u64::try_from(chrono::Utc::now().timestamp_micros()).unwrap();
+        assert!(first <= micros && first > micros - 60_000_000);
     }
 }

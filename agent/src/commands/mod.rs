@@ -1,0 +1,166 @@
+//! Commands from the hub: each is stored durably on the cluster (a StackDeploy, an AddonRelease,
+//! a BuildRequest, a namespace or a Secret) **before** it is answered `command.accepted`, or
+//! refused with `command.rejected` naming the reason and the field. Applying a command twice is
+//! harmless: every write is an idempotent upsert keyed by the object's id.
+//!
+//! Commands about one object are handled in the order they arrived (one worker per hash of the
+//! object's id); commands about different objects run side by side. A copy of a command that is
+//! still waiting for its worker (the controllers re-send while the agent is busy) joins the
+//! waiting one and is answered with it, instead of queueing again: under load a backlog would
+//! otherwise feed on its own re-sends.
+//!
+//! The handlers live by what they store: `app` (StackDeploys and BuildRequests), `addon`
+//! (AddonReleases), `secret` (Secrets) and [`crate::project`] (namespaces); `queue` holds the
+//! workers' queues, and `resync` what a new session (or `resync.request`) is told.
+
+mod addon;
+mod app;
+mod queue;
+mod resync;
+mod secret;
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use kubenest_contracts::{self as wire, Envelope, Message, RejectReason};
+
+use crate::boundary::Refusal;
+use crate::context::Context;
+use queue::{Pending, Queue, key_of};
+
+/// How many commands run at once.
+const WORKERS: usize = 8;
+
+/// The command handler and its workers.
+pub struct Commands {
+    ctx: Arc<Context>,
+    workers: Vec<Arc<Queue>>,
+}
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        self.workers.iter().for_each(|queue| queue.close());
+    }
+}
+
+impl std::fmt::Debug for Commands {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Commands").finish_non_exhaustive()
+    }
+}
+
+impl Commands {
+    /// Starts the workers.
+    pub fn start(ctx: Arc<Context>) -> Arc<Self> {
+        let mut workers = Vec::new();
+        for _ in 0..WORKERS {
+            let queue = Arc::new(Queue::default());
+            let ctx = ctx.clone();
+            tokio::spawn({
+                let queue = Arc::clone(&queue);
+                async move {
+                    while let Some(Pending { envelope, replies }) = queue.pop().await {
+                        let kind = envelope.message_type();
+                        let outcome = handle(&ctx, envelope.message).await;
+                        if matches!(kind, wire::MessageType::ResyncRequest) {
+                            continue;
+                        }
+                        for (command_id, reply) in replies {
+                            let answer = match &outcome {
+                                Ok(()) => {
+                                    tracing::info!(%kind, %command_id, "command accepted");
+                                    Message::from(wire::CommandAccepted { command_id })
+                                }
+                                Err(refusal) => {
+                                    tracing::warn!(%kind, %command_id, reason = ?refusal.reason, field = ?refusal.field, message = %refusal.message, "command rejected");
+                                    Message::from(wire::CommandRejected {
+                                        command_id,
+                                        reason: refusal.reason,
+                                        message: refusal.message.clone(),
+                                        field: refusal.field.clone(),
+                                    })
+                                }
+                            };
+                            reply(answer);
+                        }
+                    }
+                }
+            });
+            workers.push(queue);
+        }
+        Arc::new(Self { ctx, workers })
+    }
+
+    /// Queues a command; `reply` gets its answer.
+    pub fn submit(&self, envelope: Envelope, reply: impl FnOnce(Message) + Send + 'static) {
+        let mut hasher = DefaultHasher::new();
+        key_of(&envelope.message).hash(&mut hasher);
+        let index = usize::try_from(hasher.finish() % WORKERS as u64).unwrap_or(0);
+        if let Some(worker) = self.workers.get(index) {
+            worker.push(envelope, Box::new(reply));
+        }
+    }
+
+    /// The first frame of every session.
+    pub fn hello(&self) -> wire::Hello {
+        wire::Hello {
+            agent_version: format!("kubenest-agent/{}", env!("CARGO_PKG_VERSION")),
+            capabilities: vec![
+                "build.kaniko".into(),
+                "build.buildpacks".into(),
+                "gitops".into(),
+            ],
+            kubernetes_version: self.ctx.kubernetes_version.clone(),
+        }
+    }
+
+    /// Everything the agent holds, with checksums.
+    pub async fn snapshot(&self) -> wire::Snapshot {
+        resync::snapshot(&self.ctx).await
+    }
+
+    /// The current status of everything the agent holds, as events.
+    pub async fn resync(&self) -> Vec<Message> {
+        resync::resync(&self.ctx).await
+    }
+
+    /// Capacity for a heartbeat.
+    pub async fn heartbeat(&self) -> Result<wire::Heartbeat, kube::Error> {
+        crate::capacity::heartbeat(&self.ctx.client).await
+    }
+}
+
+async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
+    match message {
+        Message::ProjectEnsure(c) => crate::project::ensure(ctx, &c).await,
+        Message::ProjectDelete(c) => crate::project::delete(ctx, &c).await,
+        Message::AppDeploy(c) => app::deploy(ctx, c).await,
+        Message::AppDelete(c) => app::delete_app(ctx, &c.app).await,
+        Message::AppRedeploy(c) => app::redeploy(ctx, &c).await,
+        Message::AppPause(c) => app::set_paused(ctx, &c.app, true).await,
+        Message::AppResume(c) => app::set_paused(ctx, &c.app, false).await,
+        Message::AddonApply(c) => addon::addon_apply(ctx, c).await,
+        Message::AddonRollback(c) => addon::addon_rollback(ctx, &c).await,
+        Message::AddonDelete(c) => addon::addon_delete(ctx, &c).await,
+        Message::SecretSet(c) => secret::secret_set(ctx, &c).await,
+        Message::SecretDelete(c) => secret::secret_delete(ctx, &c).await,
+        Message::BuildRequest(c) => app::build(ctx, c).await,
+        Message::ResyncRequest(_) => {
+            ctx.reporter.report(resync::snapshot(ctx).await);
+            for event in resync::resync(ctx).await {
+                ctx.reporter.report(event);
+            }
+            Ok(())
+        }
+        Message::LogsSubscribe(_) | Message::LogsUnsubscribe(_) => Err(Refusal::new(
+            RejectReason::Unsupported,
+            "this agent does not stream logs",
+            None,
+        )),
+        other => Err(Refusal::new(
+            RejectReason::Unsupported,
+            format!("{} is not a command", other.message_type()),
+            None,
+        )),
+    }
+}

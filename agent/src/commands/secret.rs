@@ -1,0 +1,103 @@
+//! Secret commands: `secret.set` writes keys into a Secret of a project's namespace, keeping
+//! the others; `secret.delete` removes keys, or the whole Secret.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kubenest_contracts::{self as wire, RejectReason};
+use kubenest_crds::names::labels;
+use serde_json::json;
+
+use crate::boundary::{Refusal, check_project_namespace};
+use crate::context::Context;
+
+pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Result<(), Refusal> {
+    let target = &set.target;
+    check_project_namespace(ctx, target.namespace.as_str()).await?;
+    for key in set.values.keys() {
+        let valid = !key.is_empty()
+            && key.len() <= 253
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(Refusal::new(
+                RejectReason::Invalid,
+                "a Secret key may hold only letters, digits, '-', '_' and '.'",
+                Some(&format!(
+                    "/values/{}",
+                    key.replace('~', "~0").replace('/', "~1")
+                )),
+            ));
+        }
+    }
+    let engine = base64::engine::general_purpose::STANDARD;
+    let data: serde_json::Map<String, serde_json::Value> = set
+        .values
+        .iter()
+        .map(|(k, v)| (k.clone(), engine.encode(v.0.as_bytes()).into()))
+        .collect();
+    let mut labels = serde_json::Map::new();
+    labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_AGENT.into());
+    if let Some(app) = &target.app_id {
+        labels.insert(labels::APP_ID.into(), app.as_str().into());
+    }
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
+    let name = target.secret.as_str();
+    // A merge patch sets these keys and keeps the others (server-side apply would drop keys an
+    // earlier `secret.set` of the same manager wrote).
+    let patch = json!({"metadata": {"labels": labels}, "data": data});
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            let secret: Secret = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "labels": labels},
+                "type": "Opaque",
+                "data": data,
+            }))
+            .map_err(Refusal::internal)?;
+            api.create(&PostParams::default(), &secret)
+                .await
+                .map(|_| ())
+                .map_err(Refusal::internal)
+        }
+        Err(error) => Err(Refusal::internal(error)),
+    }
+}
+
+pub(super) async fn secret_delete(
+    ctx: &Arc<Context>,
+    delete: &wire::SecretDelete,
+) -> Result<(), Refusal> {
+    let target = &delete.target;
+    check_project_namespace(ctx, target.namespace.as_str()).await?;
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
+    let name = target.secret.as_str();
+    let result = if delete.keys.is_empty() {
+        api.delete(name, &DeleteParams::default()).await.map(|_| ())
+    } else {
+        let data: serde_json::Map<String, serde_json::Value> = delete
+            .keys
+            .iter()
+            .map(|k| (k.clone(), serde_json::Value::Null))
+            .collect();
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"data": data})),
+        )
+        .await
+        .map(|_| ())
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(Refusal::internal(error)),
+    }
+}

@@ -1,0 +1,140 @@
+//! Assess (pure): what the cluster's answers to a plan add up to: each component's status, the
+//! exports published, the drift, the ingress address, and what pruning keeps.
+
+use std::collections::BTreeSet;
+
+use kubenest_contracts as wire;
+use serde_json::Value;
+
+use super::plan::{Kind, Plan};
+use super::rollout::Answer;
+use crate::addon::workload_ready;
+use crate::apply::ObjectId;
+use crate::drift;
+
+/// Everything one pass over the components found.
+#[derive(Debug)]
+pub struct Pass {
+    /// What pruning keeps.
+    pub keep: BTreeSet<ObjectId>,
+    pub components: Vec<wire::ComponentStatus>,
+    pub exports: Vec<wire::PublishedExport>,
+    pub drift: Vec<wire::DriftDetail>,
+    pub blocked: Vec<wire::DriftDetail>,
+    pub ingress: Option<String>,
+    pub failed: bool,
+    pub all_ready: bool,
+    pub workloads_at_zero: bool,
+}
+
+fn component(
+    name: &wire::Name,
+    kind: Kind,
+    (ready, have, want): (bool, u32, u32),
+    message: String,
+) -> wire::ComponentStatus {
+    wire::ComponentStatus {
+        name: name.clone(),
+        kind: kind.as_str().into(),
+        ready_replicas: have,
+        desired_replicas: want,
+        ready,
+        message: message.chars().take(4096).collect(),
+    }
+}
+
+/// What the answers to `plan`'s steps (one per step, in order) add up to; `paused`: the App
+/// asks for its workloads at zero.
+pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
+    let mut pass = Pass {
+        keep: plan.rendered.clone(),
+        components: Vec::new(),
+        exports: Vec::new(),
+        drift: plan.drift.clone(),
+        blocked: Vec::new(),
+        ingress: None,
+        failed: false,
+        all_ready: true,
+        workloads_at_zero: true,
+    };
+    for (step, answer) in plan.steps.iter().zip(answers) {
+        let status = match answer {
+            Answer::Chart(Ok(outcome)) => {
+                pass.all_ready &= outcome.ready;
+                pass.keep.extend(outcome.objects.iter().cloned());
+                if step.kind == Kind::Addon {
+                    pass.exports.push(outcome.export.clone());
+                }
+                let replicas = (
+                    outcome.ready,
+                    outcome.ready_replicas,
+                    outcome.desired_replicas,
+                );
+                component(step.component, step.kind, replicas, outcome.message.clone())
+            }
+            Answer::Chart(Err(message)) => {
+                pass.failed = true;
+                pass.all_ready = false;
+                component(
+                    step.component,
+                    step.kind,
+                    (false, 0, step.replicas),
+                    message.clone(),
+                )
+            }
+            Answer::Waiting { failed, message } => {
+                if *failed {
+                    pass.failed = true;
+                } else {
+                    pass.all_ready = false;
+                    pass.workloads_at_zero &= paused;
+                }
+                component(
+                    step.component,
+                    step.kind,
+                    (false, 0, step.replicas),
+                    message.clone(),
+                )
+            }
+            Answer::Objects { live, refused } => {
+                let mut status = (false, 0, step.replicas);
+                let mut message = String::new();
+                for (id, live) in live {
+                    if id.1 == "Deployment" {
+                        // The cache is at least as new as the change that woke this pass.
+                        status = workload_ready(live);
+                        pass.workloads_at_zero &= status.1 == 0 && live_replicas(live) == 0;
+                        let blocked = drift::blocked(live);
+                        message = match &blocked {
+                            Some(_) => "the rollout exceeded its progress deadline".to_owned(),
+                            None if status.0 => String::new(),
+                            None => format!("{}/{} replicas ready", status.1, status.2),
+                        };
+                        pass.blocked.extend(blocked);
+                    }
+                    if id.1 == "Ingress" {
+                        pass.ingress = live
+                            .pointer("/status/loadBalancer/ingress/0")
+                            .and_then(|i| i.get("hostname").or_else(|| i.get("ip")))
+                            .and_then(Value::as_str)
+                            .map(str::to_owned);
+                    }
+                }
+                if let Some((id, error)) = refused {
+                    status.0 = false;
+                    message = format!("cannot apply {}/{}: {error}", id.1, id.2);
+                }
+                pass.all_ready &= status.0;
+                component(step.component, step.kind, status, message)
+            }
+        };
+        pass.components.push(status);
+    }
+    pass
+}
+
+fn live_replicas(live: &Value) -> u64 {
+    live.pointer("/status/replicas")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}

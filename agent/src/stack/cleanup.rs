@@ -1,0 +1,71 @@
+//! A StackDeploy being deleted: everything its App owns goes first (rendered objects, addon
+//! folders in the GitOps repository, builds), then what the agent remembers of it, then the
+//! finalizer, and the App is reported gone.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kubenest_contracts as wire;
+use kubenest_crds::names::finalizers;
+
+use super::{Error, selector};
+use crate::addon;
+use crate::context::Context;
+use crate::crd::StackDeploy;
+use crate::finalizer;
+use crate::render;
+use crate::report;
+
+/// Removes what `held`'s App owns; looks again in a second while objects are still going.
+pub async fn cleanup(
+    ctx: &Context,
+    api: &Api<StackDeploy>,
+    held: &StackDeploy,
+) -> Result<Action, Error> {
+    let deploy = &held.spec.deploy;
+    let app = &deploy.app;
+    let namespace = app.namespace.as_str();
+    let refused = held
+        .status
+        .as_ref()
+        .and_then(|s| s.rejection.as_ref())
+        .is_some();
+    let remaining = if refused {
+        0 // refused StackDeploys never created anything
+    } else {
+        ctx.applier
+            .prune(namespace, &selector(app), &BTreeSet::new())
+            .await?
+    };
+    if remaining > 0 {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    for component in &deploy.components {
+        if let wire::Component::Addon(a) = component {
+            let release = render::component_object(app, a.name.as_str());
+            addon::forget(ctx, namespace, &release, a.name.as_str()).await?;
+        }
+    }
+    crate::build::forget_app(ctx, app).await?;
+    ctx.forget_app(app.app_id.as_str());
+    ctx.reporter.report(report::deleted(
+        &ctx.reporter,
+        app.app_id.clone(),
+        Some(deploy.revision.clone()),
+    ));
+    finalizer::release(
+        api,
+        &held.name_any(),
+        held.finalizers(),
+        finalizers::STACK_DEPLOY,
+    )
+    .await?;
+    tracing::info!(
+        app = app.name.as_str(),
+        "everything the App owned is removed"
+    );
+    Ok(Action::await_change())
+}

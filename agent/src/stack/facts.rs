@@ -1,0 +1,101 @@
+//! Fetch: what one pass knows before it writes anything.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use kubenest_contracts as wire;
+use serde_json::Value;
+
+use super::Error;
+use crate::boundary::check_namespace;
+use crate::build::{self, Image};
+use crate::context::Context;
+use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus};
+use crate::render;
+
+/// The facts one pass decides on.
+#[derive(Debug)]
+pub struct Facts<'a> {
+    pub held: &'a StackDeploy,
+    /// The status as this process last wrote it (or as the cache holds it).
+    pub old: StackDeployStatus,
+    /// When the pass started: rollout clocks and deadlines are measured from it.
+    pub now: DateTime<Utc>,
+    /// Why the StackDeploy is outside its project's namespace; nothing is applied then.
+    pub rejection: Option<String>,
+    /// Every object of the App is due a write regardless of its stamp.
+    pub full_pass_due: bool,
+    /// Where Git workloads' images are pushed.
+    pub push_prefix: &'a str,
+    /// The BuildRequest of each Git workload at this revision (`None`: not asked for yet), by
+    /// component name.
+    pub builds: BTreeMap<&'a str, Option<BuildRequest>>,
+    /// The live Deployment of each workload that renders one, by component name, for drift;
+    /// read only when the revision is not a fresh one (a fresh revision changes them anyway).
+    pub live: BTreeMap<&'a str, Value>,
+}
+
+impl<'a> Facts<'a> {
+    /// Reads the facts of `held` (component names are unique: the command is refused otherwise).
+    pub async fn gather(ctx: &'a Context, held: &'a StackDeploy) -> Result<Self, Error> {
+        let deploy = &held.spec.deploy;
+        let app = &deploy.app;
+        let old = ctx.last_written(app.app_id.as_str(), held);
+        let now = Utc::now();
+        let boundary = check_namespace(
+            ctx,
+            app.namespace.as_str(),
+            app.project_id.as_str(),
+            "/app/namespace",
+        )
+        .await;
+        let mut facts = Self {
+            held,
+            old,
+            now,
+            rejection: boundary.err().map(|refusal| refusal.message),
+            full_pass_due: false,
+            push_prefix: &ctx.builders.push_prefix,
+            builds: BTreeMap::new(),
+            live: BTreeMap::new(),
+        };
+        if facts.rejection.is_some() {
+            return Ok(facts);
+        }
+        // The full-pass clock starts with a fresh revision's own pass too, or the pass right
+        // after it (woken by its own status write) would apply everything a second time.
+        facts.full_pass_due = ctx.full_pass_due(app.app_id.as_str());
+        let fresh_revision = facts.fresh_revision();
+        for component in &deploy.components {
+            let wire::Component::Workload(w) = component else {
+                continue;
+            };
+            let renders = match &w.source {
+                wire::WorkloadSource::Git(_) => {
+                    let found = build::requested(ctx, deploy, w).await?;
+                    let ready = matches!(build::image(found.as_ref()), Image::Ready(_));
+                    facts.builds.insert(w.name.as_str(), found);
+                    ready
+                }
+                wire::WorkloadSource::Helm { .. } => false,
+                wire::WorkloadSource::Image { .. } => true,
+            };
+            if renders && !fresh_revision {
+                let name = render::component_object(app, w.name.as_str());
+                let live = ctx
+                    .applier
+                    .get("apps/v1", "Deployment", app.namespace.as_str(), &name)
+                    .await?;
+                if let Some(live) = live {
+                    facts.live.insert(w.name.as_str(), live);
+                }
+            }
+        }
+        Ok(facts)
+    }
+
+    /// Whether the stored revision is one this App's status has not observed yet.
+    pub fn fresh_revision(&self) -> bool {
+        self.old.observed_revision.as_deref() != Some(self.held.spec.deploy.revision.as_str())
+    }
+}

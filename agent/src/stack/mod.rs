@@ -1,0 +1,183 @@
+//! The StackDeploy controller: brings an App's components to the stored desired state and
+//! reports where they stand.
+//!
+//! Per reconcile: the namespace boundary (a StackDeploy outside its project's namespace is
+//! refused, and the refusal travels back as the App's status), then addons (their export Secrets
+//! exist before a consumer starts), then workloads (drift measured against the live object before
+//! applying, so a change behind the agent's back is reported with its manager and then healed),
+//! then pruning of whatever the revision no longer renders, then the phase: `Running` when every
+//! component is ready, `Paused` when workloads are at zero, `Failed` when a component fails, a
+//! rollout misses its progress deadline, or the StackDeploy is refused; `Deploying` otherwise.
+//!
+//! A pass is fetch → plan → roll out → decide → write:
+//! - `facts`: what the pass knows before it writes anything (the status this process last
+//!   wrote, the namespace boundary, whether a full pass is due, the Git workloads' builds, the
+//!   live Deployments);
+//! - `plan` (pure): what to apply, in order and with which force, and the drift found;
+//! - `rollout`: applies the plan and returns what the cluster answered;
+//! - `assess` (pure): what the answers add up to, component by component;
+//! - `decide` (pure): the phase, the status to write, the reports and when to look again.
+//!
+//! Readiness is judged on the objects as the apply answered them (a changed Deployment is not
+//! ready until its new generation is observed), so the two pure steps follow the rollout
+//! instead of preceding it; the driver below then writes the status and sends the reports.
+//!
+//! A StackDeploy being deleted takes the `cleanup` path instead.
+
+mod assess;
+mod cleanup;
+mod decide;
+mod facts;
+mod plan;
+mod rollout;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kubenest_contracts as wire;
+use kubenest_crds::names::{finalizers, labels};
+
+use crate::context::Context;
+use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
+use crate::finalizer;
+use crate::report;
+use decide::{Decision, status_patch};
+use facts::Facts;
+
+/// What stops a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Apply(#[from] crate::apply::ApplyError),
+    #[error(transparent)]
+    Addon(#[from] crate::addon::AddonError),
+}
+
+/// The label selector of everything an App owns.
+fn selector(app: &wire::AppRef) -> String {
+    format!("{}={}", labels::APP_ID, app.app_id)
+}
+
+async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
+    if held.metadata.deletion_timestamp.is_some() {
+        return cleanup::cleanup(&ctx, &api, &held).await;
+    }
+    let deploy = &held.spec.deploy;
+    finalizer::hold(
+        &api,
+        &held.name_any(),
+        held.finalizers(),
+        finalizers::STACK_DEPLOY,
+    )
+    .await?;
+    ctx.check_stored(deploy);
+
+    let facts = Facts::gather(&ctx, &held).await?;
+    let plan = plan::plan(&facts);
+    let answers = rollout::apply(&ctx, &plan).await?;
+    let pass = assess::assess(&plan, &answers, deploy.paused);
+    if facts.rejection.is_none() {
+        let app = &deploy.app;
+        ctx.applier
+            .prune(app.namespace.as_str(), &selector(app), &pass.keep)
+            .await?;
+    }
+    let decision = decide::decide(&facts, pass);
+    write(&ctx, &api, &held, &facts.old, decision).await
+}
+
+/// Writes the decided status and sends the reports.
+async fn write(
+    ctx: &Context,
+    api: &Api<StackDeploy>,
+    held: &StackDeploy,
+    old: &StackDeployStatus,
+    decision: Decision,
+) -> Result<Action, Error> {
+    if decision.changed {
+        // Reported first: what the cluster shows is true whether or not the StackDeploy's
+        // record of it is written yet, and the management side need not wait for that write.
+        // A failed write is retried, and the report sent again with a newer sequence.
+        if decision.report {
+            let mut observed = held.clone();
+            observed.status = Some(decision.status.clone());
+            ctx.report_app(report::app_status(&ctx.reporter, &observed));
+        }
+        let patch = status_patch(old, &decision.status);
+        api.patch_status(
+            &held.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        ctx.wrote(held.spec.deploy.app.app_id.as_str(), held, decision.status);
+    }
+    if let Some(drift) = decision.drift {
+        ctx.reporter.report(drift);
+    }
+    Ok(Action::requeue(decision.requeue))
+}
+
+fn error_policy(_held: Arc<StackDeploy>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(%error, "stack deploy reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(3))
+}
+
+/// The StackDeploy of an object labelled with an App id.
+fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef<StackDeploy>> {
+    let app = labels.get(labels::APP_ID)?;
+    Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
+}
+
+/// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
+/// BuildRequests, and by the Deployments and StatefulSets of their Apps as the applier's caches
+/// see them change (one watch of each kind serves both).
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let (Some(deployments), Some(stateful_sets)) = (
+        ctx.applier.changes("apps/v1", "Deployment"),
+        ctx.applier.changes("apps/v1", "StatefulSet"),
+    ) else {
+        tracing::error!("the applier caches no Deployments or StatefulSets; not reconciling");
+        return;
+    };
+    let (ns1, ns2, ns3) = (
+        ctx.namespace.clone(),
+        ctx.namespace.clone(),
+        ctx.namespace.clone(),
+    );
+    Controller::new(held, watcher::Config::default())
+        .watches_stream_with(
+            deployments.1.map(Ok),
+            move |d: DynamicObject| owner(&ns1, d.labels()),
+            deployments.0,
+        )
+        .watches_stream_with(
+            stateful_sets.1.map(Ok),
+            move |s: DynamicObject| owner(&ns2, s.labels()),
+            stateful_sets.0,
+        )
+        .watches(
+            Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace),
+            watcher::Config::default().labels(labels::APP_ID),
+            move |b| owner(&ns3, b.labels()),
+        )
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "stack deploy reconcile");
+            }
+        })
+        .await;
+}

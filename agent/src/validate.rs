@@ -1,0 +1,100 @@
+//! What the schema cannot check of an `app.deploy` (pure): the agent refuses such an App before
+//! it stores it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kubenest_contracts as wire;
+
+/// Checks what the schema cannot: unique component names, and export references that name an
+/// addon component of the same App publishing that export. Returns (JSON pointer, message).
+pub fn validate(deploy: &wire::AppDeploy) -> Result<(), (String, String)> {
+    let mut names = BTreeSet::new();
+    let mut published: BTreeMap<&str, &wire::ExportMapping> = BTreeMap::new();
+    for (i, component) in deploy.components.iter().enumerate() {
+        if !names.insert(component.name().as_str()) {
+            return Err((
+                format!("/components/{i}/name"),
+                format!("component name {} is used twice", component.name().as_str()),
+            ));
+        }
+        if let wire::Component::Addon(a) = component {
+            published.insert(a.name.as_str(), &a.exports);
+        }
+    }
+    for (i, component) in deploy.components.iter().enumerate() {
+        let wire::Component::Workload(w) = component else {
+            continue;
+        };
+        for (j, var) in w.env.iter().enumerate() {
+            let wire::EnvFrom::ExportRef(export) = &var.from else {
+                continue;
+            };
+            let field = format!("/components/{i}/env/{j}/export_ref");
+            match published.get(export.component.as_str()) {
+                None => {
+                    return Err((
+                        format!("{field}/component"),
+                        format!(
+                            "no addon component {} in this App",
+                            export.component.as_str()
+                        ),
+                    ));
+                }
+                Some(exports) if !exports.contains_key(&export.export) => {
+                    return Err((
+                        format!("{field}/export"),
+                        format!(
+                            "addon {} publishes no export {}",
+                            export.component.as_str(),
+                            export.export
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deploy(components: serde_json::Value) -> wire::AppDeploy {
+        serde_json::from_value(json!({
+            "app": {"app_id": "a1", "name": "shop", "project_id": "p1", "namespace": "shop"},
+            "revision": "r1", "progress_deadline_seconds": 60, "components": components,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn export_references_must_name_a_published_export_of_the_app() {
+        let ok = deploy(json!([
+            {"kind": "addon", "name": "db", "definition": "postgres",
+             "chart": {"repository": "charts/addons", "name": "postgres", "version": "1.0.0"},
+             "exports": {"dsn": "x"}},
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1,
+             "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}}]}
+        ]));
+        assert_eq!(validate(&ok), Ok(()));
+        let mut bad = ok.clone();
+        if let wire::Component::Workload(w) = &mut bad.components[1] {
+            w.env[0].from = wire::EnvFrom::ExportRef(wire::ExportRef {
+                component: "db".into(),
+                export: "uri".into(),
+            });
+        }
+        assert_eq!(
+            validate(&bad).unwrap_err().0,
+            "/components/1/env/0/export_ref/export"
+        );
+        let twice = deploy(json!([
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1},
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx"}, "replicas": 1}
+        ]));
+        assert_eq!(validate(&twice).unwrap_err().0, "/components/1/name");
+    }
+}
