@@ -1,9 +1,15 @@
 //! The connection pool every repository shares, migrated before anything uses it.
 
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
-use crate::{DatabaseUrl, EventLog, History, LoginFailures, RefreshTokens, StoreError, Users};
+use crate::error::StoreError;
+use crate::events::EventLog;
+use crate::history::History;
+use crate::login_failures::LoginFailures;
+use crate::pool;
+use crate::refresh_tokens::RefreshTokens;
+use crate::url::DatabaseUrl;
+use crate::users::Users;
 
 /// A migrated PostgreSQL database; cheap to clone. Hands out the repositories.
 #[derive(Debug, Clone)]
@@ -14,13 +20,9 @@ pub struct Database {
 impl Database {
     /// Connects with at most `max_connections` and runs the embedded migrations.
     pub async fn connect(url: &DatabaseUrl, max_connections: u32) -> Result<Self, StoreError> {
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections)
-            .connect(url.expose())
-            .await
-            .map_err(StoreError::Database)?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool: pool::connect(url, max_connections).await?,
+        })
     }
 
     /// Deployment history, addon revisions and the audit log. Starts the deployment recorder's

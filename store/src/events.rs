@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// One event of the log.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]

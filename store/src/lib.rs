@@ -30,6 +30,7 @@ mod error;
 mod events;
 mod history;
 mod login_failures;
+mod pool;
 mod refresh_tokens;
 mod url;
 mod users;

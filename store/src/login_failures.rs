@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Failed logins since some moment, for one user and one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

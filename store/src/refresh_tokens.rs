@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// What using a refresh token found.
 #[derive(Debug, Clone, PartialEq, Eq)]

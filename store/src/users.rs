@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// A user.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

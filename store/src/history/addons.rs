@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::History;
 use super::deployments::text_enum;
-use crate::StoreError;
+use crate::error::StoreError;
 
 text_enum! {
     /// What a revision changed.

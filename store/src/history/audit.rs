@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::History;
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// An action to record.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,7 +13,9 @@ mod recorder;
 
 use sqlx::PgPool;
 
-use crate::{Database, DatabaseUrl, StoreError};
+use crate::error::StoreError;
+use crate::pool;
+use crate::url::DatabaseUrl;
 
 pub use addons::{AddonOperation, AddonRevision, NewAddonRevision};
 pub use audit::{AuditEntry, NewAuditEntry};
@@ -27,9 +29,9 @@ pub struct History {
 }
 
 impl History {
-    /// Connects and runs the embedded migrations ([`Database::connect`]).
+    /// Connects and runs the embedded migrations, as [`crate::Database::connect`] does.
     pub async fn connect(url: &DatabaseUrl, max_connections: u32) -> Result<Self, StoreError> {
-        Ok(Database::connect(url, max_connections).await?.history())
+        Ok(Self::start(pool::connect(url, max_connections).await?))
     }
 
     /// The history on `pool`, with its deployment recorder started.

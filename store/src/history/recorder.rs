@@ -30,7 +30,7 @@ use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 use uuid::Uuid;
 
 use super::deployments::{Deployment, NewDeployment, Operation, Row};
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// The most rows one transaction writes.
 pub const MAX_BATCH: usize = 1024;
