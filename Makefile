@@ -24,7 +24,7 @@ dev: setup
 
 # The scripted walk through the product, against a running `make dev` (reads .kubenest/dev.env).
 tour:
-	cargo build -p kubenest-devenv --bin kubenest-dev
+	cargo build $(PROGRAMS) --bins
 	$(CARGO_TARGET_DIR)/debug/kubenest-dev tour
 
 test: setup

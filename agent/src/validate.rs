@@ -1,60 +1,14 @@
 //! What the schema cannot check of an `app.deploy` (pure): the agent refuses such an App before
-//! it stores it.
-
-use std::collections::{BTreeMap, BTreeSet};
+//! it stores it. The rules are the domain's, the same the REST facade and the App controller
+//! apply, so an App one path refuses is refused by all with the same field and reason.
 
 use kubenest_contracts as wire;
 
-/// Checks what the schema cannot: unique component names, and export references that name an
-/// addon component of the same App publishing that export. Returns (JSON pointer, message).
+/// Checks what the schema cannot: the component names (count, DNS labels, unique), and export
+/// references that name an addon component of the same App publishing that export. Returns
+/// (JSON pointer into the command, reason).
 pub fn validate(deploy: &wire::AppDeploy) -> Result<(), (String, String)> {
-    let mut names = BTreeSet::new();
-    let mut published: BTreeMap<&str, &wire::ExportMapping> = BTreeMap::new();
-    for (i, component) in deploy.components.iter().enumerate() {
-        if !names.insert(component.name().as_str()) {
-            return Err((
-                format!("/components/{i}/name"),
-                format!("component name {} is used twice", component.name().as_str()),
-            ));
-        }
-        if let wire::Component::Addon(a) = component {
-            published.insert(a.name.as_str(), &a.exports);
-        }
-    }
-    for (i, component) in deploy.components.iter().enumerate() {
-        let wire::Component::Workload(w) = component else {
-            continue;
-        };
-        for (j, var) in w.env.iter().enumerate() {
-            let wire::EnvFrom::ExportRef(export) = &var.from else {
-                continue;
-            };
-            let field = format!("/components/{i}/env/{j}/export_ref");
-            match published.get(export.component.as_str()) {
-                None => {
-                    return Err((
-                        format!("{field}/component"),
-                        format!(
-                            "no addon component {} in this App",
-                            export.component.as_str()
-                        ),
-                    ));
-                }
-                Some(exports) if !exports.contains_key(&export.export) => {
-                    return Err((
-                        format!("{field}/export"),
-                        format!(
-                            "addon {} publishes no export {}",
-                            export.component.as_str(),
-                            export.export
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    Ok(())
+    kubenest_domain::app::validate_deploy(deploy).map_err(|e| (e.pointer, e.reason))
 }
 
 #[cfg(test)]

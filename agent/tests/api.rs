@@ -18,7 +18,7 @@ use kube::api::Api;
 use kubenest_apiserver::limits::LimitsConfig;
 use kubenest_apiserver::run::{Config, HubConfig};
 use kubenest_apiserver::state::Settings;
-use kubenest_controllers::history::{DatabaseUrl, History};
+use kubenest_store::{DatabaseUrl, History};
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

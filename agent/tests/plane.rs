@@ -16,10 +16,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kubenest_controllers::history::{DatabaseUrl, DeploymentStatus, History};
 use kubenest_crds::app::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
+use kubenest_store::{DatabaseUrl, DeploymentStatus, History};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 use kube::api::Api;
 use kubenest_contracts::{TokenError, TokenSigner};
 
-use crate::history::{DatabaseUrl, History, HistoryError};
 use crate::leader::Election;
 use crate::run::{Config, run};
+use kubenest_store::{DatabaseUrl, History, StoreError};
 
 /// Runs the Organization, Cluster, Project, App and AddonInstance controllers, the status router
 /// and fleet health. Of several replicas one leads (a Lease); the others stand by.
@@ -63,7 +63,7 @@ pub enum ReplicaError {
     Kube(#[from] kube::Error),
     /// PostgreSQL is unreachable or its migrations failed.
     #[error(transparent)]
-    History(#[from] HistoryError),
+    History(#[from] StoreError),
     /// The signing key file cannot be read.
     #[error(transparent)]
     Io(#[from] std::io::Error),

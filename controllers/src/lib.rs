@@ -7,7 +7,7 @@
 //! - [`run::run`] starts everything once this replica leads ([`leader`]): the Organization,
 //!   Cluster, Project, App, AddonInstance and StackTemplate controllers, the status router
 //!   ([`status`]), the revocation floors pushed to every hub replica and fleet health.
-//! - Controllers send commands through [`plane::Plane::send`] (the [`hub_client`] routes each to
+//! - Controllers send commands through [`plane::Plane::send`] (the [`kubenest_hub_client`] routes each to
 //!   the replica holding the cluster's session Lease) and keep re-sending with backoff until the
 //!   agent reports what they asked for; [`intents`] is the in-memory bookkeeping of that (what
 //!   was sent for which object, backoffs, what snapshots say the clusters hold) and can be lost
@@ -26,12 +26,6 @@ pub mod caches;
 pub mod cluster;
 pub mod conditions;
 pub mod finalizer;
-/// The PostgreSQL history, now the `kubenest-store` crate, under its old path while the split of
-/// the controllers lands; new code names `kubenest_store` directly.
-pub mod history {
-    pub use kubenest_store::StoreError as HistoryError;
-    pub use kubenest_store::*;
-}
 pub mod intents;
 pub mod leader;
 pub mod organization;
@@ -45,9 +39,6 @@ pub mod resync;
 pub mod run;
 pub mod status;
 pub mod template;
-
-/// The hub client moved to its own crate; this alias keeps `crate::hub_client::X` paths working.
-pub use kubenest_hub_client as hub_client;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};

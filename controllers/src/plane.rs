@@ -1,19 +1,21 @@
 //! What every reconciler of the management plane shares: the API client, the history store,
 //! the hub client and the work in flight.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::ObjectRef;
 use kubenest_contracts::{Envelope, Id, Message};
+use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::App;
 use tokio::sync::mpsc;
 
 use crate::caches::Caches;
-use crate::history::History;
-use crate::hub_client::{DispatchError, HubClient};
 use crate::intents::{Intents, Sent};
 use crate::placement::Placement;
+use kubenest_hub_client::{DispatchError, HubClient};
+use kubenest_store::History;
 
 /// Shared by the App, Project and AddonInstance controllers and the status router.
 pub struct Plane {
@@ -38,6 +40,17 @@ impl std::fmt::Debug for Plane {
 }
 
 impl Plane {
+    /// AddonDefinition `name`, from `namespace` or else the system namespace (the catalog).
+    pub fn addon_definition(&self, namespace: &str, name: &str) -> Option<Arc<AddonDefinition>> {
+        [namespace, self.system_namespace.as_str()]
+            .into_iter()
+            .find_map(|ns| {
+                self.caches
+                    .definitions
+                    .get(&ObjectRef::new(name).within(ns))
+            })
+    }
+
     /// Sends a command to the placement's cluster, remembering what it was for. Succeeds on the
     /// hub's route acknowledgement, which proves routing only.
     pub async fn send(

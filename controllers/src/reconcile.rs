@@ -10,10 +10,10 @@ use kube::runtime::controller::Action;
 use kubenest_contracts::Message;
 
 use crate::conditions::{self, DELETION_BLOCKED};
-use crate::history::HistoryError;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::Placement;
 use crate::plane::Plane;
+use kubenest_store::StoreError;
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -21,15 +21,12 @@ pub enum Error {
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
     #[error("history: {0}")]
-    History(#[from] HistoryError),
+    History(#[from] StoreError),
     /// The object cannot be reconciled until it changes.
     #[error("invalid: {0}")]
     Invalid(String),
     #[error("finalizer: {0}")]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-    /// Deletion waits for the cluster (or for dependents); try again after this long.
-    #[error("waiting: {1}")]
-    Waiting(Duration, String),
 }
 
 /// The namespace, name and uid of a namespaced object.
@@ -45,24 +42,14 @@ pub fn key_of<K: ResourceExt>(object: &K) -> Result<ObjectKey, Error> {
     })
 }
 
-/// Retries a failed reconcile: a waiting deletion when its next attempt is due, an invalid
-/// object when it changes, anything else after 5 s.
+/// Retries a failed reconcile: an invalid object when it changes, anything else after 5 s (a
+/// wait is not an error: reconcilers answer it with `Ok(Action::requeue(..))`).
 pub fn error_policy<K>(_object: Arc<K>, error: &Error, _plane: Arc<Plane>) -> Action
 where
     K: kube::Resource<DynamicType = ()>,
 {
     let kind = K::kind(&());
     match error {
-        Error::Finalizer(inner) => match &**inner {
-            kube::runtime::finalizer::Error::CleanupFailed(Error::Waiting(delay, _)) => {
-                Action::requeue((*delay).max(Duration::from_secs(1)))
-            }
-            other => {
-                tracing::warn!(%kind, error = %other, "reconcile failed; retrying");
-                Action::requeue(Duration::from_secs(5))
-            }
-        },
-        Error::Waiting(delay, _) => Action::requeue((*delay).max(Duration::from_secs(1))),
         Error::Invalid(reason) => {
             tracing::warn!(%kind, reason, "cannot be reconciled until it changes");
             Action::await_change()
@@ -102,27 +89,4 @@ pub async fn attempt_deletion(
         generation,
     );
     attempt.retry
-}
-
-/// [`attempt_deletion`] for a caller that keeps its finalizer by failing the reconcile: the
-/// error says how long the deletion waits and why.
-#[allow(clippy::too_many_arguments)] // one call per controller, every argument distinct
-pub async fn await_deletion(
-    plane: &Plane,
-    uid: &str,
-    placement: &Placement,
-    command: impl Into<Message>,
-    sent: Sent,
-    routed: String,
-    conditions: &mut Vec<Condition>,
-    generation: Option<i64>,
-) -> Error {
-    let retry = attempt_deletion(
-        plane, uid, placement, command, sent, routed, conditions, generation,
-    )
-    .await;
-    let message = conditions::get(conditions, DELETION_BLOCKED)
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
-    Error::Waiting(retry, message)
 }

@@ -16,8 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::caches::Caches;
 use crate::cluster::{self, health};
-use crate::history::History;
-use crate::hub_client::{DispatchError, HubClient, HubClientConfig};
 use crate::intents::Intents;
 use crate::organization;
 use crate::plane::Plane;
@@ -25,6 +23,8 @@ use crate::resync::resync_on_reconnect;
 use crate::status::Router;
 use crate::{addon, app, project, template};
 use kubenest_crds::names::labels;
+use kubenest_hub_client::{DispatchError, HubClient, HubClientConfig};
+use kubenest_store::History;
 
 /// How often floors are recomputed and silent clusters looked for.
 const FLOORS_EVERY: Duration = Duration::from_millis(500);

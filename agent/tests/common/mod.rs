@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
 use kubenest_contracts::{self as wire, Envelope, Message};
-use kubenest_controllers::hub_client::{HubClient, HubClientConfig};
+use kubenest_hub_client::{HubClient, HubClientConfig};
 
 use tokio_util::sync::CancellationToken;
 

@@ -9,12 +9,13 @@ use kubenest_crds::names::annotations;
 
 use super::decide::{self, Desired};
 use super::{Error, addon_ref, rollback, write_status};
-use crate::app::controller::{actor_of_fields, definition, resolved_addon};
 use crate::conditions::{self, PROGRESSING};
-use crate::history::{HistoryError, NewAddonRevision};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement};
 use crate::plane::Plane;
+use kubenest_domain::actor::actor_of_fields;
+use kubenest_domain::app::resolved_addon;
+use kubenest_store::{NewAddonRevision, StoreError};
 
 /// How long an addon that cannot be placed waits before it is looked at again.
 const UNPLACED_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
@@ -45,7 +46,7 @@ pub(super) async fn apply(
         return rollback::rollback(addon, plane, key, &placement, target, &actor, &old).await;
     }
 
-    let Some(found) = definition(plane, &key.namespace, &addon.spec.definition) else {
+    let Some(found) = plane.addon_definition(&key.namespace, &addon.spec.definition) else {
         let status = decide::no_definition(&old, &addon.spec.definition, generation);
         write_status(plane, key, &old, &status).await?;
         return Ok(Action::requeue(NO_DEFINITION_RECHECK));
@@ -85,7 +86,7 @@ pub(super) async fn apply(
             )
             .await
         {
-            Ok(()) | Err(HistoryError::InvalidTransition(_) | HistoryError::NotFound) => {
+            Ok(()) | Err(StoreError::InvalidTransition(_) | StoreError::NotFound) => {
                 plane.intents.record_outcome(&key.uid, &revision_key);
             }
             Err(other) => return Err(other.into()),

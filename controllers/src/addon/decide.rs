@@ -8,10 +8,10 @@ use kubenest_contracts as wire;
 use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
 use serde_json::{Map, Value};
 
-use kubenest_domain::app::{ResolvedAddon, merge};
 use crate::conditions::{self, PROGRESSING, READY};
-use crate::history::{AddonOperation, AddonRevision};
 use crate::placement::Unplaced;
+use kubenest_domain::app::{ResolvedAddon, merge};
+use kubenest_store::{AddonOperation, AddonRevision};
 
 /// How long a settled addon waits before it is looked at again.
 const SETTLED_RECHECK: Duration = Duration::from_secs(300);

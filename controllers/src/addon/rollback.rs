@@ -13,10 +13,10 @@ use serde_json::Value;
 
 use super::{Error, write_status};
 use crate::conditions;
-use crate::history::{AddonOperation, AddonRevision, HistoryError};
 use crate::intents::ObjectKey;
 use crate::placement::Placement;
 use crate::plane::Plane;
+use kubenest_store::{AddonOperation, AddonRevision, StoreError};
 
 /// The condition a refused rollback sets.
 const ROLLBACK_FAILED: &str = "RollbackFailed";
@@ -110,7 +110,7 @@ pub(super) async fn rollback(
             .await
         {
             Ok(revision) => revision,
-            Err(HistoryError::NotFound) => {
+            Err(StoreError::NotFound) => {
                 let message = format!("this addon has no revision {to}");
                 return refuse(plane, key, old, message, generation).await;
             }

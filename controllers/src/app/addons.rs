@@ -1,10 +1,7 @@
 //! The AddonDefinitions an App names, looked up in the caches.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use kube::runtime::reflector::ObjectRef;
-use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::AppSpec;
 use kubenest_domain::app::{ResolvedAddon, resolved_addon};
 
@@ -25,21 +22,9 @@ pub(super) fn resolve_addons(
         if resolved.contains_key(&addon.definition) {
             continue;
         }
-        if let Some(definition) = definition(plane, namespace, &addon.definition) {
+        if let Some(definition) = plane.addon_definition(namespace, &addon.definition) {
             resolved.insert(addon.definition.clone(), resolved_addon(&definition));
         }
     }
     resolved
-}
-
-/// AddonDefinition `name`, from `namespace` or else the system namespace.
-pub fn definition(plane: &Plane, namespace: &str, name: &str) -> Option<Arc<AddonDefinition>> {
-    [namespace, plane.system_namespace.as_str()]
-        .into_iter()
-        .find_map(|ns| {
-            plane
-                .caches
-                .definitions
-                .get(&ObjectRef::new(name).within(ns))
-        })
 }

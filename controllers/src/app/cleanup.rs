@@ -9,11 +9,11 @@ use kubenest_crds::app::App;
 use kubenest_domain::app::Outcome;
 
 use super::record::{finish, new_deployment, write_status};
-use crate::history::Operation;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement;
 use crate::plane::Plane;
-use crate::reconcile::{Error, await_deletion};
+use crate::reconcile::{Error, attempt_deletion};
+use kubenest_store::Operation;
 
 /// Where a deletion stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
     };
     let sent = Sent::AppDelete { app: key.clone() };
     let routed = "app.delete was sent; waiting for the agent to confirm".to_owned();
-    let waiting = await_deletion(
+    let retry = attempt_deletion(
         plane,
         &key.uid,
         &placement,
@@ -83,8 +83,5 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
     )
     .await;
     write_status(plane, key, &old, &status).await?;
-    match waiting {
-        Error::Waiting(delay, _) => Ok(Cleanup::Waiting(delay)),
-        other => Err(other),
-    }
+    Ok(Cleanup::Waiting(retry))
 }

@@ -20,11 +20,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{error_policy, key_of};
 
-// The AddonInstance controller shares the App's addon lookup and actor rule by these paths.
-pub use super::addons::definition;
-pub use kubenest_domain::actor::actor_of_fields;
-pub use kubenest_domain::app::resolved_addon;
-
 #[tracing::instrument(skip(app, plane), fields(app = %app.name_any()))]
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*app)?;

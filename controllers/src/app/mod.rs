@@ -34,9 +34,6 @@ use std::time::Duration;
 
 use kubenest_contracts as wire;
 
-// The AddonInstance controller merges values by this path.
-pub use kubenest_domain::app::merge;
-
 use crate::intents::ObjectKey;
 use crate::placement::Placement;
 

@@ -10,11 +10,11 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::BURST_WAIT;
-use crate::history::{Deployment, DeploymentStatus, HistoryError, NewDeployment, Operation};
 use crate::intents::ObjectKey;
 use crate::placement::Placement;
 use crate::plane::Plane;
 use crate::reconcile::Error;
+use kubenest_store::{Deployment, DeploymentStatus, NewDeployment, Operation, StoreError};
 
 /// The status fields the App controller owns, each written even when empty (`null` clears it in
 /// a merge patch); the status router writes the rest, what the agent reports.
@@ -92,7 +92,7 @@ pub(super) async fn finish(
         .finish_deployment(org, id, outcome, message)
         .await
     {
-        Ok(_) | Err(HistoryError::InvalidTransition(_) | HistoryError::NotFound) => Ok(()),
+        Ok(_) | Err(StoreError::InvalidTransition(_) | StoreError::NotFound) => Ok(()),
         Err(other) => Err(other.into()),
     }
 }

@@ -10,11 +10,11 @@ use kubenest_crds::app::App;
 use kubenest_crds::names::annotations;
 
 use super::record::new_deployment;
-use crate::history::Operation;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::Placement;
 use crate::plane::Plane;
 use crate::reconcile::Error;
+use kubenest_store::Operation;
 
 /// Sends `app.redeploy` while a redeploy request is not yet carried out; lowers `retry` to when
 /// it is due again.

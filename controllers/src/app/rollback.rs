@@ -15,11 +15,11 @@ use uuid::Uuid;
 use super::holding::patch_json;
 use super::record::{new_deployment, write_status};
 use crate::conditions;
-use crate::history::{Deployment, DeploymentStatus, HistoryError, NewDeployment, Operation};
 use crate::intents::ObjectKey;
 use crate::placement::{self, Placement};
 use crate::plane::Plane;
 use crate::reconcile::Error;
+use kubenest_store::{Deployment, DeploymentStatus, NewDeployment, Operation, StoreError};
 
 /// The pending rollback deployment the `restored-from` annotation names, when the App's spec is
 /// now that rollback's snapshot and the status does not point at it yet.
@@ -48,7 +48,7 @@ pub(super) async fn restored_rollback(
         {
             Ok(Some(found.deployment))
         }
-        Ok(_) | Err(HistoryError::NotFound) => Ok(None),
+        Ok(_) | Err(StoreError::NotFound) => Ok(None),
         Err(other) => Err(other.into()),
     }
 }
@@ -93,7 +93,7 @@ pub(super) async fn rollback(
     };
     let snapshot = match plane.history.deployment(&placement.org_id, target_id).await {
         Ok(found) if found.deployment.app_id == key.uid => found.deployment,
-        Ok(_) | Err(HistoryError::NotFound) => {
+        Ok(_) | Err(StoreError::NotFound) => {
             return refuse(
                 "DeploymentNotFound",
                 format!("this App has no deployment {target_id}"),

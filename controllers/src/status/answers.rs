@@ -10,8 +10,8 @@ use kubenest_crds::app::App;
 use serde_json::json;
 
 use super::{Router, patch_status, phase_name};
-use crate::history::DeploymentStatus;
 use crate::intents::{ObjectKey, Sent};
+use kubenest_store::DeploymentStatus;
 
 impl Router {
     /// Records the agent's acceptance of `revision` of `app`: with the App's next status if it
