@@ -1,0 +1,108 @@
+//! What an App must satisfy before it is stored: the domain's rules, the addon definitions it
+//! names, the deadline bounds, and the `blocked_sync` rule.
+
+use std::collections::BTreeMap;
+
+use kube::api::Api;
+use kubenest_crds::App;
+use kubenest_crds::addon::AddonDefinition;
+use kubenest_crds::app::{AppSpec, Component};
+use kubenest_domain::app::{
+    AppIdentity, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
+};
+use uuid::Uuid;
+
+use super::super::api_field;
+use crate::error::{ApiError, ApiResult};
+use crate::model::{ComponentBody, components_to_crd};
+use crate::state::AppState;
+
+/// Refuses changes to an App whose cluster reports it cannot converge.
+pub(super) fn refuse_blocked(app: &App) -> ApiResult<()> {
+    let Some(sync) = app.status.as_ref().and_then(|s| s.sync.as_ref()) else {
+        return Ok(());
+    };
+    if sync.drift_class.as_deref() != Some("blocked_sync") {
+        return Ok(());
+    }
+    let details: Vec<String> = sync
+        .drift_details
+        .iter()
+        .map(|d| {
+            format!(
+                "{} {}: desired {}, observed {}",
+                d.resource, d.field, d.desired, d.observed
+            )
+        })
+        .collect();
+    let message = app
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    Err(ApiError::conflict(
+        "blocked_sync",
+        format!(
+            "the app is in blocked_sync: its workloads are not converging ({}{}); \
+             changes are refused until that clears",
+            message,
+            if details.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", details.join("; "))
+            }
+        ),
+    ))
+}
+
+/// Checks components the way the controller will build them: definitions exist, exports
+/// are published by an addon of the App, exactly one source per workload.
+pub(super) async fn check_buildable(
+    state: &AppState,
+    namespace: &str,
+    spec: &AppSpec,
+) -> ApiResult<()> {
+    let mut addons: BTreeMap<String, ResolvedAddon> = BTreeMap::new();
+    for component in &spec.components {
+        let Some(addon) = &component.addon else {
+            continue;
+        };
+        for ns in [namespace, state.settings().system_namespace.as_str()] {
+            let api: Api<AddonDefinition> = Api::namespaced(state.client().clone(), ns);
+            if let Some(definition) = api.get_opt(&addon.definition).await? {
+                addons.insert(addon.definition.clone(), resolved_addon(&definition));
+                break;
+            }
+        }
+    }
+    let identity = AppIdentity {
+        app_id: Uuid::nil().to_string(),
+        name: "check".into(),
+        project_id: Uuid::nil().to_string(),
+        namespace: "check".into(),
+    };
+    build_deploy(&identity, spec, &addons)
+        .map(|_| ())
+        .map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))
+}
+
+pub(super) fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {
+    let deadline = deadline.unwrap_or(600);
+    if (10..=86400).contains(&deadline) {
+        Ok(deadline)
+    } else {
+        Err(ApiError::invalid(
+            "progress_deadline_seconds",
+            "between 10 and 86400 seconds",
+        ))
+    }
+}
+
+/// Checks the components' names the way every path does ([`check_component_names`]), then
+/// maps them to the CRD's shape.
+pub(super) fn check_components(components: &[ComponentBody]) -> ApiResult<Vec<Component>> {
+    let names: Vec<&str> = components.iter().map(|c| c.name.as_str()).collect();
+    check_component_names(&names).map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))?;
+    components_to_crd(components)
+}

@@ -1,0 +1,81 @@
+//! An App's deployment history, each deployment with its diff.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use kube::ResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::super::IdPath;
+use super::*;
+use crate::authz::{Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// One deployment of an App.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeploymentView {
+    pub id: String,
+    pub revision: String,
+    /// `create`, `update`, `rollback`, `pause`, `resume`, `redeploy` or `delete`.
+    pub operation: String,
+    /// Who: a kubenest user, or `kubernetes:<field manager>` for kubectl and GitOps changes.
+    pub actor: String,
+    /// `pending`, `succeeded`, `failed` or `superseded`.
+    pub result: String,
+    pub message: String,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    /// The deployment this one restored, for rollbacks.
+    pub rollback_of: Option<String>,
+    /// JSON Patch (RFC 6902) from the spec before to the spec after.
+    pub diff: Value,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    /// At most this many, newest first (1 to 500, default 100).
+    pub limit: Option<i64>,
+}
+
+/// An App's deployments, newest first.
+pub async fn deployments(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Query(query): Query<HistoryQuery>,
+) -> ApiResult<Json<Vec<DeploymentView>>> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid("limit", "between 1 and 500"));
+    }
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "app")?;
+    let rows = state
+        .history()
+        .app_history(&scoped.org.name_any(), &path.id, limit)
+        .await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|d| {
+                let before = d.spec_before.clone().unwrap_or_else(|| json!({}));
+                let diff = serde_json::to_value(json_patch::diff(&before, &d.spec_after))
+                    .unwrap_or_default();
+                DeploymentView {
+                    id: d.id.to_string(),
+                    revision: d.revision,
+                    operation: d.operation.as_str().to_owned(),
+                    actor: d.actor,
+                    result: d.status.as_str().to_owned(),
+                    message: d.message,
+                    created_at: d.created_at.to_rfc3339(),
+                    finished_at: d.finished_at.map(|t| t.to_rfc3339()),
+                    rollback_of: d.rollback_of.map(|id| id.to_string()),
+                    diff,
+                }
+            })
+            .collect(),
+    ))
+}

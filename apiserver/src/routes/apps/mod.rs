@@ -1,0 +1,220 @@
+//! Apps: create (202, Pending), read with phase, components, sync and drift, change, delete,
+//! pause, resume, redeploy, roll back, their deployment history, and component secrets.
+//!
+//! Every change is a write to the App object; the App controller records it as a deployment
+//! and delivers it. Redeploy and rollback are annotations the controller acts on, so kubectl
+//! users have the same path. An App in `blocked_sync` refuses changes (409) until it converges
+//! again; deleting it is still allowed.
+
+use kubenest_crds::names::finalizers;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch};
+use kubenest_crds::App;
+use kubenest_crds::app::AppSpec;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
+use crate::authz::{Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::k8s;
+use crate::model::ComponentBody;
+use crate::state::AppState;
+
+mod actions;
+mod checks;
+mod history;
+mod list;
+mod secrets;
+mod views;
+
+pub use actions::{RollbackBody, pause, redeploy, resume, rollback};
+use checks::*;
+pub use history::{DeploymentView, HistoryQuery, deployments};
+pub use list::{AppList, ListQuery, list};
+pub use secrets::{
+    ComponentPath, SecretBody, SecretDeleteQuery, SecretResponse, delete_secret, put_secret,
+};
+pub use views::*;
+
+pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<App>> {
+    super::in_project(state, caller, k8s::Kind::App, id, |a: &App| &a.spec.project).await
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewAppBody {
+    pub project_id: String,
+    /// DNS label, unique in the organization.
+    pub name: String,
+    #[schemars(length(min = 1, max = 64))]
+    pub components: Vec<ComponentBody>,
+    /// Seconds components may take to become ready before the App is Failed (default 600).
+    #[serde(default)]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: Option<u32>,
+}
+/// Creates an App (members of its project). It is Pending until its deployment is recorded
+/// and delivered.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(body): Body<NewAppBody>,
+) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+    let project = super::writable_project(&state, &caller, &body.project_id).await?;
+    let spec = AppSpec {
+        project: project.object.name_any(),
+        components: check_components(&body.components)?,
+        progress_deadline_seconds: check_deadline(body.progress_deadline_seconds)?,
+        paused: false,
+    };
+    create_in(&state, &caller, project, &body.name, spec).await
+}
+
+/// Creates an App with `spec` in a project the caller may write to (also a template's deploy).
+pub async fn create_in(
+    state: &AppState,
+    caller: &Caller,
+    project: Scoped<kubenest_crds::project::Project>,
+    name: &str,
+    spec: AppSpec,
+) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+    check_dns_label("name", name)?;
+    let namespace = project.namespace();
+    check_buildable(state, &namespace, &spec).await?;
+    let mut app = App::new(name, spec);
+    app.metadata.annotations = Some(actor_annotations(caller));
+    // Created holding the controllers' cleanup finalizer, which they would otherwise add in
+    // a write of their own before sending anything to the cluster (an App made with kubectl
+    // still gets it that way).
+    app.metadata.finalizers = Some(vec![finalizers::APP.to_owned()]);
+    let api: Api<App> = Api::namespaced(state.client().clone(), &namespace);
+    let created = api
+        .create(&post_params(), &app)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 409 => ApiError::conflict(
+                "exists",
+                format!("an app named {name:?} exists in this organization"),
+            ),
+            other => other.into(),
+        })?;
+    let scoped = Scoped {
+        object: created.clone(),
+        org: project.org,
+        cluster: project.cluster,
+        project: Some(project.object),
+        role: project.role,
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(response(&created, Some(&scoped))),
+    ))
+}
+
+/// One App.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<AppResponse>> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "app")?;
+    Ok(Json(response(&scoped.object, Some(&scoped))))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchAppBody {
+    /// The new components (the whole list).
+    #[serde(default)]
+    pub components: Option<Vec<ComponentBody>>,
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<u32>,
+}
+
+pub(super) async fn write(
+    state: &AppState,
+    caller: &Caller,
+    scoped: &Scoped<App>,
+    patch: Value,
+) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+    let mut patch = patch;
+    // Only the fields of this change are sent: the controllers' concurrent status and finalizer
+    // writes neither conflict with it nor get overwritten.
+    let mut annotations = patch["metadata"]["annotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (key, value) in actor_annotations(caller) {
+        annotations.insert(key, value.into());
+    }
+    patch["metadata"]["annotations"] = Value::Object(annotations);
+    let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    let updated = api
+        .patch(
+            &scoped.object.name_any(),
+            &patch_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(response(&updated, Some(scoped)))))
+}
+
+/// Changes an App's components or deadline (members); a new deployment.
+pub async fn patch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<PatchAppBody>,
+) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "app")?;
+    refuse_blocked(&scoped.object)?;
+    if body.components.is_none() && body.progress_deadline_seconds.is_none() {
+        return Err(ApiError::bad_request(
+            "nothing to change: set components or progress_deadline_seconds",
+        ));
+    }
+    let mut spec = scoped.object.spec.clone();
+    if let Some(components) = &body.components {
+        spec.components = check_components(components)?;
+    }
+    if body.progress_deadline_seconds.is_some() {
+        spec.progress_deadline_seconds = check_deadline(body.progress_deadline_seconds)?;
+    }
+    check_buildable(&state, &scoped.namespace(), &spec).await?;
+    let patch = json!({"spec": {
+        "components": spec.components,
+        "progressDeadlineSeconds": spec.progress_deadline_seconds,
+    }});
+    write(&state, &caller, &scoped, patch).await
+}
+
+/// Deletes an App and everything it runs on its cluster (members).
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<StatusCode> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "app")?;
+    let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
+    // Who asked is recorded before the delete, for the history's delete row.
+    let patch = json!({"metadata": {"annotations": actor_annotations(&caller)}});
+    api.patch(
+        &scoped.object.name_any(),
+        &patch_params(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    api.delete(&scoped.object.name_any(), &DeleteParams::default())
+        .await?;
+    Ok(StatusCode::ACCEPTED)
+}
