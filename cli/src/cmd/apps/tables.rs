@@ -1,0 +1,132 @@
+//! The tables `kubenest apps` prints for people.
+
+use serde_json::Value;
+
+use super::super::{Table, text};
+
+pub(super) fn short_revision(revision: &Value) -> String {
+    let revision = text(revision);
+    revision.chars().take(12).collect()
+}
+
+pub(super) fn sync(app: &Value) -> String {
+    let sync = &app["sync"];
+    if sync["drift_detected"] == true {
+        format!("drift ({})", text(&sync["drift_class"]))
+    } else {
+        "in sync".into()
+    }
+}
+
+pub(super) fn app_table(app: &Value) -> Table {
+    let mut table = Table::fields(&[
+        ("Name", text(&app["name"])),
+        ("Id", text(&app["id"])),
+        ("Organization", text(&app["org"])),
+        ("Project", text(&app["project"])),
+        ("Phase", text(&app["phase"])),
+        ("Message", text(&app["message"])),
+        ("Paused", text(&app["paused"])),
+        ("Revision", text(&app["revision"])),
+        ("Observed revision", text(&app["observed_revision"])),
+        ("Deployment", text(&app["deployment_id"])),
+        ("Ingress", text(&app["ingress_address"])),
+        ("Sync", sync(app)),
+    ]);
+    for drift in app["sync"]["drift_details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        table.push(vec![
+            "  Drift:".into(),
+            format!(
+                "{} {}: desired {}, observed {} (by {})",
+                text(&drift["resource"]),
+                text(&drift["field"]),
+                text(&drift["desired"]),
+                text(&drift["observed"]),
+                text(&drift["manager"])
+            ),
+        ]);
+    }
+    for component in app["components"].as_array().into_iter().flatten() {
+        let name = text(&component["name"]);
+        let status = app["component_status"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == name.as_str()));
+        let detail = match component["type"].as_str() {
+            Some("addon") => format!("addon {}", text(&component["addon_spec"]["definition"])),
+            _ => {
+                let spec = &component["workload_spec"];
+                let what = if spec["image"].is_string() {
+                    text(&spec["image"])
+                } else if spec["git"].is_object() {
+                    format!("git {}", text(&spec["git"]["url"]))
+                } else {
+                    format!("helm {}", text(&spec["helm"]["chart"]))
+                };
+                format!("workload {what}")
+            }
+        };
+        let state = status
+            .map(|s| {
+                format!(
+                    "{}/{} ready{}",
+                    text(&s["ready_replicas"]),
+                    text(&s["desired_replicas"]),
+                    match text(&s["message"]).as_str() {
+                        "-" => String::new(),
+                        m => format!(", {m}"),
+                    }
+                )
+            })
+            .unwrap_or_else(|| "no report yet".into());
+        table.push(vec![
+            format!("Component {name}:"),
+            format!("{detail}; {state}"),
+        ]);
+    }
+    for condition in app["conditions"].as_array().into_iter().flatten() {
+        table.push(vec![
+            format!("Condition {}:", text(&condition["type"])),
+            format!(
+                "{} {} {}",
+                text(&condition["status"]),
+                text(&condition["reason"]),
+                text(&condition["message"])
+            ),
+        ]);
+    }
+    table
+}
+
+pub(super) fn history_table(history: &Value) -> Table {
+    Table::rows(
+        [
+            "DEPLOYMENT",
+            "OPERATION",
+            "ACTOR",
+            "RESULT",
+            "REVISION",
+            "CREATED",
+            "MESSAGE",
+        ],
+        history,
+        |d| {
+            let operation = match d["rollback_of"].as_str() {
+                Some(of) => format!("rollback of {}", &of[..of.len().min(8)]),
+                None => text(&d["operation"]),
+            };
+            vec![
+                text(&d["id"]),
+                operation,
+                text(&d["actor"]),
+                text(&d["result"]),
+                short_revision(&d["revision"]),
+                text(&d["created_at"]),
+                text(&d["message"]),
+            ]
+        },
+    )
+}

@@ -1,0 +1,179 @@
+//! Waiting for an App: until its revision runs, until a new deployment shows, until it is gone.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::super::text;
+use super::*;
+use crate::api;
+
+/// Where a change stands, judged from the App now and as it was `before` the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The agent reports the change's revision Running.
+    Running,
+    /// The agent reports the change's revision failed (the message says why).
+    Failed(String),
+    /// Not yet: the controllers have not taken the change, or the agent has not applied it.
+    Waiting(String),
+}
+
+/// A change has been taken once the App's deployment (or revision) differs from `before`'s;
+/// it has landed once the agent reports that revision. (A redeploy changes neither; its history
+/// row tells instead.)
+pub fn progress(app: &Value, before: Option<&Value>) -> Progress {
+    let phase = text(&app["phase"]);
+    let taken = before.is_none_or(|before| {
+        app["deployment_id"] != before["deployment_id"] || app["revision"] != before["revision"]
+    });
+    let observed = !app["revision"].is_null() && app["observed_revision"] == app["revision"];
+    match phase.as_str() {
+        "Running" if taken && observed => Progress::Running,
+        "Failed" if taken && observed => Progress::Failed(text(&app["message"])),
+        _ => Progress::Waiting(format!("{phase}: {}", text(&app["message"]))),
+    }
+}
+
+/// Polls the App until the change made after `before` runs; prints phase changes to standard
+/// error when `progress`. A failure of the change's revision is an error.
+pub async fn wait_running(
+    client: &mut api::Client,
+    id: &str,
+    before: Option<&Value>,
+    timeout: Duration,
+    print_progress: bool,
+) -> anyhow::Result<Value> {
+    let deadline = Instant::now() + timeout;
+    let mut last_phase = String::new();
+    loop {
+        let app = client.get(&format!("/api/v1/apps/{id}")).await?;
+        let phase = text(&app["phase"]);
+        if print_progress && phase != last_phase {
+            eprintln!(
+                "  {}: {phase} {}",
+                text(&app["name"]),
+                text(&app["message"])
+            );
+            last_phase = phase.clone();
+        }
+        match progress(&app, before) {
+            Progress::Running => return Ok(app),
+            Progress::Failed(message) => anyhow::bail!(
+                "App {} failed at revision {}: {message}",
+                text(&app["name"]),
+                short_revision(&app["revision"]),
+            ),
+            Progress::Waiting(state) if Instant::now() >= deadline => anyhow::bail!(
+                "App {} is not Running after {}s: {state}",
+                text(&app["name"]),
+                timeout.as_secs(),
+            ),
+            Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// Polls the App's history until a deployment not in `known` has a result; `failed` is an
+/// error.
+pub(super) async fn wait_new_deployment(
+    client: &mut api::Client,
+    id: &str,
+    known: &Value,
+    timeout: Duration,
+) -> anyhow::Result<Value> {
+    let known: Vec<&Value> = known
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| &d["id"])
+        .collect();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let history = client
+            .get(&format!("/api/v1/apps/{id}/deployments"))
+            .await?;
+        let new = history
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|d| !known.contains(&&d["id"]));
+        match new.map(|d| (d, text(&d["result"]))) {
+            Some((row, result)) if result == "succeeded" => return Ok(row.clone()),
+            Some((row, result)) if result == "failed" => {
+                anyhow::bail!(
+                    "deployment {} failed: {}",
+                    text(&row["id"]),
+                    text(&row["message"])
+                )
+            }
+            _ if Instant::now() >= deadline => {
+                anyhow::bail!(
+                    "no result for the new deployment after {}s",
+                    timeout.as_secs()
+                )
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// Polls until the App is gone (the agent confirmed the removal and the finalizer let go).
+pub async fn wait_deleted(
+    client: &mut api::Client,
+    id: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match client.get(&format!("/api/v1/apps/{id}")).await {
+            Err(e) if e.status() == Some(404) => return Ok(()),
+            Err(e) => return Err(e.into()),
+            Ok(app) if Instant::now() >= deadline => anyhow::bail!(
+                "App {} still exists after {}s: {}",
+                text(&app["name"]),
+                timeout.as_secs(),
+                text(&app["message"])
+            ),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_change_has_landed_only_once_its_own_deployment_runs() {
+        let before = json!({"phase": "Running", "deployment_id": "d1", "revision": "r1",
+            "observed_revision": "r1", "message": ""});
+        // Right after the PATCH the controllers have not taken it: still the old deployment.
+        assert!(matches!(
+            progress(&before, Some(&before)),
+            Progress::Waiting(_)
+        ));
+        let taken = json!({"phase": "Deploying", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r1", "message": "applying"});
+        assert!(matches!(
+            progress(&taken, Some(&before)),
+            Progress::Waiting(_)
+        ));
+        let landed = json!({"phase": "Running", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r2"});
+        assert_eq!(progress(&landed, Some(&before)), Progress::Running);
+        // A rollback to the first revision is a new deployment of an old revision.
+        let rolled_back = json!({"phase": "Running", "deployment_id": "d3", "revision": "r1",
+            "observed_revision": "r1"});
+        assert_eq!(progress(&rolled_back, Some(&landed)), Progress::Running);
+        let failed = json!({"phase": "Failed", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r2", "message": "progress deadline exceeded"});
+        assert_eq!(
+            progress(&failed, Some(&before)),
+            Progress::Failed("progress deadline exceeded".into())
+        );
+        // A new App has nothing before it.
+        assert_eq!(progress(&landed, None), Progress::Running);
+    }
+}
