@@ -1,0 +1,60 @@
+// Small shared pieces: errors, badges, capacity bars, times.
+import type { ReactNode } from "react";
+
+export function ErrorNote({ error }: { error?: Error | null }) {
+  if (!error) return null;
+  return (
+    <p role="alert" className="error">
+      {error.message}
+    </p>
+  );
+}
+
+export function Badge({ tone, children }: { tone: "ok" | "warn" | "bad" | "info"; children: ReactNode }) {
+  return <span className={`badge ${tone}`}>{children}</span>;
+}
+
+const PHASE_TONE: Record<string, "ok" | "warn" | "bad" | "info"> = {
+  Running: "ok",
+  Ready: "ok",
+  connected: "ok",
+  ok: "ok",
+  Deploying: "info",
+  Pending: "info",
+  pending: "info",
+  Paused: "warn",
+  warning: "warn",
+  Deleting: "warn",
+  disconnected: "bad",
+  Failed: "bad",
+  critical: "bad",
+  unknown: "warn",
+};
+
+export function Phase({ phase }: { phase: string }) {
+  return <Badge tone={PHASE_TONE[phase] ?? "info"}>{phase}</Badge>;
+}
+
+/// A capacity bar: a `<meter>` with its numbers in words beside it.
+export function Capacity({ label, used, total, unit }: { label: string; used: number; total: number; unit: string }) {
+  const text = `${format(used)} / ${format(total)} ${unit}`;
+  return (
+    <div className="capacity">
+      <span>{label}</span>
+      <meter min={0} max={total || 1} value={used} low={(total || 1) * 0.7} high={(total || 1) * 0.9} aria-label={`${label} ${text}`} />
+      <span>{text}</span>
+    </div>
+  );
+}
+
+function format(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(2);
+}
+
+export const GIB = 1024 ** 3;
+
+export function When({ at }: { at?: string | null }) {
+  if (!at) return <span>never</span>;
+  const date = new Date(at);
+  return <time dateTime={at}>{date.toLocaleString()}</time>;
+}
