@@ -42,7 +42,13 @@ const auth: Middleware = {
 };
 const retries = new WeakMap<Request, Request>();
 
-export const api = createClient<paths>({ baseUrl: "", credentials: "same-origin" });
+export const api = createClient<paths>({
+  // Same origin as the page, spelled out: a Request needs an absolute URL outside a browser.
+  baseUrl: globalThis.location?.origin ?? "",
+  credentials: "same-origin",
+  // Looked up per call, not captured once, so the retry above and tests see the same fetch.
+  fetch: (request) => globalThis.fetch(request),
+});
 api.use(auth);
 
 /// The API's error for people, and the field it names (`components[0].workload_spec.image`).

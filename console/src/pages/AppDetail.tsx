@@ -226,8 +226,12 @@ function describe(e: LiveEvent): string {
       return `phase ${String(e.previous ?? "none")} → ${String(e.phase)}${e.message ? `: ${String(e.message)}` : ""}`;
     case "deployment":
       return `deployment ${String(e.deployment_id ?? "")} (revision ${String(e.revision ?? "").slice(0, 12)})`;
-    case "app.drift":
-      return e.drift_detected ? "drift detected" : "drift healed";
+    case "app.drift": {
+      if (!e.drift_detected) return "drift healed";
+      const details = (e.drift_details as App["sync"]["drift_details"] | undefined) ?? [];
+      const fields = details.map((d) => `${d.resource} ${d.field} desired ${d.desired} observed ${d.observed} by ${d.manager ?? "unknown"}`);
+      return `drift detected${fields.length ? `: ${fields.join("; ")}` : ""}`;
+    }
     default:
       return e.kind;
   }

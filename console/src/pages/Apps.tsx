@@ -1,6 +1,6 @@
 // The Apps of the organization: phase, revision, drift and blocked badges, filtered and paged
 // with the API's `limit`/`continue` (one page of rows in the DOM, so 1,000 Apps stay fast).
-import { useMemo, useState } from "react";
+import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, ok, type App } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
@@ -24,6 +24,19 @@ export function Apps() {
   const [pages, setPages] = useState<string[]>([]);
   const cursor = pages[pages.length - 1];
   const { clusters } = useClusters(org);
+  // An event about an App this console has not loaded (one just created elsewhere) reloads
+  // the page once, so new Apps appear without polling.
+  const newest = useStore((s) => {
+    for (let i = s.events.length - 1; i >= 0; i--) {
+      const e = s.events[i]!;
+      if (e.org === org && e.app_id && !s.apps[e.app_id] && !s.deleted[e.app_id]) return e.id;
+    }
+    return 0;
+  });
+  // Only a newer such event reloads (loading the App makes its event "seen").
+  const unseenHigh = useRef(0);
+  if (newest > unseenHigh.current) unseenHigh.current = newest;
+  const unseen = unseenHigh.current;
   const projects = useLoad(async () => ok(await api.GET("/api/v1/orgs/{org}/projects", { params: { path: { org } } })), [org]);
   const page = useLoad(async () => {
     const list = ok(
@@ -33,7 +46,7 @@ export function Apps() {
     );
     store.dispatch({ type: "apps", apps: list.items });
     return { ids: list.items.map((a) => a.id), next: list.continue ?? undefined };
-  }, [org, project, cursor]);
+  }, [org, project, cursor, unseen]);
   const all = useStore((s) => s.apps);
   const rows = useMemo(
     () =>
