@@ -67,6 +67,9 @@ struct Args {
     reads_per_second: u32,
     #[arg(long, default_value_t = 50)]
     writes_per_second: u32,
+    /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
+    #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
+    console_dir: Option<std::path::PathBuf>,
 }
 
 fn shutdown_on_signal() -> CancellationToken {
@@ -113,6 +116,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .json()
         .init();
+    if let Some(dir) = &args.console_dir {
+        anyhow::ensure!(
+            dir.join("index.html").is_file(),
+            "--console-dir {} has no index.html (build it with `npm run build` in console/)",
+            dir.display()
+        );
+    }
     let shutdown = shutdown_on_signal();
     let hub = match (&args.hub_signing_key, args.hub_urls.is_empty()) {
         (Some(key), false) => Some(HubConfig {
@@ -140,6 +150,7 @@ async fn main() -> anyhow::Result<()> {
             secure_cookies: args.secure_cookies,
             mint_timeout: std::time::Duration::from_secs(15),
             event_buffer: args.event_buffer,
+            console_dir: args.console_dir.clone(),
         },
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,

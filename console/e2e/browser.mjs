@@ -24,8 +24,9 @@ const FLAGS = [
 
 /// Answers the console handles itself; Chromium still logs each as a console error.
 /// 401: a refresh without a session; 404: an object the user may not see; 409: a refused
-/// deletion; 422: a field error.
-const HANDLED = /Failed to load resource: the server responded with a status of (401|404|409|422)/;
+/// deletion; 422: a field error. ERR_INTERNET_DISCONNECTED: the step that cuts the network to
+/// see the stream resume.
+const HANDLED = /Failed to load resource: (the server responded with a status of (401|404|409|422)|net::ERR_INTERNET_DISCONNECTED)/;
 
 /// Chromium with a fresh user-data-dir (playwright-core makes one per launch); each user of
 /// the scenario gets its own context (own cookies) in it.

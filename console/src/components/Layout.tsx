@@ -20,6 +20,7 @@ export function Layout() {
   const location = useLocation();
   const signedIn = useSyncExternalStore(session.subscribe, () => session.current() !== null);
   const [account, setAccount] = useState<Omit<Account, "setOrg">>();
+  const [failure, setFailure] = useState<Error>();
   const connection = useStore((s) => s.connection);
 
   // A reload keeps no token in memory: the refresh cookie gives a new one, or it is the login.
@@ -43,7 +44,7 @@ export function Layout() {
       const saved = sessionStorage.getItem("kubenest.org");
       const org = orgs.find((o) => o.name === saved)?.name ?? orgs[0]?.name ?? "";
       setAccount({ me, orgs, org });
-    });
+    }, (e: Error) => live && setFailure(e));
     return () => {
       live = false;
     };
@@ -62,7 +63,8 @@ export function Layout() {
     return () => abort.abort();
   }, [signedIn]);
 
-  if (!signedIn || !account) return <p className="loading">Loading…</p>;
+  if (failure) return <main id="main"><p role="alert" className="error">{failure.message}</p></main>;
+  if (!signedIn || !account) return <main id="main"><p className="loading">Loading…</p></main>;
   const value: Account = {
     ...account,
     setOrg: (org) => {
