@@ -24,9 +24,10 @@ const FLAGS = [
 
 /// Answers the console handles itself; Chromium still logs each as a console error.
 /// 401: a refresh without a session; 404: an object the user may not see; 409: a refused
-/// deletion; 422: a field error. ERR_INTERNET_DISCONNECTED: the step that cuts the network to
-/// see the stream resume.
-const HANDLED = /Failed to load resource: (the server responded with a status of (401|404|409|422)|net::ERR_INTERNET_DISCONNECTED)/;
+/// deletion; 422: a field error.
+const HANDLED = /Failed to load resource: the server responded with a status of (401|404|409|422)/;
+/// What Chromium logs while the scenario has cut the network (`page.networkCut`).
+const CUT = /Failed to load resource: net::ERR_/;
 
 /// Chromium with a fresh user-data-dir (playwright-core makes one per launch); each user of
 /// the scenario gets its own context (own cookies) in it.
@@ -45,7 +46,7 @@ export async function openPage(browser, name) {
   const errors = [];
   page.on("console", (message) => {
     if (message.type() !== "error") return;
-    if (HANDLED.test(message.text())) {
+    if (HANDLED.test(message.text()) || (page.networkCut && CUT.test(message.text()))) {
       console.log(`[${name}] handled: ${message.text()}`);
       return;
     }

@@ -5,10 +5,12 @@
 // back the live stream, delete; a viewer sees no action; another organization's user sees
 // nothing of this one.
 import { api, login } from "./api.mjs";
-import { launch, openPage, step } from "./browser.mjs";
+import { ARTIFACTS, launch, openPage, step } from "./browser.mjs";
 import { kubectl } from "./kube.mjs";
+import { startProxy } from "./proxy.mjs";
 
-const CONSOLE = process.env.KUBENEST_CONSOLE;
+/// The console as the browser reaches it: through a proxy the scenario can cut.
+let CONSOLE = process.env.KUBENEST_CONSOLE;
 const ADMIN = process.env.KUBENEST_ADMIN_USER;
 const PASSWORD = process.env.KUBENEST_ADMIN_PASSWORD;
 const ORG = process.env.KUBENEST_ORG ?? "dev";
@@ -16,7 +18,7 @@ const CLUSTER = (process.env.KUBENEST_CLUSTERS ?? "east").split(",")[0];
 /// How long the system may take to converge after a change.
 const CONVERGE = 120_000;
 
-const REFERENCE_APP = `name: shop
+const referenceApp = (name) => `name: ${name}
 components:
   - name: db
     type: addon
@@ -59,9 +61,14 @@ async function main() {
   await api.put(token, `/api/v1/orgs/${ORG}/members`, { user: viewer, role: "viewer" });
   await api.post(token, "/api/v1/orgs", { name: `other-${suffix}`, display_name: "Other", members: [{ user: outsider, role: "admin" }] });
 
+  const app = `shop-${suffix}`;
+  const proxy = await startProxy(CONSOLE);
+  CONSOLE = proxy.url;
   const browser = await launch();
+  const pages = [];
   try {
     const admin = await openPage(browser, ADMIN);
+    pages.push(admin);
     // Logging in; the fleet live.
     await admin.goto(CONSOLE);
     await admin.getByRole("button", { name: "Log in" }).waitFor();
@@ -108,7 +115,7 @@ async function main() {
     await admin.getByRole("link", { name: "New App" }).click();
     await admin.getByRole("heading", { name: "New App" }).waitFor();
     await admin.getByLabel("Project").selectOption({ label: project });
-    await admin.locator('input[name="name"]').fill("shop");
+    await admin.locator('input[name="name"]').fill(app);
     await admin.locator('input[name="components[0].name"]').fill("Bad_Name");
     await admin.getByRole("button", { name: "Create" }).click();
     await admin.locator('input[name="components[0].name"][aria-invalid="true"]').waitFor();
@@ -116,9 +123,9 @@ async function main() {
 
     // The reference App from the YAML editor, Running live.
     await admin.getByRole("tab", { name: "YAML" }).click();
-    await admin.getByLabel("App YAML").fill(REFERENCE_APP);
+    await admin.getByLabel("App YAML").fill(referenceApp(app));
     await admin.getByRole("button", { name: "Create" }).click();
-    await heading(admin, "App shop").waitFor();
+    await heading(admin, `App ${app}`).waitFor();
     const appUrl = admin.url();
     await heading(admin, "Running").waitFor({ timeout: CONVERGE });
     await admin.getByTestId("wiring").filter({ hasText: "DATABASE_URL ← db export dsn" }).waitFor();
@@ -129,11 +136,11 @@ async function main() {
     await admin.getByRole("link", { name: "Edit" }).click();
     await admin.locator('input[name="components[1].workload_spec.image"]').fill("nginx:1.28");
     await admin.getByRole("button", { name: "Save" }).click();
-    await heading(admin, "App shop").waitFor();
+    await heading(admin, `App ${app}`).waitFor();
     const rows = admin.getByTestId("history-row");
     await rows.nth(1).waitFor({ timeout: CONVERGE });
     await rows.first().getByRole("button", { name: "Show diff" }).click();
-    await admin.locator(".diff", { hasText: "components[1].workload_spec.image" }).filter({ hasText: "nginx:1.28" }).waitFor();
+    await admin.locator(".diff", { hasText: "components[1].workload.image" }).filter({ hasText: "nginx:1.28" }).waitFor();
     await heading(admin, "Running").waitFor({ timeout: CONVERGE });
     await step(admin, "app-image-changed");
 
@@ -143,11 +150,11 @@ async function main() {
     await rows.nth(2).waitFor({ timeout: CONVERGE });
     await rows.first().filter({ hasText: "rollback" }).waitFor();
     await heading(admin, "Running").waitFor({ timeout: CONVERGE });
-    await waitFor(() => kubectl(CLUSTER, "-n", project, "get", "deployment/shop-web", "-o", "jsonpath={.spec.template.spec.containers[0].image}") === "nginx:1.27", "nginx:1.27 on the cluster again");
+    await waitFor(() => kubectl(CLUSTER, "-n", project, "get", `deployment/${app}-web`, "-o", "jsonpath={.spec.template.spec.containers[0].image}") === "nginx:1.27", "nginx:1.27 on the cluster again");
     await step(admin, "app-rolled-back");
 
     // Drift: scaled behind kubenest's back, seen live, healed.
-    kubectl(CLUSTER, "-n", project, "scale", "deployment/shop-web", "--replicas=5");
+    kubectl(CLUSTER, "-n", project, "scale", `deployment/${app}-web`, "--replicas=5");
     await admin.getByTestId("timeline").filter({ hasText: "drift detected" }).filter({ hasText: "spec.replicas" }).waitFor({ timeout: CONVERGE });
     await admin.getByTestId("timeline").filter({ hasText: "drift healed" }).waitFor({ timeout: CONVERGE });
     await step(admin, "app-drift-healed");
@@ -161,22 +168,25 @@ async function main() {
 
     // The live stream lost and resumed: the indicator says so, and what happened meanwhile
     // arrives (Last-Event-ID).
-    await admin.context().setOffline(true);
+    admin.networkCut = true;
+    proxy.cut();
     await admin.getByTestId("connection").filter({ hasText: "reconnecting" }).waitFor({ timeout: 30_000 });
     await step(admin, "stream-reconnecting");
     const appId = appUrl.split("/").pop();
     await api.post(token, `/api/v1/apps/${appId}/pause`);
-    await admin.context().setOffline(false);
+    proxy.restore();
     await admin.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 30_000 });
     await heading(admin, "Paused").waitFor({ timeout: CONVERGE });
+    admin.networkCut = false;
     await confirm(admin, "Resume");
     await heading(admin, "Running").waitFor({ timeout: CONVERGE });
 
     // A viewer sees the App and no action.
     const view = await openPage(browser, viewer);
+    pages.push(view);
     await signIn(view, viewer, password);
     await view.goto(appUrl);
-    await heading(view, "App shop").waitFor();
+    await heading(view, `App ${app}`).waitFor();
     for (const name of ["Edit", "Pause", "Delete", "Redeploy", "Roll back"]) {
       if ((await view.getByRole("button", { name }).count()) + (await view.getByRole("link", { name, exact: true }).count()) > 0) {
         throw new Error(`the viewer sees the action ${name}`);
@@ -189,24 +199,30 @@ async function main() {
 
     // Another organization's admin sees nothing of this one.
     const other = await openPage(browser, outsider);
+    pages.push(other);
     await signIn(other, outsider, password);
     await other.getByText("No clusters registered yet.").waitFor();
     await other.getByRole("link", { name: "Apps" }).click();
     await other.getByText("No Apps here.").waitFor();
     await other.goto(appUrl);
     await other.getByRole("alert").waitFor();
-    if ((await other.getByText("App shop").count()) > 0) throw new Error("the outsider sees the App");
+    if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
     await step(other, "other-org-sees-nothing");
 
     // Delete.
     await admin.bringToFront();
     await confirm(admin, "Delete");
     await admin.getByRole("heading", { name: "Apps" }).waitFor();
-    await admin.getByTestId("app-row-shop").waitFor({ state: "detached", timeout: CONVERGE });
+    await admin.getByTestId(`app-row-${app}`).waitFor({ state: "detached", timeout: CONVERGE });
     await step(admin, "app-deleted");
     console.log("console e2e: every step passed");
+  } catch (error) {
+    // What each user's page showed when the scenario failed.
+    for (const page of pages) await page.screenshot({ path: `${ARTIFACTS}/failed-${page.user}.png`, fullPage: true }).catch(() => undefined);
+    throw error;
   } finally {
     await browser.close();
+    proxy.close();
   }
 }
 

@@ -58,3 +58,13 @@ export function When({ at }: { at?: string | null }) {
   const date = new Date(at);
   return <time dateTime={at}>{date.toLocaleString()}</time>;
 }
+
+/// A page whose object is loading or could not be loaded (an object you may not see is a 404).
+export function Missing({ title, error }: { title: string; error?: Error | null }) {
+  return (
+    <>
+      <h1>{title}</h1>
+      {error ? <ErrorNote error={error} /> : <p>Loading…</p>}
+    </>
+  );
+}

@@ -6,7 +6,7 @@ import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
-import { ErrorNote, Phase, When } from "../components/ui";
+import { ErrorNote, Phase, When, Missing } from "../components/ui";
 
 export function Addons() {
   const { org } = useAccount();
@@ -52,7 +52,7 @@ export function AddonDetail() {
   const addon = useLoad(async () => ok(await api.GET("/api/v1/addon-instances/{id}", { params: { path: { id } } })), [id]);
   const [failure, setFailure] = useState<Error>();
   const a = addon.data;
-  if (!a) return <ErrorNote error={addon.error} />;
+  if (!a) return <Missing title="Addon" error={addon.error} />;
   return (
     <>
       <h1>

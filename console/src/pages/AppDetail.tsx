@@ -9,7 +9,7 @@ import { store, useStore, type LiveEvent } from "../live/store";
 import { canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { History } from "../components/History";
-import { Badge, ErrorNote, Phase, When } from "../components/ui";
+import { Badge, ErrorNote, Phase, When, Missing } from "../components/ui";
 
 export function AppDetail() {
   const { id = "" } = useParams();
@@ -32,11 +32,12 @@ export function AppDetail() {
   }, [id, events.length]);
   const history = useLoad(
     async () => ok(await api.GET("/api/v1/apps/{id}/deployments", { params: { path: { id } } })),
-    [id, deploymentsSeen],
+    // A new deployment adds a row; a phase change settles the newest row's result.
+    [id, deploymentsSeen, events.length],
   );
   const [failure, setFailure] = useState<Error>();
   if (deleted) return <p role="status">This App was deleted.</p>;
-  if (!app) return <ErrorNote error={loaded.error} />;
+  if (!app) return <Missing title="App" error={loaded.error} />;
   const role = roleOf({
     platformAdmin: me.platform_admin,
     username: me.username,
@@ -240,7 +241,7 @@ function describe(e: LiveEvent): string {
 function Timeline({ events }: { events: LiveEvent[] }) {
   if (events.length === 0) return <p>No events since this page opened.</p>;
   return (
-    <ol className="timeline" data-testid="timeline" aria-live="polite">
+    <ol className="timeline" data-testid="timeline" aria-live="polite" aria-label="Events of this App" tabIndex={0}>
       {[...events].reverse().map((e) => (
         <li key={e.id}>
           <When at={e.at} /> {describe(e)}

@@ -7,7 +7,7 @@ import { api, ok, ApiFailure, type App } from "../api/client";
 import { useAccount } from "../account";
 import { useLoad } from "../load";
 import { fromYaml, getPath, newComponent, normalizeField, setPath, toYaml, type AppDraft } from "../appForm";
-import { ErrorNote } from "../components/ui";
+import { Missing } from "../components/ui";
 
 export function AppEdit() {
   const { id } = useParams();
@@ -35,7 +35,7 @@ export function AppEdit() {
     );
   }, [existing.data, projects.data, id, draft]);
 
-  if (!draft) return <ErrorNote error={existing.error ?? projects.error} />;
+  if (!draft) return <Missing title="Edit App" error={existing.error ?? projects.error} />;
   const field = failure instanceof ApiFailure ? normalizeField(failure.field) : "";
   const inputs = new Set(["name", "project_id", ...draft.components.flatMap((_, i) => ["name", "type", "workload_spec.image", "workload_spec.replicas", "workload_spec.port", "addon_spec.definition"].map((f) => `components[${i}].${f}`))]);
   const onForm = mode === "form" && field !== "" && inputs.has(field);

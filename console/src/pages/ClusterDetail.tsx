@@ -8,7 +8,7 @@ import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canAdmin, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
-import { ErrorNote, Phase, When } from "../components/ui";
+import { ErrorNote, Phase, When, Missing } from "../components/ui";
 import { CapacityBars } from "./Fleet";
 
 export function ClusterDetail() {
@@ -24,7 +24,7 @@ export function ClusterDetail() {
   const cluster = useStore((s) => s.clusters[id]);
   const [rotation, setRotation] = useState<Schemas["RotationResponse"]>();
   const [failure, setFailure] = useState<Error>();
-  if (!cluster) return <ErrorNote error={loaded.error} />;
+  if (!cluster) return <Missing title="Cluster" error={loaded.error} />;
   const role = roleOf({
     platformAdmin: me.platform_admin,
     username: me.username,

@@ -102,7 +102,7 @@ function Register({ org, onDone }: { org: string; onDone: () => void }) {
       <h2 id="register">Register a cluster</h2>
       <form onSubmit={submit} className="row">
         <label>
-          Name <input name="name" required pattern="[a-z0-9]([-a-z0-9]*[a-z0-9])?" />
+          Name <input name="name" required pattern={"[a-z0-9]([a-z0-9\\-]*[a-z0-9])?"} />
         </label>
         <button type="submit" className="primary">
           Register

@@ -5,7 +5,7 @@ import { api, ok, ApiFailure, type App } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
-import { ErrorNote } from "../components/ui";
+import { ErrorNote, Missing } from "../components/ui";
 
 export function Templates() {
   const { org } = useAccount();
@@ -52,7 +52,7 @@ export function TemplateDeploy() {
   const projects = useLoad(async () => ok(await api.GET("/api/v1/orgs/{org}/projects", { params: { path: { org } } })), [org]);
   const [failure, setFailure] = useState<Error>();
   const t = template.data;
-  if (!t) return <ErrorNote error={template.error} />;
+  if (!t) return <Missing title="Template" error={template.error} />;
   const field = failure instanceof ApiFailure ? (failure.field ?? "").replace(/^\./, "") : "";
   const submit = async (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
