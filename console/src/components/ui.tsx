@@ -35,13 +35,16 @@ export function Phase({ phase }: { phase: string }) {
   return <Badge tone={PHASE_TONE[phase] ?? "info"}>{phase}</Badge>;
 }
 
-/// A capacity bar: a `<meter>` with its numbers in words beside it.
-export function Capacity({ label, used, total, unit }: { label: string; used: number; total: number; unit: string }) {
+/// A capacity bar: a `<meter>` with its numbers in words beside it. Requests near the total
+/// are a warning; nodes at their desired count (`full`) are what is wanted.
+export function Capacity({ label, used, total, unit, full }: { label: string; used: number; total: number; unit: string; full?: boolean }) {
   const text = `${format(used)} / ${format(total)} ${unit}`;
+  const max = total || 1;
+  const levels = full ? { optimum: max } : { low: max * 0.7, high: max * 0.9, optimum: 0 };
   return (
     <div className="capacity">
       <span>{label}</span>
-      <meter min={0} max={total || 1} value={used} low={(total || 1) * 0.7} high={(total || 1) * 0.9} aria-label={`${label} ${text}`} />
+      <meter min={0} max={max} value={used} {...levels} aria-label={`${label} ${text}`} />
       <span>{text}</span>
     </div>
   );

@@ -75,7 +75,7 @@ export function CapacityBars({ cluster: c }: { cluster: Cluster }) {
     <div>
       <Capacity label="CPU" used={c.cpu_used} total={c.cpu_total} unit="cores" />
       <Capacity label="Memory" used={Number((c.mem_used / GIB).toFixed(2))} total={Number((c.mem_total / GIB).toFixed(2))} unit="GiB" />
-      <Capacity label="Nodes" used={c.node_count} total={c.desired_node_count ?? c.node_count} unit="nodes" />
+      <Capacity label="Nodes" used={c.node_count} total={c.desired_node_count ?? c.node_count} unit="nodes" full />
     </div>
   );
 }
