@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev tour test setup fmt lint bench fuzz
+.PHONY: dev tour test setup console fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
@@ -18,7 +18,14 @@ setup:
 # that starts them.
 PROGRAMS := -p kubenest-cli -p kubenest-hub -p kubenest-controllers -p kubenest-apiserver -p kubenest-agent -p kubenest-devenv
 
+# The web console: built (API types regenerated from apiserver/openapi.json, type-checked,
+# bundle budget checked) into console/dist, which the API server serves; then its unit tests.
+# Its browser test is devenv/tests/console.rs, part of `cargo test`.
+console: setup
+	cd console && npm run build && npm test
+
 dev: setup
+	cd console && npm run build
 	cargo build $(PROGRAMS) --bins
 	$(CARGO_TARGET_DIR)/debug/kubenest-dev up
 
@@ -27,7 +34,7 @@ tour:
 	cargo build $(PROGRAMS) --bins
 	$(CARGO_TARGET_DIR)/debug/kubenest-dev tour
 
-test: setup
+test: setup console
 	@start=$$SECONDS; \
 	cargo test --workspace --no-fail-fast -- --test-threads=$(TEST_THREADS); \
 	status=$$?; echo "make test: finished in $$((SECONDS - start))s"; exit $$status

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests and `make dev` need on a fresh Debian machine, and caches it:
-# Debian packages (PostgreSQL server, git), the Go-built upstream Kubernetes binaries and
-# schemathesis (the API's property-based test) in a virtualenv.
+# Debian packages (PostgreSQL server, git, Chromium for the console's browser test), the
+# Go-built upstream Kubernetes binaries, schemathesis (the API's property-based test) in a
+# virtualenv, and the console's npm packages.
 # Safe to run again: each step is skipped when its result is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,6 +10,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 need_pkgs=()
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_pkgs+=(postgresql)
 command -v git >/dev/null || need_pkgs+=(git)
+command -v chromium >/dev/null || need_pkgs+=(chromium)
+command -v npm >/dev/null || need_pkgs+=(nodejs npm)
 if ((${#need_pkgs[@]})); then
   start=$SECONDS
   echo "[setup] installing Debian packages: ${need_pkgs[*]}" >&2
@@ -21,3 +24,4 @@ fi
 
 "$here/build-k8s-bins.sh"
 "$here/install-schemathesis.sh"
+"$here/install-console.sh"

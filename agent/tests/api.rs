@@ -121,6 +121,7 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
                 secure_cookies: false,
                 mint_timeout: Duration::from_secs(30),
                 event_buffer: 4096,
+                console_dir: None,
             },
             limits: LimitsConfig::default(),
         },

@@ -67,6 +67,9 @@ pub struct Args {
     reads_per_second: u32,
     #[arg(long, default_value_t = 50)]
     writes_per_second: u32,
+    /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
+    #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
+    console_dir: Option<std::path::PathBuf>,
 }
 
 /// Why the server could not start, or stopped serving.
@@ -84,6 +87,9 @@ pub enum ServerError {
     /// The kube client cannot be configured.
     #[error(transparent)]
     Client(#[from] kubenest_runtime::kube::ClientError),
+    /// `--console-dir` names a folder without the console's `index.html`.
+    #[error("--console-dir {0} has no index.html (build it with `npm run build` in console/)")]
+    ConsoleMissing(std::path::PathBuf),
     /// PostgreSQL, the bootstrap administrator, the index or the hub session.
     #[error(transparent)]
     Start(#[from] anyhow::Error),
@@ -91,6 +97,11 @@ pub enum ServerError {
 
 /// Connects everything, then serves on `--listen` until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerError> {
+    if let Some(dir) = &args.console_dir
+        && !dir.join("index.html").is_file()
+    {
+        return Err(ServerError::ConsoleMissing(dir.clone()));
+    }
     let hub = match (&args.hub_signing_key, args.hub_urls.is_empty()) {
         (Some(key), false) => Some(HubConfig {
             urls: args.hub_urls.clone(),
@@ -117,6 +128,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
             secure_cookies: args.secure_cookies,
             mint_timeout: std::time::Duration::from_secs(15),
             event_buffer: args.event_buffer,
+            console_dir: args.console_dir.clone(),
         },
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,

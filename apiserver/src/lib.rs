@@ -21,6 +21,7 @@
 pub mod args;
 pub mod auth;
 pub mod authz;
+pub mod console;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -222,12 +223,17 @@ fn with_security(
     )
 }
 
-/// The application: routes, limits, request ids and tracing.
+/// The application: routes, limits, request ids and tracing; and the web console when its
+/// assets are configured.
 pub fn app(state: AppState) -> Router {
     // One pass over the routes gives both the router and its document.
     let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
     let document = Arc::new(api);
+    let routes = match &state.settings().console_dir {
+        Some(dir) => routes.fallback_service(console::router(dir)),
+        None => routes.fallback(|| async { error::ApiError::not_found("route").into_response() }),
+    };
     routes
         .route(
             "/api/v1/openapi.json",
@@ -237,7 +243,6 @@ pub fn app(state: AppState) -> Router {
             }),
         )
         .route("/healthz", axum::routing::get(|| async { "ok" }))
-        .fallback(|| async { error::ApiError::not_found("route").into_response() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {

@@ -28,6 +28,8 @@ pub struct Settings {
     /// How many events a stream subscriber may fall behind before it catches up from the
     /// database instead of the live channel.
     pub event_buffer: usize,
+    /// The web console's built assets (`console/dist`), served at `/`; none when absent.
+    pub console_dir: Option<std::path::PathBuf>,
 }
 
 /// The shared state; cheap to clone.

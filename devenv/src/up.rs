@@ -97,6 +97,16 @@ async fn up(
     let database_url = postgres.url(DATABASE);
 
     let mut options = Options::default();
+    // `make dev` builds the console first; without a build the API runs without it.
+    let console = crate::system::repository_root().join("console/dist");
+    if console.join("index.html").is_file() {
+        options.console_dir = Some(console);
+    } else {
+        eprintln!(
+            "  no console build in {} (make dev builds it)",
+            console.display()
+        );
+    }
     if let Some(password) = admin_password {
         options.admin_password = password;
     }
@@ -162,6 +172,9 @@ fn dev_env(env: &Environment, bins: &Binaries, system: &System) -> anyhow::Resul
     }
     writeln!(out, "KUBENEST_DATABASE_URL={}", system.database_url())?;
     writeln!(out, "KUBENEST_API={}", system.api_url())?;
+    if let Some(console) = system.console_url() {
+        writeln!(out, "KUBENEST_CONSOLE={console}")?;
+    }
     writeln!(out, "KUBENEST_HUB={}", system.public_hub_url())?;
     let options = system.options();
     writeln!(out, "KUBENEST_ADMIN_USER={}", options.admin_user)?;
@@ -229,6 +242,9 @@ async fn print_summary(
         system.api_url(),
         system.api_url()
     );
+    if let Some(console) = system.console_url() {
+        println!("  console        {console}");
+    }
     let options = system.options();
     println!(
         "  admin          {} / {}",

@@ -130,6 +130,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 // The second replica's subscribers fall behind at once and catch up from the
                 // database: streams there test that path.
                 event_buffer: if replica == 0 { 4096 } else { 1 },
+                console_dir: None,
             },
             limits: LimitsConfig {
                 reads_per_second: 2000,

@@ -50,6 +50,8 @@ pub struct Options {
     /// The API server's per-user request budgets (reads and writes per second).
     pub api_reads_per_second: u32,
     pub api_writes_per_second: u32,
+    /// The web console's built assets, served by the API server at `/` (none when absent).
+    pub console_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -66,6 +68,7 @@ impl Default for Options {
             heartbeat_window_seconds: 90,
             api_reads_per_second: 200,
             api_writes_per_second: 50,
+            console_dir: None,
         }
     }
 }
@@ -240,6 +243,9 @@ impl System {
             .env("KUBENEST_DATABASE_URL", database_url)
             .env("KUBENEST_ADMIN_USER", &options.admin_user)
             .env("KUBENEST_ADMIN_PASSWORD", &options.admin_password);
+        if let Some(console) = &options.console_dir {
+            apiserver = apiserver.arg(format!("--console-dir={}", console.display()));
+        }
         apiserver.start()?;
 
         let mut system = Self {
@@ -263,6 +269,14 @@ impl System {
 
     pub fn api_url(&self) -> String {
         format!("http://{}", self.api_address)
+    }
+
+    /// The web console's address when the API server serves it.
+    pub fn console_url(&self) -> Option<String> {
+        self.options
+            .console_dir
+            .as_ref()
+            .map(|_| format!("{}/", self.api_url()))
     }
 
     /// The hub address handed to agents (`ws://.../v1/connect`).

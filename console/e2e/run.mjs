@@ -1,0 +1,245 @@
+// The console end to end, in Debian's Chromium against the real system (`cli/tests/console.rs`
+// starts it and sets the environment): log in, register a cluster, make a project and the
+// reference App, watch it run live, change its image and read the diff, roll back, see drift
+// appear and heal after a kubectl scale behind kubenest's back, pause and resume, lose and get
+// back the live stream, delete; a viewer sees no action; another organization's user sees
+// nothing of this one.
+import { api, login } from "./api.mjs";
+import { ARTIFACTS, launch, openPage, step } from "./browser.mjs";
+import { kubectl } from "./kube.mjs";
+import { startProxy } from "./proxy.mjs";
+
+/// The console as the browser reaches it: through a proxy the scenario can cut.
+let CONSOLE = process.env.KUBENEST_CONSOLE;
+const ADMIN = process.env.KUBENEST_ADMIN_USER;
+const PASSWORD = process.env.KUBENEST_ADMIN_PASSWORD;
+const ORG = process.env.KUBENEST_ORG ?? "dev";
+const CLUSTER = (process.env.KUBENEST_CLUSTERS ?? "east").split(",")[0];
+/// How long the system may take to converge after a change.
+const CONVERGE = 120_000;
+
+const referenceApp = (name) => `name: ${name}
+components:
+  - name: db
+    type: addon
+    addon_spec: {definition: postgres}
+  - name: web
+    type: workload
+    workload_spec:
+      image: nginx:1.27
+      replicas: 2
+      port: 8080
+      env:
+        - name: DATABASE_URL
+          export_ref: {component: db, export: dsn}
+`;
+
+async function signIn(page, user, password) {
+  await page.goto(CONSOLE);
+  await page.getByRole("heading", { name: "kubenest" }).waitFor();
+  await page.getByLabel("User name").fill(user);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Log in" }).click();
+  await page.getByRole("heading", { name: "Fleet" }).waitFor();
+}
+
+async function confirm(page, label) {
+  await page.getByRole("button", { name: label, exact: true }).first().click();
+  await page.getByRole("dialog").getByRole("button", { name: `Yes, ${label.toLowerCase()}` }).click();
+}
+
+const heading = (page, text) => page.locator("h1", { hasText: text });
+
+async function main() {
+  const token = await login(ADMIN, PASSWORD);
+  const suffix = Math.random().toString(36).slice(2, 7);
+  const viewer = `viewer-${suffix}`;
+  const outsider = `outsider-${suffix}`;
+  const password = `pw-${suffix}-${Math.random().toString(36).slice(2)}`;
+  await api.post(token, "/api/v1/users", { username: viewer, password });
+  await api.post(token, "/api/v1/users", { username: outsider, password });
+  await api.put(token, `/api/v1/orgs/${ORG}/members`, { user: viewer, role: "viewer" });
+  await api.post(token, "/api/v1/orgs", { name: `other-${suffix}`, display_name: "Other", members: [{ user: outsider, role: "admin" }] });
+
+  const app = `shop-${suffix}`;
+  const proxy = await startProxy(CONSOLE);
+  CONSOLE = proxy.url;
+  const browser = await launch();
+  const pages = [];
+  try {
+    const admin = await openPage(browser, ADMIN);
+    pages.push(admin);
+    // Logging in; the fleet live.
+    await admin.goto(CONSOLE);
+    await admin.getByRole("button", { name: "Log in" }).waitFor();
+    await step(admin, "login");
+    await signIn(admin, ADMIN, PASSWORD);
+    await admin.getByTestId(`cluster-${CLUSTER}`).filter({ hasText: "connected" }).waitFor({ timeout: CONVERGE });
+    await admin.getByTestId("connection").filter({ hasText: "live" }).waitFor();
+    await step(admin, "fleet");
+
+    // Registration shows the install command once.
+    const extra = `extra-${suffix}`;
+    await admin.getByLabel("Name").fill(extra);
+    await admin.getByRole("button", { name: "Register" }).click();
+    await admin.getByTestId("install-command").filter({ hasText: "helm install kubenest-agent" }).waitFor();
+    await step(admin, "cluster-registered");
+    await admin.getByRole("button", { name: "Done" }).click();
+
+    // A project on the first cluster.
+    await admin.getByRole("link", { name: "Projects" }).click();
+    await admin.getByRole("heading", { name: "Projects" }).waitFor();
+    const project = `shop-${suffix}`;
+    await admin.getByLabel("Name").fill(project);
+    await admin.getByLabel("Cluster").selectOption({ label: CLUSTER });
+    await admin.getByRole("button", { name: "Create project" }).click();
+    await admin.getByTestId(`project-${project}`).waitFor();
+    await step(admin, "project-created");
+
+    // The cluster cannot go while it has projects: the API's reason is shown.
+    await admin.getByRole("link", { name: "Fleet" }).click();
+    await admin.getByRole("link", { name: CLUSTER, exact: true }).click();
+    await heading(admin, `Cluster ${CLUSTER}`).waitFor();
+    await confirm(admin, "Delete cluster");
+    await admin.getByRole("alert").filter({ hasText: "delete its projects first" }).waitFor();
+    await step(admin, "cluster-delete-blocked");
+    // The registered cluster has none and goes.
+    await admin.getByRole("link", { name: "Fleet" }).click();
+    await admin.getByRole("link", { name: extra }).click();
+    await heading(admin, `Cluster ${extra}`).waitFor();
+    await confirm(admin, "Delete cluster");
+    await admin.getByRole("heading", { name: "Fleet" }).waitFor();
+
+    // A field error lands on its field.
+    await admin.getByRole("link", { name: "Apps" }).click();
+    await admin.getByRole("link", { name: "New App" }).click();
+    await admin.getByRole("heading", { name: "New App" }).waitFor();
+    await admin.getByLabel("Project").selectOption({ label: project });
+    await admin.locator('input[name="name"]').fill(app);
+    await admin.locator('input[name="components[0].name"]').fill("Bad_Name");
+    await admin.getByRole("button", { name: "Create" }).click();
+    await admin.locator('input[name="components[0].name"][aria-invalid="true"]').waitFor();
+    await step(admin, "app-field-error");
+
+    // The reference App from the YAML editor, Running live.
+    await admin.getByRole("tab", { name: "YAML" }).click();
+    await admin.getByLabel("App YAML").fill(referenceApp(app));
+    await admin.getByRole("button", { name: "Create" }).click();
+    await heading(admin, `App ${app}`).waitFor();
+    const appUrl = admin.url();
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+    await admin.getByTestId("wiring").filter({ hasText: "DATABASE_URL ← db export dsn" }).waitFor();
+    await admin.getByTestId("timeline").filter({ hasText: "→ Running" }).waitFor();
+    await step(admin, "app-running");
+
+    // An image change: a new history row, and its diff.
+    await admin.getByRole("link", { name: "Edit" }).click();
+    await admin.locator('input[name="components[1].workload_spec.image"]').fill("nginx:1.28");
+    await admin.getByRole("button", { name: "Save" }).click();
+    await heading(admin, `App ${app}`).waitFor();
+    const rows = admin.getByTestId("history-row");
+    await rows.nth(1).waitFor({ timeout: CONVERGE });
+    await rows.first().getByRole("button", { name: "Show diff" }).click();
+    await admin.locator(".diff", { hasText: "components[1].workload.image" }).filter({ hasText: "nginx:1.28" }).waitFor();
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+    await step(admin, "app-image-changed");
+
+    // Roll back to the first deployment.
+    await rows.last().getByRole("button", { name: "Roll back" }).click();
+    await admin.getByRole("dialog").getByRole("button", { name: "Yes, roll back" }).click();
+    await rows.nth(2).waitFor({ timeout: CONVERGE });
+    await rows.first().filter({ hasText: "rollback" }).waitFor();
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+    await waitFor(() => kubectl(CLUSTER, "-n", project, "get", `deployment/${app}-web`, "-o", "jsonpath={.spec.template.spec.containers[0].image}") === "nginx:1.27", "nginx:1.27 on the cluster again");
+    await step(admin, "app-rolled-back");
+
+    // Drift: scaled behind kubenest's back, seen live, healed.
+    kubectl(CLUSTER, "-n", project, "scale", `deployment/${app}-web`, "--replicas=5");
+    await admin.getByTestId("timeline").filter({ hasText: "drift detected" }).filter({ hasText: "spec.replicas" }).waitFor({ timeout: CONVERGE });
+    await admin.getByTestId("timeline").filter({ hasText: "drift healed" }).waitFor({ timeout: CONVERGE });
+    await step(admin, "app-drift-healed");
+
+    // Pause and resume.
+    await confirm(admin, "Pause");
+    await heading(admin, "Paused").waitFor({ timeout: CONVERGE });
+    await step(admin, "app-paused");
+    await confirm(admin, "Resume");
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+
+    // The live stream lost and resumed: the indicator says so, and what happened meanwhile
+    // arrives (Last-Event-ID).
+    admin.networkCut = true;
+    proxy.cut();
+    await admin.getByTestId("connection").filter({ hasText: "reconnecting" }).waitFor({ timeout: 30_000 });
+    await step(admin, "stream-reconnecting");
+    const appId = appUrl.split("/").pop();
+    await api.post(token, `/api/v1/apps/${appId}/pause`);
+    proxy.restore();
+    await admin.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 30_000 });
+    await heading(admin, "Paused").waitFor({ timeout: CONVERGE });
+    admin.networkCut = false;
+    await confirm(admin, "Resume");
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+
+    // A viewer sees the App and no action.
+    const view = await openPage(browser, viewer);
+    pages.push(view);
+    await signIn(view, viewer, password);
+    await view.goto(appUrl);
+    await heading(view, `App ${app}`).waitFor();
+    for (const name of ["Edit", "Pause", "Delete", "Redeploy", "Roll back"]) {
+      if ((await view.getByRole("button", { name }).count()) + (await view.getByRole("link", { name, exact: true }).count()) > 0) {
+        throw new Error(`the viewer sees the action ${name}`);
+      }
+    }
+    await view.getByRole("link", { name: "Apps" }).click();
+    await view.getByTestId("apps-table").waitFor();
+    if ((await view.getByRole("link", { name: "New App" }).count()) > 0) throw new Error("the viewer may create Apps");
+    await step(view, "viewer-app-list");
+
+    // Another organization's admin sees nothing of this one.
+    const other = await openPage(browser, outsider);
+    pages.push(other);
+    await signIn(other, outsider, password);
+    await other.getByText("No clusters registered yet.").waitFor();
+    await other.getByRole("link", { name: "Apps" }).click();
+    await other.getByText("No Apps here.").waitFor();
+    await other.goto(appUrl);
+    await other.getByRole("alert").waitFor();
+    if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
+    await step(other, "other-org-sees-nothing");
+
+    // Delete.
+    await admin.bringToFront();
+    await confirm(admin, "Delete");
+    await admin.getByRole("heading", { name: "Apps" }).waitFor();
+    await admin.getByTestId(`app-row-${app}`).waitFor({ state: "detached", timeout: CONVERGE });
+    await step(admin, "app-deleted");
+    console.log("console e2e: every step passed");
+  } catch (error) {
+    // What each user's page showed when the scenario failed.
+    for (const page of pages) await page.screenshot({ path: `${ARTIFACTS}/failed-${page.user}.png`, fullPage: true }).catch(() => undefined);
+    throw error;
+  } finally {
+    await browser.close();
+    proxy.close();
+  }
+}
+
+async function waitFor(check, what, timeout = CONVERGE) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    try {
+      if (check()) return;
+    } catch {
+      // not there yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,76 @@
+// The typed API client. Its types come from the committed OpenAPI document
+// (`npm run gen`), so an API change that breaks the console breaks `npm run build`.
+import createClient, { type Middleware } from "openapi-fetch";
+import type { components, paths } from "./schema";
+import { session } from "./session";
+
+export type Schemas = components["schemas"];
+export type App = Schemas["AppResponse"];
+export type Cluster = Schemas["ClusterResponse"];
+export type Project = Schemas["ProjectResponse"];
+export type Deployment = Schemas["DeploymentView"];
+export type Org = Schemas["OrgResponse"];
+export type Member = Schemas["MemberBody"];
+export type Role = Schemas["Role"];
+export type Component = Schemas["ComponentBody"];
+export type Instance = Schemas["InstanceResponse"];
+export type Template = Schemas["TemplateResponse"];
+export type ErrorBody = Schemas["ErrorBody"];
+/// The registration answer is not described in the document; it is the rotation answer
+/// plus the cluster.
+export type Registration = Schemas["RotationResponse"] & { cluster: Cluster };
+
+/// Adds the in-memory access token and, on a 401, refreshes it once through the cookie and
+/// repeats the request.
+const auth: Middleware = {
+  async onRequest({ request }) {
+    const token = await session.token();
+    if (token) request.headers.set("Authorization", `Bearer ${token}`);
+    // Kept for a repeat after a refresh (a body can be read once).
+    retries.set(request, request.clone());
+    return request;
+  },
+  async onResponse({ request, response }) {
+    const copy = retries.get(request);
+    retries.delete(request);
+    if (response.status !== 401 || !copy || !session.current()) return response;
+    const token = await session.refresh();
+    if (!token) return response;
+    copy.headers.set("Authorization", `Bearer ${token}`);
+    return fetch(copy);
+  },
+};
+const retries = new WeakMap<Request, Request>();
+
+export const api = createClient<paths>({
+  // Same origin as the page, spelled out: a Request needs an absolute URL outside a browser.
+  baseUrl: globalThis.location?.origin ?? "",
+  credentials: "same-origin",
+  // Looked up per call, not captured once, so the retry above and tests see the same fetch.
+  fetch: (request) => globalThis.fetch(request),
+});
+api.use(auth);
+
+/// The API's error for people, and the field it names (`components[0].workload_spec.image`).
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string | null,
+  ) {
+    super(message);
+  }
+}
+
+/// The data of an answer, or an `ApiFailure` thrown with the API's own error.
+export function ok<T>(result: { data?: T; error?: unknown; response: Response }): T {
+  if (result.response.ok) return result.data as T;
+  const body = result.error as Partial<ErrorBody> | undefined;
+  throw new ApiFailure(
+    result.response.status,
+    body?.error?.code ?? "http_" + result.response.status,
+    body?.error?.message ?? result.response.statusText,
+    body?.error?.field,
+  );
+}

@@ -1,0 +1,43 @@
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+import { createBrowserRouter, RouterProvider } from "react-router";
+import { Layout } from "./components/Layout";
+import { Login } from "./pages/Login";
+import { Fleet } from "./pages/Fleet";
+import { ClusterDetail } from "./pages/ClusterDetail";
+import { Projects } from "./pages/Projects";
+import { Apps } from "./pages/Apps";
+import { AppDetail } from "./pages/AppDetail";
+import { AppEdit } from "./pages/AppEdit";
+import { AddonDetail, Addons } from "./pages/Addons";
+import { TemplateDeploy, Templates } from "./pages/Templates";
+import { Members } from "./pages/Members";
+import "./styles.css";
+
+const router = createBrowserRouter([
+  { path: "/login", element: <Login /> },
+  {
+    element: <Layout />,
+    children: [
+      { path: "/", element: <Fleet /> },
+      { path: "/clusters/:id", element: <ClusterDetail /> },
+      { path: "/projects", element: <Projects /> },
+      { path: "/apps", element: <Apps /> },
+      { path: "/apps/new", element: <AppEdit /> },
+      { path: "/apps/:id", element: <AppDetail /> },
+      { path: "/apps/:id/edit", element: <AppEdit /> },
+      { path: "/addons", element: <Addons /> },
+      { path: "/addons/:id", element: <AddonDetail /> },
+      { path: "/templates", element: <Templates /> },
+      { path: "/templates/:id", element: <TemplateDeploy /> },
+      { path: "/members", element: <Members /> },
+      { path: "*", element: <p>No such page.</p> },
+    ],
+  },
+]);
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <RouterProvider router={router} />
+  </StrictMode>,
+);

@@ -1,0 +1,156 @@
+// The Apps of the organization: phase, revision, drift and blocked badges, filtered and paged
+// with the API's `limit`/`continue` (one page of rows in the DOM, so 1,000 Apps stay fast).
+import { useMemo, useRef, useState } from "react";
+import { Link, useSearchParams } from "react-router";
+import { api, ok, type App } from "../api/client";
+import { useAccount, useOrgRole } from "../account";
+import { useLoad } from "../load";
+import { store, useStore } from "../live/store";
+import { canWrite } from "../roles";
+import { Badge, ErrorNote, Phase } from "../components/ui";
+import { useClusters } from "./Fleet";
+
+const PAGE = 100;
+const PHASES = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
+
+export function Apps() {
+  const { org } = useAccount();
+  const role = useOrgRole();
+  const [params, setParams] = useSearchParams();
+  const project = params.get("project_id") ?? "";
+  const cluster = params.get("cluster_id") ?? "";
+  const phase = params.get("phase") ?? "";
+  // The `continue` tokens of the pages before this one, and this one's.
+  const [pages, setPages] = useState<string[]>([]);
+  const cursor = pages[pages.length - 1];
+  const { clusters } = useClusters(org);
+  // An event about an App this console has not loaded (one just created elsewhere) reloads
+  // the page once, so new Apps appear without polling.
+  const newest = useStore((s) => {
+    for (let i = s.events.length - 1; i >= 0; i--) {
+      const e = s.events[i]!;
+      if (e.org === org && e.app_id && !s.apps[e.app_id] && !s.deleted[e.app_id]) return e.id;
+    }
+    return 0;
+  });
+  // Only a newer such event reloads (loading the App makes its event "seen").
+  const unseenHigh = useRef(0);
+  if (newest > unseenHigh.current) unseenHigh.current = newest;
+  const unseen = unseenHigh.current;
+  const projects = useLoad(async () => ok(await api.GET("/api/v1/orgs/{org}/projects", { params: { path: { org } } })), [org]);
+  const page = useLoad(async () => {
+    const list = ok(
+      await api.GET("/api/v1/apps", {
+        params: { query: { org, project_id: project || undefined, limit: PAGE, continue: cursor } },
+      }),
+    );
+    store.dispatch({ type: "apps", apps: list.items });
+    return { ids: list.items.map((a) => a.id), next: list.continue ?? undefined };
+  }, [org, project, cursor, unseen]);
+  const all = useStore((s) => s.apps);
+  const rows = useMemo(
+    () =>
+      (page.data?.ids ?? [])
+        .map((id) => all[id])
+        .filter((a): a is App => Boolean(a))
+        .filter((a) => (!cluster || a.cluster_id === cluster) && (!phase || a.phase === phase)),
+    [page.data, all, cluster, phase],
+  );
+  const filter = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value) next.set(key, value);
+    else next.delete(key);
+    setParams(next);
+    setPages([]);
+  };
+  return (
+    <>
+      <h1>Apps</h1>
+      {canWrite(role) && (
+        <p className="row">
+          <Link to="/apps/new" className="button primary">
+            New App
+          </Link>
+          <Link to="/templates" className="button">
+            Deploy from a template
+          </Link>
+        </p>
+      )}
+      <form className="row filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
+        <label>
+          Project{" "}
+          <select value={project} onChange={(e) => filter("project_id", e.target.value)}>
+            <option value="">all</option>
+            {(projects.data ?? []).map((p) => (
+              <option key={p.id} value={p.id}>
+                {p.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Cluster{" "}
+          <select value={cluster} onChange={(e) => filter("cluster_id", e.target.value)}>
+            <option value="">all</option>
+            {clusters.map((c) => (
+              <option key={c.id} value={c.id}>
+                {c.name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Phase{" "}
+          <select value={phase} onChange={(e) => filter("phase", e.target.value)}>
+            <option value="">all</option>
+            {PHASES.map((p) => (
+              <option key={p}>{p}</option>
+            ))}
+          </select>
+        </label>
+      </form>
+      <ErrorNote error={page.error} />
+      <table data-testid="apps-table">
+        <thead>
+          <tr>
+            <th scope="col">App</th>
+            <th scope="col">Project</th>
+            <th scope="col">Phase</th>
+            <th scope="col">Revision</th>
+            <th scope="col">Sync</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((a) => (
+            <tr key={a.id} data-testid={`app-row-${a.name}`}>
+              <td>
+                <Link to={`/apps/${a.id}`}>{a.name}</Link>
+              </td>
+              <td>{a.project}</td>
+              <td>
+                <Phase phase={a.phase} />
+              </td>
+              <td>
+                <code>{a.revision?.slice(0, 12) ?? "none"}</code>
+              </td>
+              <td>
+                {a.sync.drift_detected && <Badge tone="warn">drift</Badge>}{" "}
+                {a.sync.drift_class === "blocked_sync" && <Badge tone="bad">blocked</Badge>}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {!page.loading && rows.length === 0 && <p>No Apps here.</p>}
+      <nav aria-label="Pages" className="row">
+        <button type="button" disabled={pages.length === 0} onClick={() => setPages(pages.slice(0, -1))}>
+          Previous page
+        </button>
+        <span>Page {pages.length + 1}</span>
+        <button type="button" disabled={!page.data?.next} onClick={() => page.data?.next && setPages([...pages, page.data.next])}>
+          Next page
+        </button>
+      </nav>
+    </>
+  );
+}
