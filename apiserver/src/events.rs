@@ -43,30 +43,26 @@ const STORE_ATTEMPTS: u32 = 5;
 /// One stored event, with its frame.
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
-    pub id: i64,
-    pub org_id: String,
-    pub cluster_id: Option<String>,
-    pub project_id: Option<String>,
-    pub app_id: Option<String>,
-    pub kind: String,
-    pub payload: Value,
-    pub at: chrono::DateTime<chrono::Utc>,
+    /// The event as the log holds it.
+    pub event: Event,
     /// The event's Server-Sent Events frame, rendered once for every subscriber.
     pub frame: axum::body::Bytes,
+}
+
+/// A stored event reads as the event of the log it renders.
+impl std::ops::Deref for StoredEvent {
+    type Target = Event;
+
+    fn deref(&self) -> &Event {
+        &self.event
+    }
 }
 
 impl StoredEvent {
     /// The event of the log with its [`Self::frame`]. The data is compact JSON, so it is one line.
     fn rendered(event: Event) -> Self {
         let mut stored = Self {
-            id: event.id,
-            org_id: event.org_id,
-            cluster_id: event.cluster_id,
-            project_id: event.project_id,
-            app_id: event.app_id,
-            kind: event.kind,
-            payload: event.payload,
-            at: event.at,
+            event,
             frame: Default::default(),
         };
         let frame = format!(
