@@ -287,7 +287,7 @@ async function main() {
     await importing.getByLabel("Project").selectOption({ label: project });
     await importing.getByLabel("Exported template (JSON)").fill(JSON.stringify(webTemplate, null, 2));
     await importing.getByRole("button", { name: "Import" }).click();
-    await admin.getByTestId(`template-row-${web}`).filter({ hasText: "image, replicas" }).waitFor();
+    await admin.getByTestId(`template-row-${web}`).filter({ hasText: "A web server" }).filter({ hasText: "image, replicas" }).waitFor();
     await step(admin, "template-imported");
     await admin.getByRole("link", { name: web, exact: true }).click();
     await heading(admin, `Template ${web}`).waitFor();

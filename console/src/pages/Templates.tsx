@@ -80,9 +80,12 @@ function NewTemplate({ org, onCreated }: { org: string; onCreated: () => void })
     } catch (err) {
       throw new ApiFailure(422, "invalid", `not JSON: ${(err as Error).message}`, "template");
     }
+    // The API takes the description from the placement, not from the exported spec.
+    const spec = (template as { spec?: { description?: unknown } } | null)?.spec;
+    const description = typeof spec?.description === "string" ? spec.description : undefined;
     ok(
       await api.POST("/api/v1/templates/import", {
-        body: { name: String(data.get("name")), scope: "project", project_id: String(data.get("project_id")), template },
+        body: { name: String(data.get("name")), scope: "project", project_id: String(data.get("project_id")), description, template },
       }),
     );
   });
