@@ -3,7 +3,9 @@
 // reference App, watch it run live, change its image and read the diff, roll back, see drift
 // appear and heal after a kubectl scale behind kubenest's back, pause and resume, lose and get
 // back the live stream, delete; a viewer sees no action; another organization's user sees
-// nothing of this one.
+// nothing of this one. Then members and roles, cluster token rotation, a standalone addon from
+// the catalog, stack templates (from the App, imported, deployed by filling their slots), and
+// the same pages as the viewer sees them.
 import { api, login } from "./api.mjs";
 import { ARTIFACTS, launch, openPage, step } from "./browser.mjs";
 import { kubectl } from "./kube.mjs";
@@ -34,6 +36,21 @@ components:
           export_ref: {component: db, export: dsn}
 `;
 
+/// A stack template as `GET /templates/{id}/export` gives it, with two slots.
+const webTemplate = {
+  apiVersion: "kubenest.io/v1alpha1",
+  kind: "StackTemplate",
+  spec: {
+    description: "A web server",
+    scope: "global",
+    parameters: [
+      { name: "image", type: "string", required: true, description: "The container image" },
+      { name: "replicas", type: "integer", default: "2" },
+    ],
+    components: [{ name: "web", workload: { image: "${image}", replicas: "${replicas}", port: 8080 } }],
+  },
+};
+
 async function signIn(page, user, password) {
   await page.goto(CONSOLE);
   await page.getByRole("heading", { name: "kubenest" }).waitFor();
@@ -55,8 +72,10 @@ async function main() {
   const suffix = Math.random().toString(36).slice(2, 7);
   const viewer = `viewer-${suffix}`;
   const outsider = `outsider-${suffix}`;
+  const newcomer = `newcomer-${suffix}`;
   const password = `pw-${suffix}-${Math.random().toString(36).slice(2)}`;
   await api.post(token, "/api/v1/users", { username: viewer, password });
+  await api.post(token, "/api/v1/users", { username: newcomer, password });
   await api.post(token, "/api/v1/users", { username: outsider, password });
   await api.put(token, `/api/v1/orgs/${ORG}/members`, { user: viewer, role: "viewer" });
   await api.post(token, "/api/v1/orgs", { name: `other-${suffix}`, display_name: "Other", members: [{ user: outsider, role: "admin" }] });
@@ -107,6 +126,13 @@ async function main() {
     await admin.getByRole("link", { name: "Fleet" }).click();
     await admin.getByRole("link", { name: extra }).click();
     await heading(admin, `Cluster ${extra}`).waitFor();
+    // Its token rotated (it has no agent whose session the rotation would cut): the new
+    // install command once, and the new version in the facts.
+    const version = Number(await admin.getByTestId("token-version").textContent());
+    await confirm(admin, "Rotate token");
+    await admin.getByTestId("install-command").filter({ hasText: `token version ${version + 1}` }).waitFor();
+    await admin.getByTestId("token-version").filter({ hasText: String(version + 1) }).waitFor();
+    await step(admin, "cluster-token-rotated");
     await confirm(admin, "Delete cluster");
     await admin.getByRole("heading", { name: "Fleet" }).waitFor();
 
@@ -209,8 +235,93 @@ async function main() {
     if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
     await step(other, "other-org-sees-nothing");
 
+    // Members and roles: a user added as a member is listed with that role.
+    await admin.bringToFront();
+    await admin.getByRole("link", { name: "Members" }).click();
+    await heading(admin, `Members of ${ORG}`).waitFor();
+    const adding = admin.getByRole("form", { name: "Add a member" });
+    await adding.getByLabel("User").fill(newcomer);
+    await adding.getByLabel("Role").selectOption("member");
+    await adding.getByRole("button", { name: "Add member" }).click();
+    await waitForAsync(async () => (await admin.getByLabel(`Role of ${newcomer}`).inputValue()) === "member", `${newcomer} listed as a member`);
+    await step(admin, "member-added");
+
+    // A standalone postgres from the catalog, listed with its first revision (the list is
+    // loaded when the page is: it is loaded again until the controller has recorded it).
+    await admin.getByRole("link", { name: "Addons" }).click();
+    await admin.getByRole("heading", { name: "Addons" }).waitFor();
+    const addon = `pg-${suffix}`;
+    const installing = admin.getByRole("form", { name: "Install an addon" });
+    await installing.getByLabel("Name").fill(addon);
+    await installing.getByLabel("Project").selectOption({ label: project });
+    await installing.getByLabel("Addon").selectOption("postgres");
+    await installing.getByRole("button", { name: "Install" }).click();
+    const addonRow = admin.getByTestId(`addon-row-${addon}`);
+    await addonRow.waitFor();
+    await waitForAsync(async () => {
+      if ((await addonRow.locator("td").last().textContent()) === "1") return true;
+      await admin.reload();
+      await addonRow.waitFor();
+      return false;
+    }, `${addon} listed with revision 1`);
+    await step(admin, "addon-installed");
+    await addonRow.getByRole("link", { name: addon }).click();
+    await heading(admin, `Addon ${addon}`).waitFor();
+    await admin.getByTestId("revision-row").filter({ hasText: "install" }).waitFor();
+    await step(admin, "addon-revisions");
+
+    // Stack templates: one saved from the running App; one imported with slots and deployed
+    // by filling them, which makes a new App.
+    await admin.getByRole("link", { name: "Templates" }).click();
+    await admin.getByRole("heading", { name: "Stack templates" }).waitFor();
+    const saved = `shop-tpl-${suffix}`;
+    const fromApp = admin.getByRole("form", { name: "New template from an App" });
+    await fromApp.getByLabel("Template name").fill(saved);
+    await fromApp.getByLabel("App").selectOption({ label: `${app} (${project})` });
+    await fromApp.getByRole("button", { name: "Save as template" }).click();
+    await admin.getByTestId(`template-row-${saved}`).filter({ hasText: "yes" }).waitFor();
+    await step(admin, "template-from-app");
+    const web = `web-${suffix}`;
+    const importing = admin.getByRole("form", { name: "Import a template" });
+    await importing.getByLabel("Template name").fill(web);
+    await importing.getByLabel("Project").selectOption({ label: project });
+    await importing.getByLabel("Exported template (JSON)").fill(JSON.stringify(webTemplate, null, 2));
+    await importing.getByRole("button", { name: "Import" }).click();
+    await admin.getByTestId(`template-row-${web}`).filter({ hasText: "A web server" }).filter({ hasText: "image, replicas" }).waitFor();
+    await step(admin, "template-imported");
+    await admin.getByRole("link", { name: web, exact: true }).click();
+    await heading(admin, `Template ${web}`).waitFor();
+    const deploying = admin.getByRole("form", { name: "Deploy" });
+    const fromTemplate = `site-${suffix}`;
+    await deploying.getByLabel("App name").fill(fromTemplate);
+    await deploying.getByLabel("Project").selectOption({ label: project });
+    await deploying.locator('input[name="parameters.image"]').fill("nginx:1.27");
+    await deploying.locator('input[name="parameters.replicas"]').fill("1");
+    await step(admin, "template-deploy-form");
+    await deploying.getByRole("button", { name: "Deploy" }).click();
+    await heading(admin, `App ${fromTemplate}`).waitFor();
+    await heading(admin, "Running").waitFor({ timeout: CONVERGE });
+    await waitFor(() => kubectl(CLUSTER, "-n", project, "get", `deployment/${fromTemplate}-web`, "-o", "jsonpath={.spec.template.spec.containers[0].image}") === "nginx:1.27", `${fromTemplate} on the cluster`);
+    await step(admin, "template-deployed");
+
+    // The viewer sees these pages without their actions.
+    await view.bringToFront();
+    for (const [link, title, row, form] of [
+      ["Members", `Members of ${ORG}`, `member-${newcomer}`, "Add a member"],
+      ["Addons", "Addons", `addon-row-${addon}`, "Install an addon"],
+      ["Templates", "Stack templates", `template-row-${web}`, "Import a template"],
+    ]) {
+      await view.getByRole("link", { name: link, exact: true }).click();
+      await heading(view, title).waitFor();
+      await view.getByTestId(row).waitFor();
+      if ((await view.getByRole("form", { name: form }).count()) > 0) throw new Error(`the viewer sees the form ${form}`);
+      await step(view, `viewer-${link.toLowerCase()}`);
+    }
+
     // Delete.
     await admin.bringToFront();
+    await admin.goto(appUrl);
+    await heading(admin, `App ${app}`).waitFor();
     await confirm(admin, "Delete");
     await admin.getByRole("heading", { name: "Apps" }).waitFor();
     await admin.getByTestId(`app-row-${app}`).waitFor({ state: "detached", timeout: CONVERGE });
@@ -236,6 +347,19 @@ async function waitFor(check, what, timeout = CONVERGE) {
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+async function waitForAsync(check, what, timeout = CONVERGE) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not there yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 1000));
   }
 }
 

@@ -1,7 +1,8 @@
-// Standalone addons, and one with its revisions and rollback.
-import { useState } from "react";
+// Standalone addons: installing one from the catalog into a project, the list, and one with
+// its revisions and rollback.
+import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
-import { api, ok } from "../api/client";
+import { api, ok, ApiFailure } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
@@ -10,10 +11,12 @@ import { ErrorNote, Phase, When, Missing } from "../components/ui";
 
 export function Addons() {
   const { org } = useAccount();
+  const writer = canWrite(useOrgRole());
   const list = useLoad(async () => ok(await api.GET("/api/v1/addon-instances", { params: { query: { org } } })), [org]);
   return (
     <>
       <h1>Addons</h1>
+      {writer && <Install org={org} onInstalled={list.reload} />}
       <ErrorNote error={list.error} />
       <table>
         <thead>
@@ -27,7 +30,7 @@ export function Addons() {
         </thead>
         <tbody>
           {(list.data ?? []).map((a) => (
-            <tr key={a.id}>
+            <tr key={a.id} data-testid={`addon-row-${a.name}`}>
               <td>
                 <Link to={`/addons/${a.id}`}>{a.name}</Link>
               </td>
@@ -43,6 +46,63 @@ export function Addons() {
       </table>
       {list.data?.length === 0 && <p>No standalone addons.</p>}
     </>
+  );
+}
+
+/// Installs an addon of the catalog in one of the organization's projects.
+function Install({ org, onInstalled }: { org: string; onInstalled: () => void }) {
+  const projects = useLoad(async () => ok(await api.GET("/api/v1/orgs/{org}/projects", { params: { path: { org } } })), [org]);
+  const catalog = useLoad(async () => ok(await api.GET("/api/v1/addon-definitions")), []);
+  const [failure, setFailure] = useState<Error>();
+  const field = failure instanceof ApiFailure ? (failure.field ?? "") : "";
+  if ((projects.data ?? []).length === 0 || (catalog.data ?? []).length === 0) return <ErrorNote error={projects.error ?? catalog.error} />;
+  const install = async (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = e.currentTarget;
+    const data = new FormData(form);
+    setFailure(undefined);
+    try {
+      ok(
+        await api.POST("/api/v1/addon-instances", {
+          body: { name: String(data.get("name")), project_id: String(data.get("project_id")), definition: String(data.get("definition")) },
+        }),
+      );
+      form.reset();
+      onInstalled();
+    } catch (err) {
+      setFailure(err as Error);
+    }
+  };
+  return (
+    <form onSubmit={install} className="row" aria-label="Install an addon">
+      <label>
+        Name <input name="name" required aria-invalid={field === "name" || undefined} />
+      </label>
+      <label>
+        Project{" "}
+        <select name="project_id">
+          {(projects.data ?? []).map((p) => (
+            <option key={p.id} value={p.id}>
+              {p.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Addon{" "}
+        <select name="definition" aria-invalid={field === "definition" || undefined}>
+          {(catalog.data ?? []).map((d) => (
+            <option key={d.name} value={d.name}>
+              {d.display_name || d.name} {d.chart_version}
+            </option>
+          ))}
+        </select>
+      </label>
+      <button type="submit" className="primary">
+        Install
+      </button>
+      <ErrorNote error={failure} />
+    </form>
   );
 }
 
@@ -83,7 +143,7 @@ export function AddonDetail() {
         </thead>
         <tbody>
           {(a.revisions ?? []).map((r) => (
-            <tr key={r.revision}>
+            <tr key={r.revision} data-testid="revision-row">
               <td>{r.revision}</td>
               <td>{r.operation}</td>
               <td>

@@ -50,7 +50,7 @@ export function ClusterDetail() {
         <dt>Agent</dt>
         <dd>{cluster.agent_version ?? "not connected yet"}</dd>
         <dt>Token version</dt>
-        <dd>{cluster.token_version}</dd>
+        <dd data-testid="token-version">{cluster.token_version}</dd>
         <dt>Last heartbeat</dt>
         <dd>
           <When at={cluster.last_heartbeat} />
@@ -80,7 +80,12 @@ export function ClusterDetail() {
             label="Rotate token"
             question="The old token stops working and the agent's session is cut at once. Rotate?"
             onConfirm={() =>
-              act(async () => setRotation(ok(await api.POST("/api/v1/clusters/{id}/rotate-token", { params: { path: { id } } }))))
+              act(async () => {
+                const rotated = ok(await api.POST("/api/v1/clusters/{id}/rotate-token", { params: { path: { id } } }));
+                setRotation(rotated);
+                // The facts above show the new version too, not the one loaded with the page.
+                store.dispatch({ type: "clusters", clusters: [{ ...cluster, token_version: rotated.token_version }] });
+              })
             }
           />
           <ConfirmButton

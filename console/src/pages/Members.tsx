@@ -19,14 +19,17 @@ export function Members() {
     try {
       ok(await api.PUT("/api/v1/orgs/{org}/members", { params: { path: { org } }, body: { user, role } }));
       members.reload();
+      return true;
     } catch (e) {
       setFailure(e as Error);
+      return false;
     }
   };
-  const add = (e: FormEvent<HTMLFormElement>) => {
+  const add = async (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
-    const data = new FormData(e.currentTarget);
-    void put(String(data.get("user")), data.get("role") as Role);
+    const form = e.currentTarget;
+    const data = new FormData(form);
+    if (await put(String(data.get("user")), data.get("role") as Role)) form.reset();
   };
   return (
     <>
@@ -42,7 +45,7 @@ export function Members() {
         </thead>
         <tbody>
           {(members.data ?? []).map((m) => (
-            <tr key={m.user}>
+            <tr key={m.user} data-testid={`member-${m.user}`}>
               <td>{m.user}</td>
               <td>
                 {admin ? (
