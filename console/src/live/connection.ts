@@ -3,9 +3,7 @@
 // indicator.
 import { session } from "../api/session";
 import { SseParser } from "./sse";
-import type { LiveEvent } from "./store";
-
-export type ConnectionState = "connecting" | "live" | "reconnecting" | "offline";
+import type { ConnectionState, LiveEvent } from "./types";
 
 export type Handlers = {
   event(event: LiveEvent): void;

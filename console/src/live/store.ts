@@ -2,19 +2,9 @@
 // (a reducer, so every page that shows an App or a cluster changes in place).
 import { useSyncExternalStore } from "react";
 import type { App, Cluster } from "../api/client";
-import type { ConnectionState } from "./connection";
+import type { ConnectionState, LiveEvent } from "./types";
 
-/// An event as the stream sends it: the envelope plus the kind's payload.
-export type LiveEvent = {
-  id: number;
-  kind: string;
-  org: string;
-  cluster_id?: string | null;
-  project_id?: string | null;
-  app_id?: string | null;
-  at: string;
-  [key: string]: unknown;
-};
+export type { ConnectionState, LiveEvent };
 
 export type State = {
   connection: ConnectionState;
