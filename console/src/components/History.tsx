@@ -3,20 +3,14 @@ import { Fragment, useState } from "react";
 import type { Deployment } from "../api/client";
 import { diffRows } from "../diff";
 import { ConfirmButton } from "./Confirm";
-import { When } from "./ui";
+import { Head, When } from "./ui";
 
 export function DiffTable({ diff }: { diff: unknown }) {
   const rows = diffRows(diff);
   if (rows.length === 0) return <p>No change to the spec.</p>;
   return (
     <table className="diff">
-      <thead>
-        <tr>
-          <th scope="col">Change</th>
-          <th scope="col">Field</th>
-          <th scope="col">New value</th>
-        </tr>
-      </thead>
+      <Head columns={["Change", "Field", "New value"]} />
       <tbody>
         {rows.map((r, i) => (
           <tr key={i} className={r.op}>
@@ -47,16 +41,7 @@ export function History({
   const [open, setOpen] = useState<string | null>(null);
   return (
     <table data-testid="history">
-      <thead>
-        <tr>
-          <th scope="col">When</th>
-          <th scope="col">Operation</th>
-          <th scope="col">Revision</th>
-          <th scope="col">By</th>
-          <th scope="col">Result</th>
-          <th scope="col">Actions</th>
-        </tr>
-      </thead>
+      <Head columns={["When", "Operation", "Revision", "By", "Result", "Actions"]} />
       <tbody>
         {deployments.map((d) => (
           <Fragment key={d.id}>

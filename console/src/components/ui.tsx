@@ -1,5 +1,20 @@
-// Small shared pieces: errors, badges, capacity bars, times.
+// Small shared pieces: table headers, errors, badges, capacity bars, times.
 import type { ReactNode } from "react";
+
+/// A table's header row: one column header per name.
+export function Head({ columns }: { columns: string[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((c) => (
+          <th key={c} scope="col">
+            {c}
+          </th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
 
 export function ErrorNote({ error }: { error?: Error | null }) {
   if (!error) return null;

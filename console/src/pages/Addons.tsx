@@ -7,7 +7,7 @@ import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
-import { ErrorNote, Phase, When, Missing } from "../components/ui";
+import { ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function Addons() {
   const { org } = useAccount();
@@ -19,15 +19,7 @@ export function Addons() {
       {writer && <Install org={org} onInstalled={list.reload} />}
       <ErrorNote error={list.error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Addon</th>
-            <th scope="col">Definition</th>
-            <th scope="col">Project</th>
-            <th scope="col">Phase</th>
-            <th scope="col">Revision</th>
-          </tr>
-        </thead>
+        <Head columns={["Addon", "Definition", "Project", "Phase", "Revision"]} />
         <tbody>
           {(list.data ?? []).map((a) => (
             <tr key={a.id} data-testid={`addon-row-${a.name}`}>
@@ -130,17 +122,7 @@ export function AddonDetail() {
       <ErrorNote error={failure} />
       <h2>Revisions</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Revision</th>
-            <th scope="col">Operation</th>
-            <th scope="col">When</th>
-            <th scope="col">By</th>
-            <th scope="col">Result</th>
-            <th scope="col">Values</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
+        <Head columns={["Revision", "Operation", "When", "By", "Result", "Values", "Actions"]} />
         <tbody>
           {(a.revisions ?? []).map((r) => (
             <tr key={r.revision} data-testid="revision-row">

@@ -9,7 +9,7 @@ import { store, useStore, type LiveEvent } from "../live/store";
 import { canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { History } from "../components/History";
-import { Badge, ErrorNote, Phase, When, Missing } from "../components/ui";
+import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function AppDetail() {
   const { id = "" } = useParams();
@@ -107,14 +107,7 @@ export function AppDetail() {
       <Components app={app} />
       <h2>Conditions</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Type</th>
-            <th scope="col">Status</th>
-            <th scope="col">Reason</th>
-            <th scope="col">Message</th>
-          </tr>
-        </thead>
+        <Head columns={["Type", "Status", "Reason", "Message"]} />
         <tbody>
           {app.conditions.map((c) => (
             <tr key={c.type}>
@@ -148,15 +141,7 @@ function Components({ app }: { app: App }) {
     <>
       <h2>Components</h2>
       <table data-testid="components">
-        <thead>
-          <tr>
-            <th scope="col">Component</th>
-            <th scope="col">Kind</th>
-            <th scope="col">Ready</th>
-            <th scope="col">Replicas</th>
-            <th scope="col">Message</th>
-          </tr>
-        </thead>
+        <Head columns={["Component", "Kind", "Ready", "Replicas", "Message"]} />
         <tbody>
           {app.components.map((c) => {
             const status = app.component_status.find((s) => s.name === c.name);
@@ -194,15 +179,7 @@ function Drift({ app }: { app: App }) {
     <section data-testid="drift" aria-label="Drift">
       <h2>Drift{app.sync.drift_class ? ` (${app.sync.drift_class})` : ""}</h2>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Resource</th>
-            <th scope="col">Field</th>
-            <th scope="col">Desired</th>
-            <th scope="col">Observed</th>
-            <th scope="col">Changed by</th>
-          </tr>
-        </thead>
+        <Head columns={["Resource", "Field", "Desired", "Observed", "Changed by"]} />
         <tbody>
           {app.sync.drift_details.map((d) => (
             <tr key={`${d.resource}/${d.field}`}>

@@ -5,7 +5,7 @@ import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canAdmin } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
-import { ErrorNote } from "../components/ui";
+import { ErrorNote, Head } from "../components/ui";
 
 const ROLES: Role[] = ["viewer", "member", "admin"];
 
@@ -36,13 +36,7 @@ export function Members() {
       <h1>Members of {org}</h1>
       <ErrorNote error={failure ?? members.error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">User</th>
-            <th scope="col">Role</th>
-            {admin && <th scope="col">Actions</th>}
-          </tr>
-        </thead>
+        <Head columns={admin ? ["User", "Role", "Actions"] : ["User", "Role"]} />
         <tbody>
           {(members.data ?? []).map((m) => (
             <tr key={m.user} data-testid={`member-${m.user}`}>

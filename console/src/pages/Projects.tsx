@@ -7,7 +7,7 @@ import { useLoad } from "../load";
 import { useStore } from "../live/store";
 import { canAdmin, canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
-import { ErrorNote, Phase } from "../components/ui";
+import { ErrorNote, Head, Phase } from "../components/ui";
 import { useClusters } from "./Fleet";
 
 export function Projects() {
@@ -64,16 +64,7 @@ export function Projects() {
       )}
       <ErrorNote error={error ?? projects.error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Project</th>
-            <th scope="col">Cluster</th>
-            <th scope="col">Namespace</th>
-            <th scope="col">Phase</th>
-            <th scope="col">Members</th>
-            <th scope="col">Actions</th>
-          </tr>
-        </thead>
+        <Head columns={["Project", "Cluster", "Namespace", "Phase", "Members", "Actions"]} />
         <tbody>
           {(projects.data ?? []).map((p) => {
             const role = roleOf({ platformAdmin: me.platform_admin, username: me.username, orgRole, members: [p.members] });

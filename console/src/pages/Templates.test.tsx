@@ -1,70 +1,40 @@
 // Deploying a template against a stand-in fetch: only the projects its scope includes are
 // offered (the API refuses the others), and the slots are sent with their types.
-import { afterEach, describe, expect, it, vi } from "vitest";
-import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
-import { MemoryRouter, Route, Routes } from "react-router";
-import { AccountContext, type Account } from "../account";
+import { afterEach, describe, expect, it } from "vitest";
+import { fireEvent, screen, waitFor } from "@testing-library/react";
+import { answer, mountPage, project, stubFetch, unmount } from "../testing";
 import { TemplateDeploy } from "./Templates";
-
-const account: Account = {
-  me: { username: "ana", platform_admin: false, created_at: "2026-01-01T00:00:00Z" },
-  orgs: [{ name: "acme", display_name: "Acme", role: "member" }],
-  org: "acme",
-  setOrg: () => undefined,
-};
-
-function answer(status: number, body: unknown) {
-  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
-}
-
-const project = (id: string, name: string) => ({ id, name, org: "acme", cluster: "east", namespace: name, phase: "Ready", message: "", members: [] });
 
 function mount() {
   const posted: unknown[] = [];
-  vi.stubGlobal(
-    "fetch",
-    vi.fn(async (input: Request) => {
-      const url = new URL(input.url, "http://localhost");
-      if (url.pathname === "/api/v1/orgs/acme/projects") return answer(200, [project("p1", "shop"), project("p2", "blog")]);
-      if (url.pathname === "/api/v1/templates/t1")
-        return answer(200, {
-          id: "t1",
-          name: "web",
-          org: "acme",
-          scope: "project",
-          project: "blog",
-          description: "",
-          parameters: [
-            { name: "image", type: "string", required: true, description: "" },
-            { name: "replicas", type: "integer", default: "2", required: false, description: "" },
-          ],
-          components: [{ name: "web" }],
-          valid: true,
-          message: "",
-        });
-      if (url.pathname === "/api/v1/templates/t1/deploy") {
-        posted.push(await input.json());
-        return answer(422, { error: { code: "validation_failed", field: "parameters.image", message: "no such image" } });
-      }
-      return answer(404, { error: { code: "not_found", message: "no" } });
-    }),
-  );
-  render(
-    <AccountContext.Provider value={account}>
-      <MemoryRouter initialEntries={["/templates/t1"]}>
-        <Routes>
-          <Route path="/templates/:id" element={<TemplateDeploy />} />
-        </Routes>
-      </MemoryRouter>
-    </AccountContext.Provider>,
-  );
+  stubFetch(async (url, input) => {
+    if (url.pathname === "/api/v1/orgs/acme/projects") return answer(200, [project("p1", "shop"), project("p2", "blog")]);
+    if (url.pathname === "/api/v1/templates/t1")
+      return answer(200, {
+        id: "t1",
+        name: "web",
+        org: "acme",
+        scope: "project",
+        project: "blog",
+        description: "",
+        parameters: [
+          { name: "image", type: "string", required: true, description: "" },
+          { name: "replicas", type: "integer", default: "2", required: false, description: "" },
+        ],
+        components: [{ name: "web" }],
+        valid: true,
+        message: "",
+      });
+    if (url.pathname === "/api/v1/templates/t1/deploy") {
+      posted.push(await input.json());
+      return answer(422, { error: { code: "validation_failed", field: "parameters.image", message: "no such image" } });
+    }
+  });
+  mountPage("/templates/t1", "/templates/:id", <TemplateDeploy />);
   return posted;
 }
 
-afterEach(() => {
-  cleanup();
-  vi.unstubAllGlobals();
-});
+afterEach(unmount);
 
 describe("deploying a template", () => {
   it("offers the projects of its scope and sends typed slots", async () => {

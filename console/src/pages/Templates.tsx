@@ -6,7 +6,7 @@ import { api, ok, ApiFailure, type App } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
-import { ErrorNote, Missing } from "../components/ui";
+import { ErrorNote, Head, Missing } from "../components/ui";
 
 export function Templates() {
   const { org } = useAccount();
@@ -18,15 +18,7 @@ export function Templates() {
       {writer && <NewTemplate org={org} onCreated={list.reload} />}
       <ErrorNote error={list.error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Template</th>
-            <th scope="col">Scope</th>
-            <th scope="col">Description</th>
-            <th scope="col">Slots</th>
-            <th scope="col">Valid</th>
-          </tr>
-        </thead>
+        <Head columns={["Template", "Scope", "Description", "Slots", "Valid"]} />
         <tbody>
           {(list.data ?? []).map((t) => (
             <tr key={t.id} data-testid={`template-row-${t.name}`}>
