@@ -11,190 +11,27 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::StackTemplate;
 use kubenest_crds::project::Project;
-use kubenest_crds::template::{Parameter, Scope, StackTemplateSpec};
+use kubenest_crds::template::{Parameter, Scope};
 use kubenest_domain::template;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{IdPath, OrgView, actor_annotations, check_dns_label, post_params};
+use super::{IdPath, actor_annotations};
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
-use crate::model::{component_from_crd, component_to_crd};
+use crate::model::component_to_crd;
 use crate::state::AppState;
 
-/// A template.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct TemplateResponse {
-    pub id: String,
-    pub name: String,
-    /// Absent for global templates.
-    pub org: Option<String>,
-    /// `project`, `cluster` or `global`.
-    pub scope: Scope,
-    pub project: Option<String>,
-    pub cluster: Option<String>,
-    pub description: String,
-    pub parameters: Vec<Parameter>,
-    /// Components in the App's shape; strings may hold `${name}` slots.
-    pub components: Vec<Value>,
-    /// Whether the template instantiates into a valid App, and why not.
-    pub valid: bool,
-    pub message: String,
-    pub created_at: Option<String>,
-}
+mod placement;
+mod view;
 
-fn response(template: &StackTemplate) -> TemplateResponse {
-    let namespace = template.namespace().unwrap_or_default();
-    let (valid, message) = match template::check(&template.spec) {
-        Ok(()) => (true, String::new()),
-        Err(e) => (false, e.to_string()),
-    };
-    TemplateResponse {
-        id: k8s::uid(template),
-        name: template.name_any(),
-        org: k8s::org_name_of(&namespace).map(str::to_owned),
-        scope: template.spec.scope,
-        project: template.spec.project.clone(),
-        cluster: template.spec.cluster.clone(),
-        description: template.spec.description.clone(),
-        parameters: template.spec.parameters.clone(),
-        components: template
-            .spec
-            .components
-            .iter()
-            .map(|c| component_from_crd(Value::Object(c.clone())))
-            .collect(),
-        valid,
-        message,
-        created_at: k8s::created(template),
-    }
-}
-
-/// The caller's role on a template (global ones: everyone reads, platform admins write).
-fn role_on(
-    caller: &Caller,
-    view: Option<&OrgView>,
-    template: &StackTemplateSpec,
-) -> Option<kubenest_crds::common::Role> {
-    let Some(view) = view else {
-        return Some(if caller.platform_admin {
-            kubenest_crds::common::Role::Admin
-        } else {
-            kubenest_crds::common::Role::Viewer
-        });
-    };
-    match template.scope {
-        Scope::Project => {
-            view.role_in_project(caller, template.project.as_deref().unwrap_or_default())
-        }
-        Scope::Cluster => match view
-            .clusters
-            .iter()
-            .find(|c| Some(c.name_any()) == template.cluster)
-        {
-            Some(cluster) => view.cluster_role(caller, cluster),
-            None => authz::role_at(caller, &view.org, None, None),
-        },
-        Scope::Global => authz::role_at(caller, &view.org, None, None),
-    }
-}
-
-/// Where a new template goes.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Placement {
-    /// DNS label, unique where the template lives.
-    pub name: String,
-    /// `project` (needs `project_id`), `cluster` (needs `cluster_id`) or `global` (platform
-    /// administrators).
-    pub scope: Scope,
-    #[serde(default)]
-    pub project_id: Option<String>,
-    #[serde(default)]
-    pub cluster_id: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-}
-
-/// Resolves a placement to (namespace, project name, cluster name), checking write access.
-async fn place(
-    state: &AppState,
-    caller: &Caller,
-    at: &Placement,
-) -> ApiResult<(String, Option<String>, Option<String>)> {
-    check_dns_label("name", &at.name)?;
-    match at.scope {
-        Scope::Global => {
-            if !caller.platform_admin {
-                return Err(ApiError::forbidden(
-                    "only platform administrators make global templates",
-                ));
-            }
-            Ok((state.settings().system_namespace.clone(), None, None))
-        }
-        Scope::Project => {
-            let id = at.project_id.as_deref().ok_or_else(|| {
-                ApiError::invalid("project_id", "a project template needs project_id")
-            })?;
-            let project = super::writable_project(state, caller, id).await?;
-            Ok((project.namespace(), Some(project.object.name_any()), None))
-        }
-        Scope::Cluster => {
-            let id = at.cluster_id.as_deref().ok_or_else(|| {
-                ApiError::invalid("cluster_id", "a cluster template needs cluster_id")
-            })?;
-            let cluster = match super::cluster(state, caller, id).await {
-                Ok(c) if c.role.is_some() => c,
-                Ok(_) => return Err(ApiError::invalid("cluster_id", "no such cluster")),
-                Err(e) if e.status == 404 => {
-                    return Err(ApiError::invalid("cluster_id", "no such cluster"));
-                }
-                Err(e) => return Err(e),
-            };
-            cluster.require(Need::Write, "cluster")?;
-            Ok((cluster.namespace(), None, Some(cluster.object.name_any())))
-        }
-    }
-}
-
-async fn store(
-    state: &AppState,
-    caller: &Caller,
-    at: &Placement,
-    parameters: Vec<Parameter>,
-    components: Vec<Map<String, Value>>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
-    let (namespace, project, cluster) = place(state, caller, at).await?;
-    let spec = StackTemplateSpec {
-        description: at.description.clone().unwrap_or_default(),
-        scope: at.scope,
-        project,
-        cluster,
-        parameters,
-        components,
-    };
-    if spec.components.is_empty() || spec.components.len() > 64 {
-        return Err(ApiError::invalid("components", "1 to 64 components"));
-    }
-    template::check(&spec).map_err(|e| ApiError::invalid(super::api_field(&e.field), e.reason))?;
-    let mut object = StackTemplate::new(&at.name, spec);
-    object.metadata.annotations = Some(actor_annotations(caller));
-    let api: Api<StackTemplate> = Api::namespaced(state.client().clone(), &namespace);
-    let created = api
-        .create(&post_params(), &object)
-        .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) if s.code == 409 => ApiError::conflict(
-                "exists",
-                format!("a template named {:?} exists there", at.name),
-            ),
-            other => other.into(),
-        })?;
-    Ok((StatusCode::CREATED, Json(response(&created))))
-}
+pub use placement::Placement;
+use placement::store;
+pub use view::TemplateResponse;
+use view::{response, role_on};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

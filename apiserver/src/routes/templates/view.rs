@@ -1,0 +1,91 @@
+//! A template as the API shows it, and the caller's role on it.
+
+use kube::ResourceExt;
+use kubenest_crds::StackTemplate;
+use kubenest_crds::template::{Parameter, Scope, StackTemplateSpec};
+use kubenest_domain::template;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::super::OrgView;
+use crate::authz::{self, Caller};
+use crate::k8s;
+use crate::model::component_from_crd;
+
+/// A template.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TemplateResponse {
+    pub id: String,
+    pub name: String,
+    /// Absent for global templates.
+    pub org: Option<String>,
+    /// `project`, `cluster` or `global`.
+    pub scope: Scope,
+    pub project: Option<String>,
+    pub cluster: Option<String>,
+    pub description: String,
+    pub parameters: Vec<Parameter>,
+    /// Components in the App's shape; strings may hold `${name}` slots.
+    pub components: Vec<Value>,
+    /// Whether the template instantiates into a valid App, and why not.
+    pub valid: bool,
+    pub message: String,
+    pub created_at: Option<String>,
+}
+
+pub(super) fn response(template: &StackTemplate) -> TemplateResponse {
+    let namespace = template.namespace().unwrap_or_default();
+    let (valid, message) = match template::check(&template.spec) {
+        Ok(()) => (true, String::new()),
+        Err(e) => (false, e.to_string()),
+    };
+    TemplateResponse {
+        id: k8s::uid(template),
+        name: template.name_any(),
+        org: k8s::org_name_of(&namespace).map(str::to_owned),
+        scope: template.spec.scope,
+        project: template.spec.project.clone(),
+        cluster: template.spec.cluster.clone(),
+        description: template.spec.description.clone(),
+        parameters: template.spec.parameters.clone(),
+        components: template
+            .spec
+            .components
+            .iter()
+            .map(|c| component_from_crd(Value::Object(c.clone())))
+            .collect(),
+        valid,
+        message,
+        created_at: k8s::created(template),
+    }
+}
+
+/// The caller's role on a template (global ones: everyone reads, platform admins write).
+pub(super) fn role_on(
+    caller: &Caller,
+    view: Option<&OrgView>,
+    template: &StackTemplateSpec,
+) -> Option<kubenest_crds::common::Role> {
+    let Some(view) = view else {
+        return Some(if caller.platform_admin {
+            kubenest_crds::common::Role::Admin
+        } else {
+            kubenest_crds::common::Role::Viewer
+        });
+    };
+    match template.scope {
+        Scope::Project => {
+            view.role_in_project(caller, template.project.as_deref().unwrap_or_default())
+        }
+        Scope::Cluster => match view
+            .clusters
+            .iter()
+            .find(|c| Some(c.name_any()) == template.cluster)
+        {
+            Some(cluster) => view.cluster_role(caller, cluster),
+            None => authz::role_at(caller, &view.org, None, None),
+        },
+        Scope::Global => authz::role_at(caller, &view.org, None, None),
+    }
+}
