@@ -280,8 +280,76 @@ pub fn components_from_crd(components: &[kubenest_crds::app::Component]) -> Vec<
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use serde_json::json;
+
+    /// Every field path of a schema (`health_check.port`), following `$ref`s and nullable
+    /// unions; free-form `values` are a leaf.
+    fn field_paths(schema: &Value, defs: &Value, at: &str, out: &mut BTreeSet<String>) {
+        if let Some(name) = schema["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+        {
+            return field_paths(&defs[name], defs, at, out);
+        }
+        for union in ["anyOf", "oneOf", "allOf"] {
+            for variant in schema[union].as_array().into_iter().flatten() {
+                field_paths(variant, defs, at, out);
+            }
+        }
+        if let Some(items) = schema.get("items") {
+            field_paths(items, defs, at, out);
+        }
+        for (key, property) in schema["properties"].as_object().into_iter().flatten() {
+            let path = if at.is_empty() {
+                key.clone()
+            } else {
+                format!("{at}.{key}")
+            };
+            out.insert(path.clone());
+            if key != "values" {
+                field_paths(property, defs, &path, out);
+            }
+        }
+    }
+
+    fn paths_of(schema: schemars::Schema, rename: bool) -> BTreeSet<String> {
+        let schema = schema.to_value();
+        let mut paths = BTreeSet::new();
+        field_paths(&schema, &schema["$defs"], "", &mut paths);
+        if !rename {
+            return paths;
+        }
+        let camel = |segment: &str| {
+            RENAMES
+                .iter()
+                .find(|(api, _)| *api == segment)
+                .map_or(segment.to_owned(), |(_, crd)| (*crd).to_owned())
+        };
+        paths
+            .into_iter()
+            .map(|p| p.split('.').map(camel).collect::<Vec<_>>().join("."))
+            .collect()
+    }
+
+    /// The API's bodies and the CRD types are two spellings of one shape (the REST contract is
+    /// snake_case, strict and versioned with the API; the CRD is camelCase with defaults and
+    /// CEL rules, versioned with the CRD): a field added to one and not the other fails here,
+    /// and so does a camelCase name missing from `RENAMES`.
+    #[test]
+    fn the_api_bodies_and_the_crd_types_have_the_same_fields() {
+        use kubenest_crds::app::{AddonComponent, Workload};
+        assert_eq!(
+            paths_of(schemars::schema_for!(WorkloadBody), true),
+            paths_of(schemars::schema_for!(Workload), false),
+        );
+        assert_eq!(
+            paths_of(schemars::schema_for!(AddonBody), true),
+            paths_of(schemars::schema_for!(AddonComponent), false),
+        );
+    }
 
     #[test]
     fn components_map_to_the_crd_shape_and_back_leaving_helm_values_alone() {
