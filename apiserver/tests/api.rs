@@ -610,6 +610,69 @@ async fn the_app_list_pages_through_a_project_an_organization_and_everything_onc
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_list_filters_by_cluster_and_phase_on_the_server_across_pages() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "filters", json!([])).await;
+    let mut on = Vec::new();
+    for count in [5, 2] {
+        let registration = cluster(&admin, &org).await;
+        let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
+        let project = project(&admin, &org, &cluster_id).await;
+        let mut names = Vec::new();
+        for i in 0..count {
+            let name = format!("filtered-{}-{i}", on.len());
+            let body = web_app(project["id"].as_str().unwrap(), &name, "web:1");
+            admin
+                .expect(Method::POST, "/api/v1/apps", Some(body), 202)
+                .await;
+            names.push(name);
+        }
+        on.push((cluster_id, names));
+    }
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    // Each cluster's Apps in full pages of 3, though the organization lists the other's first
+    // or in between: the API reads on until a page is full.
+    for (cluster_id, names) in &on {
+        let got = all_pages(&admin, &format!("&org={org}&cluster_id={cluster_id}")).await;
+        assert_eq!(sorted(got), *names);
+    }
+    // No agent runs here, so every App is Pending: the phase filter passes all or none.
+    let (cluster_id, names) = &on[0];
+    let pending = all_pages(&admin, &format!("&cluster_id={cluster_id}&phase=Pending")).await;
+    assert_eq!(sorted(pending), *names);
+    let running = all_pages(&admin, &format!("&cluster_id={cluster_id}&phase=Running")).await;
+    assert_eq!(running, Vec::<String>::new());
+
+    // A phase that does not exist, or a cluster the caller does not see, is refused by name.
+    for (query, field) in [
+        ("phase=running".to_owned(), "phase"),
+        ("cluster_id=no-such-cluster".to_owned(), "cluster_id"),
+    ] {
+        let (status, body) = admin.get(&format!("/api/v1/apps?org={org}&{query}")).await;
+        assert_eq!(status, 422, "{query}: {body}");
+        assert_eq!(body["error"]["field"], field, "{body}");
+    }
+    let outsider = user(&admin, "outsider").await;
+    common::org(
+        &admin,
+        "elsewhere",
+        json!([{"user": outsider, "role": "admin"}]),
+    )
+    .await;
+    let stranger = Client::login(0, &outsider, PASSWORD).await;
+    let (status, body) = stranger
+        .get(&format!("/api/v1/apps?cluster_id={cluster_id}"))
+        .await;
+    assert_eq!(
+        status, 422,
+        "another organization's cluster is not seen: {body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roles_at_each_scope_allow_exactly_their_operations_and_other_orgs_do_not_exist() {
     let admin = Client::admin().await;
     let names: Vec<String> = futures::future::join_all(

@@ -1,5 +1,6 @@
-// The Apps of the organization: phase, revision, drift and blocked badges, filtered and paged
-// with the API's `limit`/`continue` (one page of rows in the DOM, so 1,000 Apps stay fast).
+// The Apps of the organization: phase, revision, drift and blocked badges, filtered by the API
+// (`project_id`, `cluster_id`, `phase`) and paged with its `limit`/`continue` (one page of rows
+// in the DOM, so 1,000 Apps stay fast).
 import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, ok, type App } from "../api/client";
@@ -7,10 +8,11 @@ import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canWrite } from "../roles";
-import { Badge, ErrorNote, Phase } from "../components/ui";
+import { Badge, ErrorNote, Head, Phase } from "../components/ui";
 import { useClusters } from "./Fleet";
 
 const PAGE = 100;
+// The API's phases (`phase` of `GET /api/v1/apps`).
 const PHASES = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
 
 export function Apps() {
@@ -41,20 +43,30 @@ export function Apps() {
   const page = useLoad(async () => {
     const list = ok(
       await api.GET("/api/v1/apps", {
-        params: { query: { org, project_id: project || undefined, limit: PAGE, continue: cursor } },
+        params: {
+          query: {
+            org,
+            project_id: project || undefined,
+            cluster_id: cluster || undefined,
+            phase: phase || undefined,
+            limit: PAGE,
+            continue: cursor,
+          },
+        },
       }),
     );
     store.dispatch({ type: "apps", apps: list.items });
     return { ids: list.items.map((a) => a.id), next: list.continue ?? undefined };
-  }, [org, project, cursor, unseen]);
+  }, [org, project, cluster, phase, cursor, unseen]);
   const all = useStore((s) => s.apps);
   const rows = useMemo(
     () =>
       (page.data?.ids ?? [])
         .map((id) => all[id])
-        .filter((a): a is App => Boolean(a))
-        .filter((a) => (!cluster || a.cluster_id === cluster) && (!phase || a.phase === phase)),
-    [page.data, all, cluster, phase],
+        // The API filtered the page; an App whose phase changed since stays on it until the
+        // next load, so a row never jumps away under the pointer.
+        .filter((a): a is App => Boolean(a)),
+    [page.data, all],
   );
   const filter = (key: string, value: string) => {
     const next = new URLSearchParams(params);
@@ -111,15 +123,7 @@ export function Apps() {
       </form>
       <ErrorNote error={page.error} />
       <table data-testid="apps-table">
-        <thead>
-          <tr>
-            <th scope="col">App</th>
-            <th scope="col">Project</th>
-            <th scope="col">Phase</th>
-            <th scope="col">Revision</th>
-            <th scope="col">Sync</th>
-          </tr>
-        </thead>
+        <Head columns={["App", "Project", "Phase", "Revision", "Sync"]} />
         <tbody>
           {rows.map((a) => (
             <tr key={a.id} data-testid={`app-row-${a.name}`}>

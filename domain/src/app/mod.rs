@@ -13,3 +13,13 @@ pub use assess::{Assessment, Facts, Outcome, assess};
 pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};
 pub use validate::{FieldError, MAX_COMPONENTS, check_component_names, validate_deploy};
+
+/// Every phase an App shows: the assessment's, and `Deleting` while its cleanup runs.
+pub const PHASES: &[&str] = &[
+    "Pending",
+    "Deploying",
+    "Running",
+    "Paused",
+    "Failed",
+    "Deleting",
+];

@@ -6,6 +6,7 @@ use axum::extract::{Query, State};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kubenest_crds::App;
+use kubenest_domain::app::PHASES;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,11 +24,28 @@ pub struct ListQuery {
     pub org: Option<String>,
     /// Only this project's Apps.
     pub project_id: Option<String>,
+    /// Only the Apps on this cluster (its `cluster_id`).
+    pub cluster_id: Option<String>,
+    /// Only the Apps in this phase: `Pending`, `Deploying`, `Running`, `Paused`, `Failed` or
+    /// `Deleting`.
+    pub phase: Option<String>,
     /// Page size, 1 to 500 (default 100).
     pub limit: Option<u32>,
     /// The `continue` of the previous page, with the same filters.
     #[serde(rename = "continue")]
     pub continue_token: Option<String>,
+}
+
+impl ListQuery {
+    /// Whether an App of the list passes the cluster and phase filters. They are applied to
+    /// each page Kubernetes returns (an App names its project, not its cluster, and the phase
+    /// is status), and the list reads on until the page is full.
+    fn admits(&self, item: &AppResponse) -> bool {
+        self.cluster_id
+            .as_ref()
+            .is_none_or(|id| item.cluster_id.as_ref() == Some(id))
+            && self.phase.as_ref().is_none_or(|phase| &item.phase == phase)
+    }
 }
 
 /// A page of Apps.
@@ -82,6 +100,14 @@ pub async fn list(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid("limit", "between 1 and 500"));
     }
+    if let Some(phase) = &query.phase
+        && !PHASES.contains(&phase.as_str())
+    {
+        return Err(ApiError::invalid(
+            "phase",
+            format!("one of {}", PHASES.join(", ")),
+        ));
+    }
     let cursor = query
         .continue_token
         .as_deref()
@@ -102,6 +128,14 @@ pub async fn list(
         (None, Some(org)) => vec![super::super::org_view(&state, &caller, org).await?],
         (None, None) => super::super::visible_orgs(&state, &caller).await?,
     };
+    if let Some(id) = &query.cluster_id
+        && !views
+            .iter()
+            .flat_map(|v| &v.clusters)
+            .any(|c| c.uid().as_ref() == Some(id))
+    {
+        return Err(ApiError::invalid("cluster_id", "no such cluster"));
+    }
     let first = match &cursor {
         Some(cursor) => views
             .iter()
@@ -135,7 +169,8 @@ pub async fn list(
                 page.items
                     .iter()
                     .filter(|app| view.role_in_project(&caller, &app.spec.project).is_some())
-                    .map(|app| list_item(view, app)),
+                    .map(|app| list_item(view, app))
+                    .filter(|item| query.admits(item)),
             );
             let more = page.metadata.continue_.filter(|c| !c.is_empty());
             if items.len() >= limit {
@@ -176,6 +211,7 @@ fn list_item(view: &super::super::OrgView, app: &App) -> AppResponse {
     });
     let mut item = response(app, None);
     item.project_id = project.and_then(ResourceExt::uid);
-    item.cluster_id = cluster.and_then(|c| c.status.as_ref()?.cluster_id.clone());
+    // A cluster's id is its object's uid (the id its registration gave out).
+    item.cluster_id = cluster.and_then(ResourceExt::uid);
     item
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{Global, Output, Table, is_id, projects, read_document, text};
+use super::{Global, Output, Table, clusters, is_id, projects, read_document, text};
 use crate::api;
 
 mod tables;
@@ -35,8 +35,15 @@ pub enum AppsCommand {
     },
     /// The organization's Apps (or one project's).
     List {
+        /// Only this project's Apps (name or id).
         #[arg(long)]
         project: Option<String>,
+        /// Only the Apps on this cluster (name or id).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Only the Apps in this phase (Pending, Deploying, Running, Paused, Failed, Deleting).
+        #[arg(long)]
+        phase: Option<String>,
     },
     /// One App: phase, components, sync and drift, conditions.
     Get(AppArg),
@@ -104,13 +111,24 @@ async fn list(
     client: &mut api::Client,
     project_id: Option<&str>,
 ) -> anyhow::Result<Vec<Value>> {
+    let filters = project_id.map(|id| ("project_id", id.to_owned()));
+    list_where(global, client, filters.into_iter().collect()).await
+}
+
+/// All Apps visible in the organization (every page) that pass the API's `filters`
+/// (`project_id`, `cluster_id`, `phase`).
+async fn list_where(
+    global: &Global,
+    client: &mut api::Client,
+    filters: Vec<(&str, String)>,
+) -> anyhow::Result<Vec<Value>> {
     let org = global.org(client).await?;
     let mut items = Vec::new();
     let mut next: Option<String> = None;
     loop {
         let mut path = format!("/api/v1/apps?org={}&limit=500", api::query_value(&org));
-        if let Some(project) = project_id {
-            path.push_str(&format!("&project_id={}", api::query_value(project)));
+        for (key, value) in &filters {
+            path.push_str(&format!("&{key}={}", api::query_value(value)));
         }
         if let Some(token) = &next {
             path.push_str(&format!("&continue={}", api::query_value(token)));
@@ -176,12 +194,24 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             let (app, before) = apply(global, &mut client, document, project.as_deref()).await?;
             report_change(global, &mut client, &app, before.as_ref(), &wait, "applied").await?;
         }
-        AppsCommand::List { project } => {
-            let project_id = match &project {
-                Some(project) => Some(projects::resolve(global, &mut client, project).await?),
-                None => None,
-            };
-            let apps = Value::Array(list(global, &mut client, project_id.as_deref()).await?);
+        AppsCommand::List {
+            project,
+            cluster,
+            phase,
+        } => {
+            let mut filters = Vec::new();
+            if let Some(project) = &project {
+                let id = projects::resolve(global, &mut client, project).await?;
+                filters.push(("project_id", id));
+            }
+            if let Some(cluster) = &cluster {
+                let id = clusters::resolve(global, &mut client, cluster).await?;
+                filters.push(("cluster_id", id));
+            }
+            if let Some(phase) = phase {
+                filters.push(("phase", phase));
+            }
+            let apps = Value::Array(list_where(global, &mut client, filters).await?);
             global.print(&apps, |apps| {
                 Table::rows(
                     ["NAME", "ID", "PROJECT", "PHASE", "REVISION", "SYNC"],
