@@ -341,9 +341,15 @@ mod tests {
     #[test]
     fn the_api_bodies_and_the_crd_types_have_the_same_fields() {
         use kubenest_crds::app::{AddonComponent, Workload};
+        let workload = paths_of(schemars::schema_for!(Workload), false);
+        assert!(
+            workload.contains("healthCheck.periodSeconds"),
+            "{workload:?}"
+        );
+        assert!(workload.contains("git.ref") && workload.contains("helm.values"));
         assert_eq!(
             paths_of(schemars::schema_for!(WorkloadBody), true),
-            paths_of(schemars::schema_for!(Workload), false),
+            workload
         );
         assert_eq!(
             paths_of(schemars::schema_for!(AddonBody), true),
