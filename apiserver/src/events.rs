@@ -1,5 +1,5 @@
-//! The live event stream's source: phase changes, deployments, drift and cluster connectivity,
-//! derived from watches of the management cluster.
+//! The live event stream's source: phase changes, deployments, drift, standalone addons' phases
+//! and revisions, and cluster connectivity, derived from watches of the management cluster.
 //!
 //! Every replica watches everything and derives the same events from the same object
 //! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
@@ -23,6 +23,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::App;
+use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
 use kubenest_store::{Event, EventLog, StoreError};
@@ -377,6 +378,53 @@ fn cluster_event(old: Option<&str>, cluster: &Cluster) -> Option<NewEvent> {
     })
 }
 
+/// What the stream reports of a standalone addon, to compare versions by.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct AddonFacts {
+    phase: Option<String>,
+    revision: Option<u32>,
+    observed_revision: Option<u32>,
+}
+
+fn addon_facts(addon: &AddonInstance) -> AddonFacts {
+    let status = addon.status.clone().unwrap_or_default();
+    AddonFacts {
+        phase: status.phase,
+        revision: status.revision,
+        observed_revision: status.observed_revision,
+    }
+}
+
+/// The event between two versions of a standalone addon: its phase or revisions changed
+/// (pure).
+fn addon_event(
+    old: Option<&AddonFacts>,
+    addon: &AddonInstance,
+    place: (Option<String>, Option<String>),
+) -> Option<NewEvent> {
+    let namespace = addon.namespace().unwrap_or_default();
+    let org = org_name_of(&namespace)?;
+    let new = addon_facts(addon);
+    let old = old.cloned().unwrap_or_default();
+    if new == old || new.phase.is_none() {
+        return None;
+    }
+    let status = addon.status.clone().unwrap_or_default();
+    Some(NewEvent {
+        id: event_id(&addon.resource_version()?, 0)?,
+        org_id: org.to_owned(),
+        cluster_id: place.1,
+        project_id: place.0,
+        app_id: None,
+        kind: "addon.phase",
+        payload: json!({
+            "addon": addon.name_any(), "addon_id": addon.uid()?, "phase": new.phase,
+            "previous": old.phase, "revision": new.revision,
+            "observed_revision": new.observed_revision, "message": status.message,
+        }),
+    })
+}
+
 fn key_of<K: Resource>(object: &K) -> (String, String) {
     (
         object.meta().namespace.clone().unwrap_or_default(),
@@ -384,8 +432,8 @@ fn key_of<K: Resource>(object: &K) -> (String, String) {
     )
 }
 
-/// Watches Apps, Projects and Clusters, queues the events their changes make for [`store`],
-/// and keeps their entries of the id `index`.
+/// Watches Apps, standalone addons, Projects and Clusters, queues the events their changes make
+/// for [`store`], and keeps the id `index`'s entries of Apps, Projects and Clusters.
 async fn derive(
     client: kube::Client,
     index: Arc<Index>,
@@ -396,12 +444,20 @@ async fn derive(
     let apps = watcher::watcher(Api::<App>::all(client.clone()), config.clone()).map(Change::App);
     let projects =
         watcher::watcher(Api::<Project>::all(client.clone()), config.clone()).map(Change::Project);
+    let addons = watcher::watcher(Api::<AddonInstance>::all(client.clone()), config.clone())
+        .map(Change::Addon);
     let clusters = watcher::watcher(Api::<Cluster>::all(client), config).map(Change::Cluster);
-    let mut changes =
-        futures::stream::select_all([apps.boxed(), projects.boxed(), clusters.boxed()]);
+    let mut changes = futures::stream::select_all([
+        apps.boxed(),
+        addons.boxed(),
+        projects.boxed(),
+        clusters.boxed(),
+    ]);
     let mut places = Places::default();
     let mut app_facts_by_uid: HashMap<String, AppFacts> = HashMap::new();
     let mut cluster_states: HashMap<String, String> = HashMap::new();
+    let mut addon_facts_by_uid: HashMap<String, AddonFacts> = HashMap::new();
+    let mut addons_listed = false;
     // After the first complete list, an App seen for the first time in a relist is new: it was
     // created while the watch was down.
     let mut apps_listed = false;
@@ -469,6 +525,25 @@ async fn derive(
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
                 new.extend(app_deleted(&app, place));
             }
+            Change::Addon(Ok(watcher::Event::Apply(addon))) => {
+                let uid = addon.uid().unwrap_or_default();
+                let old = addon_facts_by_uid.insert(uid, addon_facts(&addon));
+                let place = places.app_place(&key_of(&addon).0, &addon.spec.project);
+                new.extend(addon_event(old.as_ref(), &addon, place));
+            }
+            Change::Addon(Ok(watcher::Event::InitApply(addon))) => {
+                // As for Apps: the first list is the baseline; a relist reports what changed.
+                let uid = addon.uid().unwrap_or_default();
+                let old = addon_facts_by_uid.insert(uid, addon_facts(&addon));
+                if old.is_some() || addons_listed {
+                    let place = places.app_place(&key_of(&addon).0, &addon.spec.project);
+                    new.extend(addon_event(old.as_ref(), &addon, place));
+                }
+            }
+            Change::Addon(Ok(watcher::Event::InitDone)) => addons_listed = true,
+            Change::Addon(Ok(watcher::Event::Delete(addon))) => {
+                addon_facts_by_uid.remove(&addon.uid().unwrap_or_default());
+            }
             Change::Project(Ok(watcher::Event::Delete(p))) => {
                 index.forget(Kind::Project, &p.metadata);
                 places.projects.remove(&key_of(&p));
@@ -478,11 +553,17 @@ async fn derive(
                 places.clusters.remove(&key_of(&c));
                 cluster_states.remove(&c.uid().unwrap_or_default());
             }
-            Change::App(Err(e)) | Change::Project(Err(e)) | Change::Cluster(Err(e)) => {
+            Change::App(Err(e))
+            | Change::Addon(Err(e))
+            | Change::Project(Err(e))
+            | Change::Cluster(Err(e)) => {
                 tracing::debug!(error = %e, "event watch error; the watcher retries");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Change::App(Ok(_)) | Change::Project(Ok(_)) | Change::Cluster(Ok(_)) => {}
+            Change::App(Ok(_))
+            | Change::Addon(Ok(_))
+            | Change::Project(Ok(_))
+            | Change::Cluster(Ok(_)) => {}
         }
         for event in new {
             if out.send(event).is_err() {
@@ -496,6 +577,7 @@ async fn derive(
 #[allow(clippy::large_enum_variant)]
 enum Change {
     App(Result<watcher::Event<App>, watcher::Error>),
+    Addon(Result<watcher::Event<AddonInstance>, watcher::Error>),
     Project(Result<watcher::Event<Project>, watcher::Error>),
     Cluster(Result<watcher::Event<Cluster>, watcher::Error>),
 }
@@ -537,5 +619,43 @@ mod tests {
         assert_eq!(events[1].org_id, "acme");
         assert_eq!(events[1].payload["previous"], "Running");
         assert!(app_events(Some(&app_facts(&after)), &after, (None, None)).is_empty());
+    }
+
+    #[test]
+    fn an_addon_makes_an_event_when_its_phase_or_revisions_change_and_not_otherwise() {
+        use kubenest_crds::addon::{AddonInstanceSpec, AddonInstanceStatus};
+        let addon = |phase: &str, revision: u32, version: &str| {
+            let mut addon = AddonInstance::new(
+                "db",
+                serde_json::from_value::<AddonInstanceSpec>(
+                    json!({"project": "web", "definition": "postgres"}),
+                )
+                .unwrap(),
+            );
+            addon.metadata.namespace = Some("org-acme".into());
+            addon.metadata.uid = Some("a1".into());
+            addon.metadata.resource_version = Some(version.into());
+            addon.status = Some(AddonInstanceStatus {
+                phase: Some(phase.into()),
+                revision: Some(revision),
+                ..Default::default()
+            });
+            addon
+        };
+        let installing = addon("Installing", 1, "7");
+        let first = addon_event(None, &installing, (Some("p".into()), Some("c".into())));
+        let first = first.unwrap();
+        assert_eq!((first.kind, first.id), ("addon.phase", 7 * 4));
+        assert_eq!(first.payload["addon_id"], "a1");
+        assert_eq!(first.project_id.as_deref(), Some("p"));
+        let seen = addon_facts(&installing);
+        assert_eq!(
+            addon_event(Some(&seen), &addon("Installing", 1, "8"), (None, None)),
+            None
+        );
+        let upgraded = addon_event(Some(&seen), &addon("Installing", 2, "9"), (None, None));
+        assert_eq!(upgraded.unwrap().payload["revision"], 2);
+        let ready = addon_event(Some(&seen), &addon("Ready", 1, "10"), (None, None)).unwrap();
+        assert_eq!(ready.payload["previous"], "Installing");
     }
 }

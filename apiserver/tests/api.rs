@@ -1294,8 +1294,8 @@ async fn errors_have_one_shape_and_the_openapi_document_is_served() {
     assert!(document["paths"]["/api/v1/apps/{id}/rollback"]["post"].is_object());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn standalone_addons_check_values_against_the_catalog_and_change_by_revision() {
+/// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
+async fn redis_definition() {
     let kube = plane().kube().await;
     let definitions =
         Api::<kubenest_crds::addon::AddonDefinition>::namespaced(kube, common::SYSTEM);
@@ -1315,6 +1315,68 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standalone_addons_phase_and_revisions_reach_the_event_stream() {
+    redis_definition().await;
+    let admin = Client::admin().await;
+    let org = org(&admin, "addon-events", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let response = admin
+        .http
+        .get(format!("{}/api/v1/events/stream?org={org}", admin.base))
+        .bearer_auth(admin.token.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = Box::pin(response.bytes_stream());
+    let mut buffer = String::new();
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/addon-instances",
+            Some(json!({"project_id": project["id"], "name": "cache", "definition": "redis"})),
+            202,
+        )
+        .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    // Each addon event names the addon, its project and cluster. No agent runs here: the
+    // addon waits for its cluster (Pending), and then the test writes what a report of the
+    // agent would make of it (Ready at revision 1), which is one more event.
+    let mut until_phase = async |phase: &str| loop {
+        let (_, event) = next_event(&mut stream, &mut buffer).await;
+        if event["kind"] != "addon.phase" {
+            continue;
+        }
+        assert_eq!(event["addon_id"], id.as_str(), "{event}");
+        assert_eq!(event["project_id"], project["id"], "{event}");
+        assert_eq!(event["cluster_id"], registration["cluster_id"], "{event}");
+        if event["phase"] == phase {
+            return event;
+        }
+    };
+    until_phase("Pending").await;
+    let addons: Api<kubenest_crds::addon::AddonInstance> =
+        Api::namespaced(plane().kube().await, &format!("org-{org}"));
+    let report = json!({"status": {"phase": "Ready", "revision": 1, "observedRevision": 1,
+        "clusterPhase": "Ready"}});
+    addons
+        .patch_status("cache", &PatchParams::default(), &Patch::Merge(&report))
+        .await
+        .unwrap();
+    let ready = until_phase("Ready").await;
+    assert_eq!(
+        (ready["previous"].as_str(), ready["revision"].as_u64()),
+        (Some("Pending"), Some(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_addons_check_values_against_the_catalog_and_change_by_revision() {
+    redis_definition().await;
     let admin = Client::admin().await;
     let catalog = admin
         .expect(Method::GET, "/api/v1/addon-definitions/redis", None, 200)

@@ -246,8 +246,8 @@ async function main() {
     await waitForAsync(async () => (await admin.getByLabel(`Role of ${newcomer}`).inputValue()) === "member", `${newcomer} listed as a member`);
     await step(admin, "member-added");
 
-    // A standalone postgres from the catalog, listed with its first revision (the list is
-    // loaded when the page is: it is loaded again until the controller has recorded it).
+    // A standalone postgres from the catalog, listed with its first revision as the stream
+    // reports it (the page is not reloaded).
     await admin.getByRole("link", { name: "Addons" }).click();
     await admin.getByRole("heading", { name: "Addons" }).waitFor();
     const addon = `pg-${suffix}`;
@@ -258,17 +258,22 @@ async function main() {
     await installing.getByRole("button", { name: "Install" }).click();
     const addonRow = admin.getByTestId(`addon-row-${addon}`);
     await addonRow.waitFor();
-    await waitForAsync(async () => {
-      if ((await addonRow.locator("td").last().textContent()) === "1") return true;
-      await admin.reload();
-      await addonRow.waitFor();
-      return false;
-    }, `${addon} listed with revision 1`);
+    await addonRow.locator("td").last().filter({ hasText: /^1$/ }).waitFor({ timeout: CONVERGE });
     await step(admin, "addon-installed");
     await addonRow.getByRole("link", { name: addon }).click();
     await heading(admin, `Addon ${addon}`).waitFor();
-    await admin.getByTestId("revision-row").filter({ hasText: "install" }).waitFor();
+    const revisions = admin.getByTestId("revision-row");
+    await revisions.filter({ hasText: "install" }).waitFor();
     await step(admin, "addon-revisions");
+    // New values are revision 2; rolling back to revision 1 is revision 3, a rollback.
+    const changing = admin.getByRole("form", { name: "Change the addon" });
+    await changing.getByLabel("Values (JSON)").fill(JSON.stringify({ database: "orders" }));
+    await changing.getByRole("button", { name: "Change" }).click();
+    await revisions.filter({ hasText: "values" }).filter({ hasText: "orders" }).waitFor();
+    await revisions.last().getByRole("button", { name: "Roll back" }).click();
+    await admin.getByRole("dialog").getByRole("button", { name: "Yes, roll back" }).click();
+    await revisions.first().filter({ hasText: "rollback" }).waitFor({ timeout: CONVERGE });
+    await step(admin, "addon-rolled-back");
 
     // Stack templates: one saved from the running App; one imported with slots and deployed
     // by filling them, which makes a new App.

@@ -132,3 +132,15 @@ export const store = {
 export function useStore<T>(select: (s: State) => T): T {
   return useSyncExternalStore(store.subscribe, () => select(store.get()));
 }
+
+/// The id of the newest kept event that `matches` (0 when none): a page that lists what the
+/// store does not hold (addons, say) puts it in its load's dependencies, so a matching event
+/// reloads the page instead of a poll.
+export function useNewestEvent(matches: (e: LiveEvent) => boolean): number {
+  return useStore((s) => {
+    for (let i = s.events.length - 1; i >= 0; i--) {
+      if (matches(s.events[i]!)) return s.events[i]!.id;
+    }
+    return 0;
+  });
+}

@@ -1,10 +1,12 @@
 // Standalone addons: installing one from the catalog into a project, the list, and one with
-// its revisions and rollback.
+// its revisions, a change of values or version, and rollback; both pages reload on the
+// stream's `addon.phase` events.
 import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { api, ok, ApiFailure } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
+import { useNewestEvent } from "../live/store";
 import { canWrite } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { ErrorNote, Head, Phase, When, Missing } from "../components/ui";
@@ -12,7 +14,9 @@ import { ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 export function Addons() {
   const { org } = useAccount();
   const writer = canWrite(useOrgRole());
-  const list = useLoad(async () => ok(await api.GET("/api/v1/addon-instances", { params: { query: { org } } })), [org]);
+  // Live: an addon's phase or revision changing in this organization reloads the list.
+  const changed = useNewestEvent((e) => e.kind === "addon.phase" && e.org === org);
+  const list = useLoad(async () => ok(await api.GET("/api/v1/addon-instances", { params: { query: { org } } })), [org, changed]);
   return (
     <>
       <h1>Addons</h1>
@@ -98,10 +102,51 @@ function Install({ org, onInstalled }: { org: string; onInstalled: () => void })
   );
 }
 
+/// Changes an addon's values (JSON) or its chart version: a new revision.
+function Change({ id, version, values, onChanged }: { id: string; version?: string | null; values: unknown; onChanged: () => void }) {
+  const [failure, setFailure] = useState<Error>();
+  const field = failure instanceof ApiFailure ? (failure.field ?? "") : "";
+  const change = async (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const data = new FormData(e.currentTarget);
+    setFailure(undefined);
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(String(data.get("values")) || "{}");
+    } catch {
+      setFailure(new Error("the values are not JSON"));
+      return;
+    }
+    const wanted = String(data.get("version")).trim();
+    try {
+      ok(await api.PATCH("/api/v1/addon-instances/{id}", { params: { path: { id } }, body: { values: parsed, version: wanted || undefined } }));
+      onChanged();
+    } catch (err) {
+      setFailure(err as Error);
+    }
+  };
+  return (
+    <form onSubmit={change} aria-label="Change the addon">
+      <label>
+        Chart version <input name="version" defaultValue={version ?? ""} placeholder="the definition's" aria-invalid={field === "version" || undefined} />
+      </label>
+      <label>
+        Values (JSON){" "}
+        <textarea name="values" rows={4} defaultValue={JSON.stringify(values ?? {}, null, 2)} aria-invalid={field.startsWith("values") || undefined} />
+      </label>
+      <button type="submit" className="primary">
+        Change
+      </button>
+      <ErrorNote error={failure} />
+    </form>
+  );
+}
+
 export function AddonDetail() {
   const { id = "" } = useParams();
   const role = useOrgRole();
-  const addon = useLoad(async () => ok(await api.GET("/api/v1/addon-instances/{id}", { params: { path: { id } } })), [id]);
+  const changed = useNewestEvent((e) => e.kind === "addon.phase" && e.addon_id === id);
+  const addon = useLoad(async () => ok(await api.GET("/api/v1/addon-instances/{id}", { params: { path: { id } } })), [id, changed]);
   const [failure, setFailure] = useState<Error>();
   const a = addon.data;
   if (!a) return <Missing title="Addon" error={addon.error} />;
@@ -119,6 +164,7 @@ export function AddonDetail() {
         <dt>Exports Secret</dt>
         <dd>{a.export_secret ?? "not yet"}</dd>
       </dl>
+      {canWrite(role) && <Change key={a.revision ?? 0} id={id} version={a.version} values={a.values} onChanged={addon.reload} />}
       <ErrorNote error={failure} />
       <h2>Revisions</h2>
       <table>
