@@ -1,0 +1,225 @@
+//! Where an App's time goes: the stages the watches of both clusters see, and the watches.
+
+use super::*;
+
+/// Where an App's time goes, as watches of the management and the workload cluster see it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Stage {
+    /// The App object exists on the management cluster.
+    Stored,
+    /// The agent stored its StackDeploy on the workload cluster.
+    Accepted,
+    /// The agent created the Deployment.
+    Applied,
+    /// The Deployment is Ready (scheduled, kwok's pod Ready, the ReplicaSet and Deployment
+    /// controllers caught up).
+    Ready,
+    /// The App's status says Running on the management cluster.
+    Reported,
+    /// The API's event stream said so.
+    Streamed,
+}
+
+/// When each App reached each stage, by App id.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Stages {
+    seen: Arc<Mutex<HashMap<String, [Option<Instant>; 6]>>>,
+    changed: Arc<tokio::sync::Notify>,
+    /// The watches and streams marking stages.
+    tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Stages {
+    pub(super) fn mark(&self, app_id: &str, stage: Stage) {
+        let mut seen = self.seen.lock().unwrap();
+        seen.entry(app_id.to_owned()).or_default()[stage as usize].get_or_insert_with(Instant::now);
+        self.changed.notify_waiters();
+    }
+
+    pub(super) fn get(&self, app_id: &str) -> [Option<Instant>; 6] {
+        self.seen
+            .lock()
+            .unwrap()
+            .get(app_id)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// How many of `keys` reached `stage`.
+    pub(super) fn count(&self, keys: &[String], stage: Stage) -> usize {
+        let seen = self.seen.lock().unwrap();
+        keys.iter()
+            .filter(|k| seen.get(*k).is_some_and(|s| s[stage as usize].is_some()))
+            .count()
+    }
+
+    pub(super) fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        self.tasks.lock().unwrap().push(task);
+    }
+
+    /// Stops every watch and stream marking stages.
+    pub(super) fn stop(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Waits until `app_id` reaches `stage`.
+    pub(super) async fn reached(&self, app_id: &str, stage: Stage) {
+        loop {
+            let changed = self.changed.notified();
+            if self.get(app_id)[stage as usize].is_some() {
+                return;
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), changed).await;
+        }
+    }
+
+    /// Marks [`Stage::Streamed`] from the API's event stream of a project, resuming after the
+    /// last event it saw if the stream ends, as a console's `EventSource` does.
+    pub(super) async fn stream(&self, admin: &Client, project_id: &str) {
+        let mut events = EventStream::open_filtered(admin.base(), admin, "project_id", project_id)
+            .await
+            .unwrap();
+        let (this, admin, project_id) = (self.clone(), admin.clone(), project_id.to_owned());
+        self.keep(tokio::spawn(async move {
+            let mut last: Option<String> = None;
+            loop {
+                while let Ok(event) = events.next().await {
+                    if event.id.is_some() {
+                        last.clone_from(&event.id);
+                    }
+                    if event.kind == "app.phase"
+                        && event.data["phase"] == "Running"
+                        && let Some(app_id) = event.data["app_id"].as_str()
+                    {
+                        this.mark(app_id, Stage::Streamed);
+                    }
+                }
+                eprintln!("  the event stream of {project_id} ended; resuming after {last:?}");
+                loop {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let resumed = EventStream::resume_filtered(
+                        admin.base(),
+                        &admin,
+                        "project_id",
+                        &project_id,
+                        last.as_deref(),
+                    );
+                    if let Ok(resumed) = resumed.await {
+                        events = resumed;
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+
+    /// Watches `resource` on `client`, marking what `stages` says of each object.
+    pub(super) fn watch(
+        &self,
+        client: kube::Client,
+        resource: ApiResource,
+        config: watcher::Config,
+        stages: fn(&DynamicObject) -> Vec<(String, Stage)>,
+    ) {
+        let this = self.clone();
+        self.keep(tokio::spawn(async move {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            // With a backoff: once the clusters stop, errors must not spin.
+            let mut events = watcher(api, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = event
+                {
+                    for (app_id, stage) in stages(&object) {
+                        this.mark(&app_id, stage);
+                    }
+                }
+            }
+        }));
+    }
+
+    /// Marks [`Stage::Ready`] for the peer's Deployments on `client`.
+    pub(super) fn watch_direct(&self, client: kube::Client) {
+        self.watch(
+            client,
+            ApiResource::erase::<Deployment>(&()),
+            watcher::Config::default().fields(&format!("metadata.namespace={DIRECT_NS}")),
+            direct_stages,
+        );
+    }
+}
+
+pub(super) fn app_stages(app: &DynamicObject) -> Vec<(String, Stage)> {
+    let Some(uid) = app.metadata.uid.clone() else {
+        return Vec::new();
+    };
+    let mut stages = vec![(uid.clone(), Stage::Stored)];
+    if app.data["status"]["phase"] == "Running" {
+        stages.push((uid, Stage::Reported));
+    }
+    stages
+}
+
+pub(super) fn stack_deploy_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
+    object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(kubenest_crds::names::labels::APP_ID))
+        .map(|id| vec![(id.clone(), Stage::Accepted)])
+        .unwrap_or_default()
+}
+
+pub(super) fn deployment_stages(object: &DynamicObject) -> Vec<(String, Stage)> {
+    let Some(id) = object
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(kubenest_crds::names::labels::APP_ID))
+    else {
+        return Vec::new();
+    };
+    let mut stages = vec![(id.clone(), Stage::Applied)];
+    let status = &object.data["status"];
+    if status["readyReplicas"] == 1
+        && status["updatedReplicas"] == 1
+        && status["observedGeneration"].as_i64() == object.metadata.generation
+    {
+        stages.push((id.clone(), Stage::Ready));
+    }
+    stages
+}
+
+/// Starts the watches behind [`Stages`].
+pub(super) fn track(management: kube::Client, workload: kube::Client) -> Stages {
+    let stages = Stages::default();
+    let kubenest = |kind: &str, plural: &str| ApiResource {
+        group: "kubenest.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "kubenest.io/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    stages.watch(
+        management,
+        kubenest("App", "apps"),
+        watcher::Config::default(),
+        app_stages,
+    );
+    let labelled = watcher::Config::default().labels(kubenest_crds::names::labels::APP_ID);
+    stages.watch(
+        workload.clone(),
+        kubenest("StackDeploy", "stackdeploys"),
+        labelled.clone(),
+        stack_deploy_stages,
+    );
+    stages.watch(
+        workload.clone(),
+        ApiResource::erase::<Deployment>(&()),
+        labelled,
+        deployment_stages,
+    );
+    stages.watch_direct(workload);
+    stages
+}
