@@ -164,7 +164,7 @@ export function AddonDetail() {
         <dt>Exports Secret</dt>
         <dd>{a.export_secret ?? "not yet"}</dd>
       </dl>
-      {canWrite(role) && <Change key={a.revision ?? 0} id={id} version={a.version} values={a.values} onChanged={addon.reload} />}
+      {canWrite(role) && <Change key={`${a.version}/${JSON.stringify(a.values)}`} id={id} version={a.version} values={a.values} onChanged={addon.reload} />}
       <ErrorNote error={failure} />
       <h2>Revisions</h2>
       <table>
