@@ -1,5 +1,5 @@
-//! The live event stream's source: phase changes, deployments, drift, standalone addons' phases
-//! and revisions, and cluster connectivity, derived from watches of the management cluster.
+//! The live event stream's source: phase changes, deployments, drift, standalone addons' specs,
+//! phases and revisions, and cluster connectivity, derived from watches of the management cluster.
 //!
 //! Every replica watches everything and derives the same events from the same object
 //! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
@@ -381,6 +381,7 @@ fn cluster_event(old: Option<&str>, cluster: &Cluster) -> Option<NewEvent> {
 /// What the stream reports of a standalone addon, to compare versions by.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct AddonFacts {
+    generation: Option<i64>,
     phase: Option<String>,
     revision: Option<u32>,
     observed_revision: Option<u32>,
@@ -389,14 +390,15 @@ struct AddonFacts {
 fn addon_facts(addon: &AddonInstance) -> AddonFacts {
     let status = addon.status.clone().unwrap_or_default();
     AddonFacts {
+        generation: addon.metadata.generation,
         phase: status.phase,
         revision: status.revision,
         observed_revision: status.observed_revision,
     }
 }
 
-/// The event between two versions of a standalone addon: its phase or revisions changed
-/// (pure).
+/// The event between two versions of a standalone addon: its spec (a change, or a rollback
+/// writing an earlier revision back), phase or revisions changed (pure).
 fn addon_event(
     old: Option<&AddonFacts>,
     addon: &AddonInstance,
@@ -416,11 +418,12 @@ fn addon_event(
         cluster_id: place.1,
         project_id: place.0,
         app_id: None,
-        kind: "addon.phase",
+        kind: "addon.changed",
         payload: json!({
             "addon": addon.name_any(), "addon_id": addon.uid()?, "phase": new.phase,
             "previous": old.phase, "revision": new.revision,
             "observed_revision": new.observed_revision, "message": status.message,
+            "generation": new.generation,
         }),
     })
 }
@@ -645,7 +648,7 @@ mod tests {
         let installing = addon("Installing", 1, "7");
         let first = addon_event(None, &installing, (Some("p".into()), Some("c".into())));
         let first = first.unwrap();
-        assert_eq!((first.kind, first.id), ("addon.phase", 7 * 4));
+        assert_eq!((first.kind, first.id), ("addon.changed", 7 * 4));
         assert_eq!(first.payload["addon_id"], "a1");
         assert_eq!(first.project_id.as_deref(), Some("p"));
         let seen = addon_facts(&installing);

@@ -1348,7 +1348,7 @@ async fn a_standalone_addons_phase_and_revisions_reach_the_event_stream() {
     // agent would make of it (Ready at revision 1), which is one more event.
     let mut until_phase = async |phase: &str| loop {
         let (_, event) = next_event(&mut stream, &mut buffer).await;
-        if event["kind"] != "addon.phase" {
+        if event["kind"] != "addon.changed" {
             continue;
         }
         assert_eq!(event["addon_id"], id.as_str(), "{event}");

@@ -1,6 +1,6 @@
 // Standalone addons: installing one from the catalog into a project, the list, and one with
 // its revisions, a change of values or version, and rollback; both pages reload on the
-// stream's `addon.phase` events.
+// stream's `addon.changed` events (spec, phase or revision changed).
 import { useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { api, ok, ApiFailure } from "../api/client";
@@ -15,7 +15,7 @@ export function Addons() {
   const { org } = useAccount();
   const writer = canWrite(useOrgRole());
   // Live: an addon's phase or revision changing in this organization reloads the list.
-  const changed = useNewestEvent((e) => e.kind === "addon.phase" && e.org === org);
+  const changed = useNewestEvent((e) => e.kind === "addon.changed" && e.org === org);
   const list = useLoad(async () => ok(await api.GET("/api/v1/addon-instances", { params: { query: { org } } })), [org, changed]);
   return (
     <>
@@ -145,7 +145,7 @@ function Change({ id, version, values, onChanged }: { id: string; version?: stri
 export function AddonDetail() {
   const { id = "" } = useParams();
   const role = useOrgRole();
-  const changed = useNewestEvent((e) => e.kind === "addon.phase" && e.addon_id === id);
+  const changed = useNewestEvent((e) => e.kind === "addon.changed" && e.addon_id === id);
   const addon = useLoad(async () => ok(await api.GET("/api/v1/addon-instances/{id}", { params: { path: { id } } })), [id, changed]);
   const [failure, setFailure] = useState<Error>();
   const a = addon.data;
