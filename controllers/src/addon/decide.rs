@@ -286,6 +286,7 @@ mod tests {
                 definition: "postgres".into(),
                 version: version.map(str::to_owned),
                 values: json!({"a": {"c": 3}}).as_object().cloned().unwrap(),
+                progress_deadline_seconds: 600,
             },
         )
     }
