@@ -15,8 +15,11 @@ use common::tenant::{reason, spec, tenant};
 use common::{eventually, eventually_within, shared_plane};
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
+use kubenest_contracts::AddonPhase;
+use kubenest_crds::addon::{AddonDefinition, AddonInstance};
 use kubenest_crds::app::App;
 use kubenest_crds::cluster::{Cluster, ClusterState};
+use kubenest_crds::project::{Project, ProjectPhase};
 use kubenest_store::DeploymentStatus;
 
 /// The `Ready` condition's reason of `conditions`.
@@ -106,4 +109,90 @@ async fn a_revision_whose_deadline_passes_before_delivery_runs_once_the_cluster_
     assert_eq!(history.len(), 1);
     assert_eq!(history[0].status, DeploymentStatus::Succeeded);
     assert!(agent.count("app.deploy") >= 1);
+}
+
+#[tokio::test]
+async fn a_standalone_addon_whose_chart_never_becomes_ready_fails_at_its_deadline() {
+    let t = tenant("stuckaddon").await;
+    t.project("data", "data").await;
+    t.agent.behave(|b| b.addon_phase = AddonPhase::Installing);
+    let definition: AddonDefinition = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+        "metadata": {"name": "redis"},
+        "spec": {"displayName": "Redis", "chart": {"repository": "charts/addons", "name": "redis", "version": "1.0.0"},
+                 "exports": {"host": "host", "port": "port"}}
+    }))
+    .unwrap();
+    Api::<AddonDefinition>::namespaced(t.client.clone(), &t.namespace)
+        .create(&PostParams::default(), &definition)
+        .await
+        .unwrap();
+    let addons: Api<AddonInstance> = Api::namespaced(t.client.clone(), &t.namespace);
+    let addon: AddonInstance = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+        "metadata": {"name": "cache"},
+        "spec": {"project": "data", "definition": "redis", "progressDeadlineSeconds": 10}
+    }))
+    .unwrap();
+    addons.create(&PostParams::default(), &addon).await.unwrap();
+    let mut seen = Vec::new();
+    let mut last = None;
+    eventually_within("the addon Failed", Duration::from_secs(45), async || {
+        let status = addons
+            .get("cache")
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        if let Some(phase) = &status.phase
+            && seen.last() != Some(phase)
+        {
+            seen.push(phase.clone());
+        }
+        let failed = status.phase.as_deref() == Some("Failed");
+        last = Some(status);
+        failed
+    })
+    .await;
+    let status = last.unwrap();
+    assert!(seen.contains(&"Installing".to_owned()), "{seen:?}");
+    assert_eq!(ready_reason(&status.conditions), "ProgressDeadlineExceeded");
+    let uid = addons.get("cache").await.unwrap().uid().unwrap();
+    let revisions = t.history.addon_revisions(&t.org, &uid).await.unwrap();
+    assert_eq!(revisions.len(), 1);
+    assert_eq!(revisions[0].status, "failed", "{:?}", revisions[0]);
+    assert!(
+        revisions[0].message.contains("within 10s"),
+        "{}",
+        revisions[0].message
+    );
+}
+
+#[tokio::test]
+async fn a_project_whose_namespace_is_never_confirmed_fails_at_its_deadline() {
+    let t = tenant("stuckns").await;
+    t.agent.behave(|b| b.confirm_projects = false);
+    let project: Project = serde_json::from_value(serde_json::json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "Project",
+        "metadata": {"name": "shop"},
+        "spec": {"cluster": "east", "namespace": "shop", "progressDeadlineSeconds": 10}
+    }))
+    .unwrap();
+    t.projects()
+        .create(&PostParams::default(), &project)
+        .await
+        .unwrap();
+    let failed = t
+        .until_project("shop", |s| s.phase == ProjectPhase::Failed)
+        .await;
+    let status = failed.status.unwrap();
+    assert_eq!(ready_reason(&status.conditions), "ProgressDeadlineExceeded");
+    assert_eq!(status.ensured_generation, Some(1), "the agent had it");
+    // Failed is not a dead end: the namespace is still asked for, and confirmed late it is Ready.
+    t.agent.behave(|b| b.confirm_projects = true);
+    eventually_within("the project Ready", Duration::from_secs(60), async || {
+        let status = t.projects().get("shop").await.unwrap().status.unwrap();
+        status.phase == ProjectPhase::Ready
+    })
+    .await;
 }
