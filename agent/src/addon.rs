@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::crd::AddonRelease;
 use crate::exports::{self, Facts};
 use crate::gitops::{GitOps, addon_files};
+use crate::readiness;
 use crate::render::object_name;
 
 /// What went wrong with an addon.
@@ -137,6 +138,7 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
         .await?;
     let mut ready = true;
     let (mut ready_replicas, mut desired_replicas) = (0, 0);
+    let mut waiting = String::new();
     for mut object in rendered {
         let Some(id) = id_of(&object) else { continue };
         if matches!(
@@ -157,10 +159,13 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
         object["metadata"]["labels"] = json!(labels);
         let live = ctx.applier.apply(&object, target.force).await?;
         if matches!(id.1.as_str(), "StatefulSet" | "Deployment") {
-            let (is_ready, have, want) = workload_ready(&live);
-            ready &= is_ready;
-            ready_replicas += have;
-            desired_replicas += want;
+            let workload = readiness::workload(&live);
+            ready &= workload.ready;
+            ready_replicas += workload.ready_replicas;
+            desired_replicas += workload.desired_replicas;
+            if !workload.ready && waiting.is_empty() {
+                waiting = format!("{} {}: {}", id.1, id.2, workload.message);
+            }
         }
         objects.insert(id);
     }
@@ -193,7 +198,7 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
         message: if ready {
             String::new()
         } else {
-            format!("{ready_replicas}/{desired_replicas} replicas ready")
+            format!("{ready_replicas}/{desired_replicas} replicas ready; {waiting}")
         },
         export: wire::PublishedExport {
             component: wire::Name::new(target.name),
@@ -221,28 +226,6 @@ pub async fn forget(
             .await?;
     }
     Ok(())
-}
-
-/// (ready, ready replicas, desired replicas) of a live Deployment or StatefulSet.
-pub fn workload_ready(live: &Value) -> (bool, u32, u32) {
-    let number = |path: &str| {
-        live.pointer(path)
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-    };
-    let desired = number("/spec/replicas").unwrap_or(1);
-    let ready = number("/status/readyReplicas").unwrap_or(0);
-    let updated = number("/status/updatedReplicas").unwrap_or(0);
-    let generation = live.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = live
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
-    let current = generation.is_some() && observed >= generation;
-    (
-        current && ready >= desired && updated >= desired,
-        ready.min(desired),
-        desired,
-    )
 }
 
 /// The `addon.status` of a standalone addon as its status stands.

@@ -11,7 +11,7 @@
 //! - [`build`]: Kaniko or buildpacks Jobs for Git workloads;
 //! - [`project`]: namespaces, for `project.ensure` and `project.delete`.
 //!
-//! Rendering ([`render`]), drift comparison ([`drift`]), export expansion, the checks of an App
+//! Rendering ([`render`]), drift comparison ([`drift`]), workload readiness ([`readiness`]), export expansion, the checks of an App
 //! ([`validate`]) and each StackDeploy pass's plan and decision are pure functions with unit
 //! tests; IO lives in the controllers and [`apply`].
 //!
@@ -19,7 +19,7 @@
 //!
 //! No module imports from a layer above its own, and none takes part in a circle:
 //!
-//! 1. pure parts and the cluster's edges: [`render`], [`drift`], [`exports`], [`validate`],
+//! 1. pure parts and the cluster's edges: [`render`], [`drift`], [`readiness`], [`exports`], [`validate`],
 //!    [`crd`], [`apply`], [`helm`], [`gitops`], [`finalizer`], [`capacity`], and [`report`] (the
 //!    queue of status events to the hub, and the `app.status` of a StackDeploy);
 //! 2. [`context`]: what every controller and command handler shares;
@@ -45,6 +45,7 @@ pub mod finalizer;
 pub mod gitops;
 pub mod helm;
 pub mod project;
+pub mod readiness;
 pub mod render;
 pub mod report;
 pub mod stack;

@@ -163,6 +163,7 @@ mod tests {
                 namespace: "shop".into(),
                 registry_secret: None,
                 members: vec![member("vic", Role::Admin), member("pam", Role::Viewer)],
+                progress_deadline_seconds: 600,
             },
         );
         let vic = Caller {

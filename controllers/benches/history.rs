@@ -232,6 +232,7 @@ async fn main() {
         namespace: "shop".into(),
         registry_secret: None,
         members: vec![],
+        progress_deadline_seconds: 600,
     };
     projects
         .create(&PostParams::default(), &Project::new("shop", spec))

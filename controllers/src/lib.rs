@@ -25,6 +25,7 @@ pub mod args;
 pub mod caches;
 pub mod cluster;
 pub mod conditions;
+pub mod deadline;
 pub mod finalizer;
 pub mod intents;
 pub mod leader;

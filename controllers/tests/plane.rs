@@ -9,148 +9,15 @@ mod common;
 use std::time::Duration;
 
 use common::agent::Agent;
+use common::tenant::{reason, tenant};
 use common::{eventually, eventually_within, shared_plane};
 use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use kubenest_contracts::{AppPhase, RejectReason};
-use kubenest_crds::app::{App, AppSpec, AppStatus};
-use kubenest_crds::cluster::{Cluster, ClusterState};
+use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
-use kubenest_store::{DatabaseUrl, DeploymentStatus, History, Operation};
-
-/// An organization with a registered cluster whose scripted agent is connected.
-struct Tenant {
-    client: Client,
-    org: String,
-    namespace: String,
-    cluster_id: String,
-    agent: Agent,
-    history: History,
-}
-
-async fn tenant(prefix: &str) -> Tenant {
-    let plane = shared_plane().await;
-    let client = plane.mgmt.client().await.unwrap();
-    let (org, namespace, clusters) = common::org_with_cluster(&client, prefix, "east").await;
-    let token = common::credentials(&client, &namespace, "east").await;
-    let agent = Agent::connect_eventually(&plane.hub_url, &token).await;
-    let cluster_id = clusters.get("east").await.unwrap().uid().unwrap();
-    let history = History::connect(&DatabaseUrl::new(plane.database_url.clone()), 2)
-        .await
-        .unwrap();
-    Tenant {
-        client,
-        org,
-        namespace,
-        cluster_id,
-        agent,
-        history,
-    }
-}
-
-impl Tenant {
-    fn apps(&self) -> Api<App> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    fn projects(&self) -> Api<Project> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    async fn project(&self, name: &str, namespace: &str) -> Project {
-        let spec = ProjectSpec {
-            cluster: "east".into(),
-            namespace: namespace.into(),
-            registry_secret: None,
-            members: vec![],
-        };
-        self.projects()
-            .create(&PostParams::default(), &Project::new(name, spec))
-            .await
-            .unwrap();
-        self.until_project(name, |s| s.phase == ProjectPhase::Ready)
-            .await
-    }
-
-    async fn until_project(
-        &self,
-        name: &str,
-        check: impl Fn(&kubenest_crds::project::ProjectStatus) -> bool,
-    ) -> Project {
-        let mut last = None;
-        eventually_within(
-            &format!("project {name}"),
-            Duration::from_secs(30),
-            async || {
-                last = self.projects().get_opt(name).await.unwrap();
-                last.as_ref()
-                    .and_then(|p| p.status.as_ref())
-                    .is_some_and(&check)
-            },
-        )
-        .await;
-        last.unwrap()
-    }
-
-    async fn app(&self, name: &str, project: &str, image: &str) -> App {
-        let app = App::new(name, spec(project, image));
-        self.apps()
-            .create(&PostParams::default(), &app)
-            .await
-            .unwrap()
-    }
-
-    /// Waits until the App's status satisfies `check` (for at most `within`).
-    async fn until(&self, name: &str, within: Duration, check: impl Fn(&AppStatus) -> bool) -> App {
-        let mut last = None;
-        eventually_within(&format!("app {name}"), within, async || {
-            last = self.apps().get_opt(name).await.unwrap();
-            last.as_ref()
-                .and_then(|a| a.status.as_ref())
-                .is_some_and(&check)
-        })
-        .await;
-        last.unwrap()
-    }
-
-    async fn running(&self, name: &str) -> App {
-        self.until(name, Duration::from_secs(30), |s| {
-            s.phase.as_deref() == Some("Running") && s.observed_revision == s.revision
-        })
-        .await
-    }
-
-    /// Merge-patches App `name`.
-    async fn merge(&self, name: &str, patch: serde_json::Value) {
-        self.apps()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap();
-    }
-
-    async fn annotate(&self, name: &str, key: &str, value: &str) {
-        self.merge(
-            name,
-            serde_json::json!({"metadata": {"annotations": {key: value}}}),
-        )
-        .await;
-    }
-}
-
-fn spec(project: &str, image: &str) -> AppSpec {
-    serde_json::from_value(serde_json::json!({
-        "project": project,
-        "components": [{"name": "web", "workload": {"image": image, "replicas": 2, "port": 8080}}],
-    }))
-    .unwrap()
-}
-
-fn reason(app: &App, type_: &str) -> String {
-    let status = app.status.as_ref().unwrap();
-    let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap();
-    format!("{}: {}", c.reason, c.message)
-}
+use kubenest_store::{DeploymentStatus, Operation};
 
 #[tokio::test]
 async fn an_app_is_recorded_before_it_is_sent_and_runs_when_the_agent_says_so() {
@@ -440,68 +307,6 @@ fn reason_of_project(project: &Project) -> String {
 }
 
 #[tokio::test]
-async fn an_unreachable_cluster_is_named_and_the_deadline_fails_the_rollout() {
-    let t = tenant("silent").await;
-    t.project("shop", "shop").await;
-    // Heartbeat so the cluster is connected, then the agent goes away.
-    t.agent.send(kubenest_contracts::Heartbeat {
-        node_count: 3,
-        cpu_allocatable_millis: 12000,
-        cpu_requested_millis: 100,
-        memory_allocatable_bytes: 1 << 34,
-        memory_requested_bytes: 1 << 30,
-        observed_at: chrono::Utc::now(),
-    });
-    let clusters: Api<Cluster> = Api::namespaced(t.client.clone(), &t.namespace);
-    eventually("connected", async || {
-        clusters.get("east").await.unwrap().status.unwrap().state == ClusterState::Connected
-    })
-    .await;
-    t.agent.disconnect();
-    eventually_within(
-        "disconnected once the session is gone",
-        Duration::from_secs(30),
-        async || {
-            clusters.get("east").await.unwrap().status.unwrap().state == ClusterState::Disconnected
-        },
-    )
-    .await;
-
-    let mut app = App::new("web", spec("shop", "nginx:1.27"));
-    app.spec.progress_deadline_seconds = 10;
-    t.apps().create(&PostParams::default(), &app).await.unwrap();
-    let pending = t
-        .until("web", Duration::from_secs(15), |s| {
-            s.phase.as_deref() == Some("Pending")
-        })
-        .await;
-    assert!(
-        reason(&pending, "Progressing").starts_with("ClusterUnreachable"),
-        "{}",
-        reason(&pending, "Progressing")
-    );
-    let failed = t
-        .until("web", Duration::from_secs(30), |s| {
-            s.phase.as_deref() == Some("Failed")
-        })
-        .await;
-    let why = reason(&failed, "Ready");
-    assert!(
-        why.starts_with("ProgressDeadlineExceeded") && why.contains("ClusterUnreachable"),
-        "{why}"
-    );
-    let uid = failed.uid().unwrap();
-    let history = t.history.app_history(&t.org, &uid, 10).await.unwrap();
-    assert_eq!(history[0].status, DeploymentStatus::Failed);
-    assert!(
-        history[0].message.contains("ProgressDeadlineExceeded")
-            || history[0].message.contains("not running"),
-        "{}",
-        history[0].message
-    );
-}
-
-#[tokio::test]
 async fn a_refused_command_fails_the_revision_with_the_agents_reason_and_field() {
     let t = tenant("refuse").await;
     t.project("shop", "shop").await;
@@ -545,6 +350,7 @@ async fn two_projects_never_share_a_namespace_on_one_cluster() {
         namespace: "shared".into(),
         registry_secret: None,
         members: vec![],
+        progress_deadline_seconds: 600,
     };
     t.projects()
         .create(&PostParams::default(), &Project::new("second", spec))

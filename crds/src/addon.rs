@@ -6,7 +6,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Chart, Condition, Values, preserve_unknown_fields};
+use crate::common::{
+    Chart, Condition, ProgressClock, Values, default_progress_deadline, preserve_unknown_fields,
+};
 
 /// A catalog entry: a pinned chart, how its exports are derived, and its values' schema.
 /// Global definitions live in the system namespace.
@@ -94,6 +96,11 @@ pub struct AddonInstanceSpec {
     #[serde(default)]
     #[schemars(transform = preserve_unknown_fields)]
     pub values: Values,
+    /// Seconds a revision may take to be installed and ready on the cluster, counted from when
+    /// the cluster got it, before the addon is `Failed`.
+    #[serde(default = "default_progress_deadline")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: u32,
 }
 
 /// What the agent reports of the addon.
@@ -124,6 +131,9 @@ pub struct AddonInstanceStatus {
     /// The last rollback request (`kubenest.io/rollback-to` annotation) that was carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_rollback: Option<String>,
+    /// The progress deadline's clock of `revision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressClock>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

@@ -4,7 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Chart, Condition, Values, preserve_unknown_fields};
+use crate::common::{Chart, Condition, Values, default_progress_deadline, preserve_unknown_fields};
 
 /// An App. Every change to its spec is a recorded deployment; the status says what the cluster
 /// really runs.
@@ -49,16 +49,12 @@ pub struct AppSpec {
     #[schemars(length(min = 1, max = 64))]
     pub components: Vec<Component>,
     /// Seconds components may take to become ready before the App is Failed.
-    #[serde(default = "default_deadline")]
+    #[serde(default = "default_progress_deadline")]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: u32,
     /// Paused Apps keep their spec with every workload scaled to zero.
     #[serde(default)]
     pub paused: bool,
-}
-
-fn default_deadline() -> u32 {
-    600
 }
 
 /// One component: exactly one of `workload` or `addon`.

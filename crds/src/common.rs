@@ -41,6 +41,29 @@ pub struct Chart {
     pub version: String,
 }
 
+/// The progress deadline of Apps, standalone addons and Projects unless their spec sets one.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 600;
+
+pub(crate) fn default_progress_deadline() -> u32 {
+    DEFAULT_PROGRESS_DEADLINE_SECONDS
+}
+
+/// The clock of one change's progress deadline, kept in the status by the controllers. The
+/// deadline of its delivery runs from `startedAt`; once the cluster holds the change, the
+/// deadline of its rollout runs from `deliveredAt`, so an outage before delivery is not blamed
+/// on the rollout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressClock {
+    /// The change it times: a Project's generation, an AddonInstance's revision.
+    pub change: i64,
+    /// When the change was first seen (RFC 3339).
+    pub started_at: String,
+    /// When the cluster was first seen to hold it (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_at: Option<String>,
+}
+
 /// Free-form Helm values, kept as given.
 pub type Values = serde_json::Map<String, serde_json::Value>;
 

@@ -4,7 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, Member};
+use crate::common::{Condition, Member, ProgressClock, default_progress_deadline};
 
 /// A project: a namespace on a cluster, holding apps, standalone addons and secrets.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -47,6 +47,11 @@ pub struct ProjectSpec {
     #[serde(default)]
     #[schemars(length(max = 1000))]
     pub members: Vec<Member>,
+    /// Seconds the cluster may take to confirm the namespace, counted from when it got the
+    /// request, before the project is `Failed`.
+    #[serde(default = "default_progress_deadline")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: u32,
 }
 
 /// A project's lifecycle.
@@ -76,6 +81,9 @@ pub struct ProjectStatus {
     /// The generation the agent last accepted a `project.ensure` for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ensured_generation: Option<i64>,
+    /// The progress deadline's clock of the generation being ensured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressClock>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

@@ -235,8 +235,24 @@ async fn static_rules_are_enforced_by_the_api_server() {
     )
     .await;
 
+    refused(
+        &projects,
+        "Project",
+        json!({ "cluster": "east", "namespace": "p", "progressDeadlineSeconds": 5 }),
+        "progressDeadlineSeconds",
+    )
+    .await;
+    let addons = api(&client, "AddonInstance", Some(ns.name()));
+    refused(
+        &addons,
+        "AddonInstance",
+        json!({ "project": "p", "definition": "redis", "progressDeadlineSeconds": 100000 }),
+        "progressDeadlineSeconds",
+    )
+    .await;
+
     // Transition rules: immutable references, token versions only rise.
-    projects
+    let created = projects
         .create(
             &PostParams::default(),
             &object(
@@ -247,6 +263,10 @@ async fn static_rules_are_enforced_by_the_api_server() {
         )
         .await
         .unwrap();
+    assert_eq!(
+        created.data["spec"]["progressDeadlineSeconds"], 600,
+        "the deadline defaults like an App's"
+    );
     let moved = projects
         .patch(
             "p",

@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::plan::{Kind, Plan};
 use super::rollout::Answer;
-use crate::addon::workload_ready;
 use crate::apply::ObjectId;
 use crate::drift;
+use crate::readiness;
 
 /// Everything one pass over the components found.
 #[derive(Debug)]
@@ -102,13 +102,17 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                 for (id, live) in live {
                     if id.1 == "Deployment" {
                         // The cache is at least as new as the change that woke this pass.
-                        status = workload_ready(live);
+                        let workload = readiness::workload(live);
+                        status = (
+                            workload.ready,
+                            workload.ready_replicas,
+                            workload.desired_replicas,
+                        );
                         pass.workloads_at_zero &= status.1 == 0 && live_replicas(live) == 0;
                         let blocked = drift::blocked(live);
                         message = match &blocked {
                             Some(_) => "the rollout exceeded its progress deadline".to_owned(),
-                            None if status.0 => String::new(),
-                            None => format!("{}/{} replicas ready", status.1, status.2),
+                            None => workload.message,
                         };
                         pass.blocked.extend(blocked);
                     }

@@ -204,7 +204,8 @@ mod tests {
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "shop-web", "namespace": "shop", "generation": 2},
             "spec": {"replicas": 2},
-            "status": {"observedGeneration": 2, "replicas": 2, "readyReplicas": ready, "updatedReplicas": ready},
+            "status": {"observedGeneration": 2, "replicas": 2, "readyReplicas": ready,
+                "updatedReplicas": 2, "availableReplicas": ready},
         })
     }
 
@@ -256,6 +257,26 @@ mod tests {
         let decision = decide(&facts, assess(&plan, &answered(deployment(2)), false));
         assert_eq!(decision.status.phase.as_deref(), Some("Running"));
         assert_eq!(decision.requeue, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_rolling_update_whose_old_pods_still_serve_is_not_running() {
+        let held = held(web());
+        let old = StackDeployStatus {
+            observed_revision: Some("r1".into()),
+            rollout_started_at: Some(chrono::Utc::now()),
+            ..StackDeployStatus::default()
+        };
+        let facts = facts(&held, old);
+        let plan = plan(&facts);
+        // Two old pods ready, one new pod surged and never ready.
+        let mut live = deployment(2);
+        live["status"]["replicas"] = json!(3);
+        live["status"]["updatedReplicas"] = json!(1);
+        let decision = decide(&facts, assess(&plan, &answered(live), false));
+        assert_eq!(decision.status.phase.as_deref(), Some("Deploying"));
+        assert!(!decision.status.components[0].ready);
+        assert_eq!(decision.status.components[0].ready_replicas, 0);
     }
 
     #[test]

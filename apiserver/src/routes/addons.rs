@@ -228,6 +228,7 @@ pub async fn create(
             definition: body.definition,
             version: body.version,
             values: body.values,
+            progress_deadline_seconds: kubenest_crds::common::DEFAULT_PROGRESS_DEADLINE_SECONDS,
         },
     );
     addon.metadata.annotations = Some(actor_annotations(&caller));

@@ -131,6 +131,7 @@ pub async fn create(
             namespace,
             registry_secret: body.registry_secret,
             members: vec![],
+            progress_deadline_seconds: kubenest_crds::common::DEFAULT_PROGRESS_DEADLINE_SECONDS,
         },
     );
     project.metadata.annotations = Some(actor_annotations(&caller));

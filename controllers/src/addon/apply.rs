@@ -10,6 +10,7 @@ use kubenest_crds::names::annotations;
 use super::decide::{self, Desired};
 use super::{Error, addon_ref, rollback, write_status};
 use crate::conditions::{self, PROGRESSING};
+use crate::deadline;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{self, Placement};
 use crate::plane::Plane;
@@ -71,7 +72,16 @@ pub(super) async fn apply(
         (Some(attempt.retry), attempt.waiting)
     };
 
-    let progress = decide::progress(revision, &old, observed, waiting);
+    let seconds = addon.spec.progress_deadline_seconds;
+    let deadline = deadline::judge(
+        status.progress.as_ref(),
+        i64::from(revision),
+        observed,
+        seconds,
+        chrono::Utc::now(),
+    );
+    status.progress = Some(deadline.clock.clone());
+    let progress = decide::progress(revision, &old, observed, waiting, &deadline, seconds);
     let revision_key = format!("revision {revision}");
     let recorded = plane.intents.outcome_recorded(&key.uid, &revision_key);
     if let Some(succeeded) = decide::outcome_due(&old, &progress, recorded) {
@@ -94,7 +104,9 @@ pub(super) async fn apply(
     }
     let status = decide::show(status, &progress, generation);
     write_status(plane, key, &old, &status).await?;
-    Ok(Action::requeue(decide::requeue(retry)))
+    Ok(Action::requeue(decide::requeue(
+        retry, &progress, &deadline,
+    )))
 }
 
 /// The revision recording this spec: the latest row if it is this spec, still pending (a

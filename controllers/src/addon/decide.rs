@@ -9,6 +9,7 @@ use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
 use serde_json::{Map, Value};
 
 use crate::conditions::{self, PROGRESSING, READY};
+use crate::deadline::Deadline;
 use crate::placement::Unplaced;
 use kubenest_domain::app::{ResolvedAddon, merge};
 use kubenest_store::{AddonOperation, AddonRevision};
@@ -129,18 +130,22 @@ pub struct Progress {
 }
 
 /// Where `revision` stands: what the agent reported for it when it `observed` that revision,
-/// else why it waits (`waiting`, the last send's outcome).
+/// else why it waits (`waiting`, the last send's outcome); `deadline` says whether the time it
+/// had (to reach the cluster, then to be ready there) ran out.
 pub fn progress(
     revision: u32,
     old: &AddonInstanceStatus,
     observed: bool,
     waiting: Option<(String, String)>,
+    deadline: &Deadline,
+    seconds: u32,
 ) -> Progress {
     let cluster_phase = if observed {
         old.cluster_phase.as_deref()
     } else {
         None
     };
+    let what = format!("revision {revision}");
     let (phase, ready, reason, message, outcome) = match cluster_phase {
         Some("Ready") => (
             "Ready",
@@ -156,22 +161,34 @@ pub fn progress(
             format!("revision {revision} failed: {}", old.message),
             Some(false),
         ),
-        Some(other) => (
-            "Installing",
-            false,
-            "Installing".to_owned(),
-            format!("revision {revision} is {other} on the cluster"),
-            None,
-        ),
+        Some(other) => {
+            let last = if old.message.is_empty() {
+                format!("it is {other} on the cluster")
+            } else {
+                old.message.clone()
+            };
+            match deadline.passed(&what, seconds, &last) {
+                Some((reason, message)) => {
+                    ("Failed", false, reason.to_owned(), message, Some(false))
+                }
+                None => (
+                    "Installing",
+                    false,
+                    "Installing".to_owned(),
+                    format!("revision {revision} is {other} on the cluster"),
+                    None,
+                ),
+            }
+        }
         None => {
             let (reason, message) =
                 waiting.unwrap_or(("AwaitingAgent".into(), "waiting for the agent".into()));
-            let phase = if reason == "AwaitingAgent" {
-                "Installing"
-            } else {
-                "Pending"
-            };
-            (phase, false, reason, message, None)
+            match deadline.passed(&what, seconds, &format!("{reason}: {message}")) {
+                // Not delivered: named, never final; the command is still sent.
+                Some((late, why)) => ("Pending", false, late.to_owned(), why, None),
+                None if reason == "AwaitingAgent" => ("Installing", false, reason, message, None),
+                None => ("Pending", false, reason, message, None),
+            }
         }
     };
     Progress {
@@ -222,9 +239,20 @@ pub fn show(
     status
 }
 
-/// When to look again: when the command is due again, or a while after the addon settled.
-pub fn requeue(retry: Option<Duration>) -> Duration {
-    retry.unwrap_or(SETTLED_RECHECK).max(Duration::from_secs(1))
+/// When to look again: when the command is due again, when the deadline of a revision still
+/// in progress passes, or a while after the addon settled.
+pub fn requeue(retry: Option<Duration>, progress: &Progress, deadline: &Deadline) -> Duration {
+    let until_deadline = (deadline.at - chrono::Utc::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO)
+        + Duration::from_secs(1);
+    let next = match (retry, progress.outcome) {
+        (Some(retry), None) => crate::deadline::sooner(retry, deadline.at, chrono::Utc::now()),
+        (Some(retry), _) => retry,
+        (None, None) if !deadline.expired => until_deadline.min(SETTLED_RECHECK),
+        _ => SETTLED_RECHECK,
+    };
+    next.max(Duration::from_secs(1))
 }
 
 #[cfg(test)]
@@ -286,6 +314,7 @@ mod tests {
                 definition: "postgres".into(),
                 version: version.map(str::to_owned),
                 values: json!({"a": {"c": 3}}).as_object().cloned().unwrap(),
+                progress_deadline_seconds: 600,
             },
         )
     }
@@ -319,7 +348,8 @@ mod tests {
             message: "chart not found".into(),
             ..Default::default()
         };
-        let failed = progress(3, &old, true, None);
+        let on_time = crate::deadline::judge(None, 3, true, 600, chrono::Utc::now());
+        let failed = progress(3, &old, true, None, &on_time, 600);
         assert_eq!(failed.phase, "Failed");
         assert_eq!(failed.message, "revision 3 failed: chart not found");
         assert_eq!(failed.outcome, Some(false));
@@ -328,6 +358,8 @@ mod tests {
             &old,
             false,
             Some(("AwaitingAgent".into(), "revision 3 was sent".into())),
+            &on_time,
+            600,
         );
         assert_eq!((sent.phase, sent.outcome), ("Installing", None));
         let unreachable = progress(
@@ -335,6 +367,8 @@ mod tests {
             &old,
             false,
             Some(("ClusterUnreachable".into(), "x".into())),
+            &on_time,
+            600,
         );
         assert_eq!(unreachable.phase, "Pending");
         let ready = AddonInstanceStatus {
@@ -342,7 +376,7 @@ mod tests {
             phase: Some("Ready".into()),
             ..Default::default()
         };
-        let done = progress(3, &ready, true, None);
+        let done = progress(3, &ready, true, None, &on_time, 600);
         assert_eq!(outcome_due(&ready, &done, true), None, "recorded already");
         assert_eq!(outcome_due(&ready, &done, false), Some(true));
         let shown = show(ready.clone(), &done, 4);
@@ -352,7 +386,51 @@ mod tests {
             conditions::get(&shown.conditions, PROGRESSING).map(|c| c.reason.as_str()),
             Some("AwaitingAgent")
         );
-        assert_eq!(requeue(None), Duration::from_secs(300));
-        assert_eq!(requeue(Some(Duration::ZERO)), Duration::from_secs(1));
+        assert_eq!(requeue(None, &done, &on_time), Duration::from_secs(300));
+        assert_eq!(
+            requeue(Some(Duration::ZERO), &sent, &on_time),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_chart_that_never_becomes_ready_fails_at_its_deadline_and_an_undelivered_one_waits() {
+        let start = chrono::Utc::now() - chrono::Duration::seconds(60);
+        let clock = crate::deadline::judge(None, 2, true, 10, start).clock;
+        let installing = AddonInstanceStatus {
+            cluster_phase: Some("Installing".into()),
+            message: "0/1 replicas ready; StatefulSet db: 0/1 replicas ready".into(),
+            ..Default::default()
+        };
+        let now = chrono::Utc::now();
+        let late = crate::deadline::judge(Some(&clock), 2, true, 10, now);
+        let failed = progress(2, &installing, true, None, &late, 10);
+        assert_eq!(failed.phase, "Failed");
+        assert_eq!(failed.reason, "ProgressDeadlineExceeded");
+        assert!(
+            failed.message.contains("StatefulSet db"),
+            "{}",
+            failed.message
+        );
+        assert_eq!(failed.outcome, Some(false));
+        let fresh = crate::deadline::judge(None, 2, true, 10, now);
+        let waiting = progress(2, &installing, true, None, &fresh, 10);
+        assert_eq!((waiting.phase, waiting.outcome), ("Installing", None));
+        let until = requeue(None, &waiting, &fresh);
+        assert!(until > Duration::from_secs(1) && until <= Duration::from_secs(11));
+
+        let undelivered = crate::deadline::judge(
+            Some(&crate::deadline::judge(None, 2, false, 10, start).clock),
+            2,
+            false,
+            10,
+            now,
+        );
+        let unreachable = Some(("ClusterUnreachable".into(), "no session".into()));
+        let delayed = progress(2, &installing, false, unreachable, &undelivered, 10);
+        assert_eq!(
+            (delayed.phase, delayed.reason.as_str(), delayed.outcome),
+            ("Pending", "DeliveryDelayed", None)
+        );
     }
 }

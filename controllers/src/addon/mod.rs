@@ -2,7 +2,9 @@
 //!
 //! Each spec generation (chart version or values) becomes the next revision in PostgreSQL
 //! (`install`, `upgrade` or `values`) before `addon.apply` is sent; the command is re-sent with
-//! backoff until the agent reports that revision. `kubenest.io/rollback-to: <revision>` records a
+//! backoff until the agent reports that revision. A revision has the spec's progress deadline
+//! ([`crate::deadline`]): to reach the cluster (past it, `DeliveryDelayed`, still sent), then to
+//! be ready there (past it, `Failed` with `ProgressDeadlineExceeded`, recorded in its row). `kubenest.io/rollback-to: <revision>` records a
 //! `rollback` revision with that revision's chart and values and writes them back into the spec,
 //! so the object always shows what runs. Deletion holds a finalizer until the agent confirms.
 //!
@@ -25,6 +27,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kubenest_contracts as wire;
 use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
+use kubenest_crds::common::ProgressClock;
 use kubenest_crds::names::finalizers;
 use kubenest_crds::project::Project;
 use serde::Serialize;
@@ -47,6 +50,7 @@ struct Owned<'a> {
     revision: Option<u32>,
     recorded_generation: Option<i64>,
     handled_rollback: Option<&'a str>,
+    progress: Option<&'a ProgressClock>,
     conditions: &'a [Condition],
 }
 
@@ -64,6 +68,7 @@ async fn write_status(
         revision: new.revision,
         recorded_generation: new.recorded_generation,
         handled_rollback: new.handled_rollback.as_deref(),
+        progress: new.progress.as_ref(),
         conditions: &new.conditions,
     };
     let api = Api::<AddonInstance>::namespaced(plane.client.clone(), &key.namespace);
@@ -129,6 +134,7 @@ mod tests {
             revision: None,
             recorded_generation: Some(2),
             handled_rollback: None,
+            progress: None,
             conditions: &[],
         };
         assert_eq!(
@@ -138,6 +144,7 @@ mod tests {
                 "revision": null,
                 "recordedGeneration": 2,
                 "handledRollback": null,
+                "progress": null,
                 "conditions": [],
             })
         );

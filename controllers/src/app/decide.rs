@@ -90,10 +90,11 @@ pub fn timing(
     }
 }
 
-/// Whether the deploy is (re-)sent: not refused, not past its deadline, and either not yet
-/// observed or known to differ from what the cluster holds.
+/// Whether the deploy is (re-)sent: not refused, and either not yet observed or known to differ
+/// from what the cluster holds. A passed deadline does not stop it: durable intent is delivered
+/// until the cluster confirms it or a newer revision supersedes it.
 pub fn must_send(timing: &Timing, differs: bool) -> bool {
-    timing.rejected.is_none() && !timing.expired && (!timing.observed || differs)
+    timing.rejected.is_none() && (!timing.observed || differs)
 }
 
 /// What a rollout pass ends with.
@@ -184,7 +185,13 @@ pub fn conclude(old: &AppStatus, mut status: AppStatus, pass: &Pass<'_>) -> Conc
     let requeue = match (pass.retry, assessment.outcome) {
         // A command still to be (re-)sent, even for an App that has settled: a snapshot said
         // the cluster lost it while the last send's backoff ran.
+        (Some(retry), None) => {
+            crate::deadline::sooner(retry, pass.timing.deadline, pass.timing.now)
+                .max(Duration::from_secs(1))
+        }
         (Some(retry), _) => retry.max(Duration::from_secs(1)),
+        // Past the deadline, the agent's own reports say when the rollout moves.
+        (None, None) if pass.timing.now >= pass.timing.deadline => Duration::from_secs(30),
         (None, None) => (pass.timing.deadline - pass.timing.now)
             .to_std()
             .unwrap_or(Duration::from_secs(1))
@@ -296,6 +303,52 @@ mod tests {
         assert!(settled.observed && !settled.expired);
         assert!(!must_send(&settled, false));
         assert!(must_send(&settled, true));
+    }
+
+    #[test]
+    fn a_revision_past_its_deadline_is_still_sent_until_the_cluster_has_it() {
+        let mut status = AppStatus::default();
+        started(&mut status);
+        let late = timing(&status, "r1", 10, at(60));
+        assert!(late.expired);
+        assert!(must_send(&late, false), "not delivered yet: still sent");
+        let pass = Pass {
+            revision: "r1",
+            generation: 2,
+            deadline_seconds: 10,
+            timing: &late,
+            waiting: Some(("ClusterUnreachable".into(), "no session".into())),
+            retry: Some(Duration::from_secs(7)),
+        };
+        let c = conclude(&AppStatus::default(), status.clone(), &pass);
+        assert_eq!(c.status.phase.as_deref(), Some("Pending"));
+        assert_eq!(
+            c.assessment.outcome, None,
+            "no final outcome while undelivered"
+        );
+        let ready = conditions::get(&c.status.conditions, READY).unwrap();
+        assert_eq!(ready.reason, "DeliveryDelayed");
+        let progressing = conditions::get(&c.status.conditions, PROGRESSING).unwrap();
+        assert_eq!(
+            (progressing.status.as_str(), progressing.reason.as_str()),
+            ("True", "ClusterUnreachable")
+        );
+        assert_eq!(c.requeue, Duration::from_secs(7));
+
+        // Delivered late and rolling out: the agent's deadline runs now; the App waits for it.
+        status.observed_revision = Some("r1".into());
+        status.cluster_phase = Some("Deploying".into());
+        let observed = timing(&status, "r1", 10, at(61));
+        assert!(!must_send(&observed, false));
+        let pass = Pass {
+            timing: &observed,
+            waiting: None,
+            retry: None,
+            ..pass
+        };
+        let c = conclude(&AppStatus::default(), status, &pass);
+        assert_eq!(c.status.phase.as_deref(), Some("Deploying"));
+        assert_eq!(c.requeue, Duration::from_secs(30));
     }
 
     #[test]

@@ -4,9 +4,12 @@
 //! deployment row to PostgreSQL **before** anything is sent, and re-sends the complete desired
 //! state (`app.deploy`) with backoff until the agent reports that revision observed. While it
 //! waits, a `Progressing` condition names why (`ClusterUnreachable`, `HubUnavailable`,
-//! `AwaitingAgent`, `RollingOut`); a revision that is not running within the App's progress
-//! deadline is `Failed` with `ProgressDeadlineExceeded`. The agent's reports (written into the
-//! status by the status router) decide the phase and the deployment's outcome.
+//! `AwaitingAgent`, `RollingOut`). The progress deadline does not end the intent: a revision the
+//! cluster has not got when it passes is `DeliveryDelayed` (the `Progressing` reason still says
+//! why) and is sent on until the cluster confirms it or a newer revision supersedes it. Once the
+//! agent has the revision it judges the rollout against the same deadline, counted from when it
+//! got it; its reports (written into the status by the status router) decide the phase and the
+//! deployment's outcome, which is recorded once, when it is final.
 //!
 //! Requests that are not spec changes travel as annotations, so kubectl and REST share one path:
 //! `kubenest.io/redeploy: <token>` restarts the workloads at the same revision (once per token),

@@ -4,12 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use kube::{Resource, ResourceExt};
 use kubenest_contracts as wire;
 use kubenest_crds::names::labels;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 
 use crate::conditions::{self, PROGRESSING, READY};
+use crate::deadline;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{Placement, Unplaced};
 use crate::plane::Attempt;
@@ -25,6 +28,8 @@ pub struct Facts<'a> {
     /// The name of another project that holds this project's namespace on its cluster.
     pub owner: Option<String>,
     pub placement: Result<Placement, Unplaced>,
+    /// When this reconcile judges the project's deadline.
+    pub now: DateTime<Utc>,
 }
 
 /// What a reconcile of a live project does.
@@ -169,6 +174,7 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
         generation,
     );
     conditions::remove(&mut status.conditions, PROGRESSING);
+    status.progress = None;
     Plan::Write {
         status,
         requeue: Duration::from_secs(300),
@@ -176,39 +182,69 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     }
 }
 
-/// The status of a project waiting for its namespace after `attempt`: what the agent last
-/// reported for it, and why it waits.
-pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> ProjectStatus {
+/// The status of a project waiting for its namespace after `attempt` (and when to look again):
+/// what the agent last reported for it, why it waits, and whether its progress deadline passed: before the agent
+/// accepted the request that only names the delay (the request is still sent); after, the
+/// project is `Failed` (and still ensured, so a late namespace turns it `Ready`).
+pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> (ProjectStatus, Duration) {
     let generation = Some(facts.generation);
     let old = facts.old;
-    let mut status = old.clone();
-    let (reason, message) = attempt.waiting_or_default();
-    conditions::set(
-        &mut status.conditions,
-        PROGRESSING,
-        true,
-        &reason,
-        message.clone(),
-        generation,
+    let seconds = facts.project.spec.progress_deadline_seconds;
+    let delivered = old.ensured_generation == generation;
+    let deadline = deadline::judge(
+        old.progress.as_ref(),
+        facts.generation,
+        delivered,
+        seconds,
+        facts.now,
     );
+    let mut status = old.clone();
+    status.progress = Some(deadline.clock.clone());
+    let (reason, message) = attempt.waiting_or_default();
+    let last = if delivered {
+        match old.cluster_message.as_str() {
+            "" => "the agent accepted the request but has not reported the namespace ready".into(),
+            why => why.to_owned(),
+        }
+    } else {
+        format!("{reason}: {message}")
+    };
+    let what = format!("namespace {}", facts.project.spec.namespace);
+    let passed = deadline.passed(&what, seconds, &last);
+    let exceeded = matches!(passed, Some(("ProgressDeadlineExceeded", _)));
+    match &passed {
+        Some((late, why)) if exceeded => conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            false,
+            late,
+            why.clone(),
+            generation,
+        ),
+        _ => conditions::set(
+            &mut status.conditions,
+            PROGRESSING,
+            true,
+            &reason,
+            message.clone(),
+            generation,
+        ),
+    };
     let failed = old.cluster_phase.as_deref() == Some("Failed");
-    status.phase = if failed {
+    let there = old.cluster_phase.as_deref() == Some("Ready");
+    status.phase = if failed || (exceeded && !there) {
         ProjectPhase::Failed
-    } else if old.cluster_phase.as_deref() == Some("Ready") {
+    } else if there {
         ProjectPhase::Ready
     } else {
         ProjectPhase::Pending
     };
-    if failed {
-        conditions::set(
-            &mut status.conditions,
-            READY,
-            false,
-            "NamespaceFailed",
-            old.cluster_message.clone(),
-            generation,
-        );
-    } else if status.phase != ProjectPhase::Ready {
+    let (reason, message) = match passed {
+        _ if failed => ("NamespaceFailed".to_owned(), old.cluster_message.clone()),
+        Some((late, why)) => (late.to_owned(), why),
+        None => (reason, message),
+    };
+    if status.phase != ProjectPhase::Ready {
         conditions::set(
             &mut status.conditions,
             READY,
@@ -218,7 +254,8 @@ pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> ProjectStatus {
             generation,
         );
     }
-    status
+    let requeue = deadline::sooner(attempt.retry, deadline.at, facts.now);
+    (status, requeue.max(Duration::from_secs(1)))
 }
 
 #[cfg(test)]
@@ -257,6 +294,7 @@ mod tests {
             old: &ProjectStatus::default(),
             owner: Some("older".into()),
             placement: Ok(placement(&web)),
+            now: chrono::Utc::now(),
         };
         let Plan::Write {
             status, requeue, ..
@@ -280,6 +318,7 @@ mod tests {
             old: &ProjectStatus::default(),
             owner: None,
             placement: Err(Unplaced::ClusterNotRegistered("east".into())),
+            now: chrono::Utc::now(),
         };
         let Plan::Write {
             status, requeue, ..
@@ -331,6 +370,7 @@ mod tests {
             old: &old,
             owner: None,
             placement: Ok(placement(&web)),
+            now: chrono::Utc::now(),
         };
         let Plan::Ensure { command, .. } = decide(&facts) else {
             panic!("generation 2 was never confirmed");
@@ -341,7 +381,7 @@ mod tests {
             waiting: Some(("ClusterUnreachable".into(), "not connected".into())),
             retry: Duration::from_secs(4),
         };
-        let status = waiting(&facts, &attempt);
+        let (status, _) = waiting(&facts, &attempt);
         assert_eq!(
             status.phase,
             ProjectPhase::Ready,
@@ -355,8 +395,84 @@ mod tests {
             old: &ProjectStatus::default(),
             ..facts
         };
-        let status = waiting(&fresh, &attempt);
+        let (status, _) = waiting(&fresh, &attempt);
         assert_eq!(status.phase, ProjectPhase::Pending);
         assert_eq!(ready(&status), Some(("False", "ClusterUnreachable")));
+    }
+
+    #[test]
+    fn a_namespace_never_confirmed_fails_at_the_deadline_and_an_undelivered_one_is_delayed() {
+        let web = project("web", "shop", 200, false);
+        let key = key();
+        let start = chrono::Utc::now() - chrono::Duration::seconds(700);
+        let clock = |delivered| deadline::judge(None, 1, delivered, 600, start).clock;
+        let unreachable = Attempt {
+            waiting: Some(("ClusterUnreachable".into(), "not connected".into())),
+            retry: Duration::from_secs(4),
+        };
+        let old = ProjectStatus {
+            progress: Some(clock(false)),
+            ..Default::default()
+        };
+        let facts = Facts {
+            project: &web,
+            key: &key,
+            generation: 1,
+            old: &old,
+            owner: None,
+            placement: Ok(placement(&web)),
+            now: chrono::Utc::now(),
+        };
+        let (status, _) = waiting(&facts, &unreachable);
+        assert_eq!(
+            status.phase,
+            ProjectPhase::Pending,
+            "never final while undelivered"
+        );
+        assert_eq!(ready(&status), Some(("False", "DeliveryDelayed")));
+        assert_eq!(
+            conditions::get(&status.conditions, PROGRESSING).map(|c| c.reason.as_str()),
+            Some("ClusterUnreachable")
+        );
+
+        let accepted = ProjectStatus {
+            ensured_generation: Some(1),
+            progress: Some(clock(true)),
+            ..Default::default()
+        };
+        let routed = Attempt {
+            waiting: Some(("AwaitingAgent".into(), "requested".into())),
+            retry: Duration::from_secs(4),
+        };
+        let stuck = Facts {
+            old: &accepted,
+            ..facts
+        };
+        let (status, _) = waiting(&stuck, &routed);
+        assert_eq!(status.phase, ProjectPhase::Failed);
+        assert_eq!(ready(&status), Some(("False", "ProgressDeadlineExceeded")));
+        let why = &conditions::get(&status.conditions, READY).unwrap().message;
+        assert!(
+            why.contains("namespace shop") && why.contains("accepted"),
+            "{why}"
+        );
+        // Delivered just now after a long outage: the namespace gets its own deadline.
+        let late = ProjectStatus {
+            ensured_generation: Some(1),
+            progress: Some(clock(false)),
+            ..Default::default()
+        };
+        let fresh = Facts {
+            old: &late,
+            ..stuck
+        };
+        let (status, requeue) = waiting(&fresh, &routed);
+        assert_eq!(
+            requeue,
+            Duration::from_secs(4),
+            "the backoff, before the new deadline"
+        );
+        assert_eq!(status.phase, ProjectPhase::Pending);
+        assert!(status.progress.unwrap().delivered_at.is_some());
     }
 }

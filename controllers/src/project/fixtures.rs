@@ -15,6 +15,7 @@ pub fn project(name: &str, namespace: &str, created: i64, claimed: bool) -> Proj
             namespace: namespace.into(),
             registry_secret: None,
             members: vec![],
+            progress_deadline_seconds: 600,
         },
     );
     p.metadata.uid = Some(format!("uid-{name}"));

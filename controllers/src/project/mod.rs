@@ -1,7 +1,10 @@
 //! The Project controller: a project is one namespace on one cluster.
 //!
 //! It sends `project.ensure` (with backoff) until the agent reports the namespace `Ready` for the
-//! project's current generation; until then the project is `Pending` with a reason. Two projects
+//! project's current generation; until then the project is `Pending` with a reason. Past the
+//! spec's progress deadline ([`crate::deadline`]) that reason is `DeliveryDelayed` while the
+//! cluster has not accepted the request, and the project is `Failed` with
+//! `ProgressDeadlineExceeded` once it has but the namespace never became ready. Two projects
 //! can never share a namespace on one cluster: the older claim wins, the newer is `Failed` with
 //! `NamespaceConflict` and never touches the cluster. Deletion waits until no App or
 //! AddonInstance uses the project, then sends `project.delete` and holds a finalizer until the
@@ -24,6 +27,7 @@ use kube::runtime::watcher;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::app::App;
 use kubenest_crds::cluster::Cluster;
+use kubenest_crds::common::ProgressClock;
 use kubenest_crds::names::finalizers;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 use serde::Serialize;
@@ -45,6 +49,7 @@ use deletion::{Deletion, DeletionFacts};
 #[derive(Debug, Serialize)]
 struct Owned<'a> {
     phase: ProjectPhase,
+    progress: Option<&'a ProgressClock>,
     conditions: &'a [Condition],
 }
 
@@ -59,6 +64,7 @@ async fn write_status(
     }
     let owned = Owned {
         phase: new.phase,
+        progress: new.progress.as_ref(),
         conditions: &new.conditions,
     };
     let api = Api::<Project>::namespaced(plane.client.clone(), &key.namespace);
@@ -129,6 +135,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         old: &old,
         owner: other_owner(plane, project, key, confirmed).await?,
         placement: place(plane, project, key),
+        now: chrono::Utc::now(),
     };
     match decide::decide(&facts) {
         Plan::Write {
@@ -152,11 +159,9 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
             let attempt = plane
                 .attempt(&key.uid, &placement, command, sent, routed, previous)
                 .await;
-            let status = decide::waiting(&facts, &attempt);
+            let (status, requeue) = decide::waiting(&facts, &attempt);
             write_status(plane, key, &old, &status).await?;
-            Ok(Action::requeue(
-                attempt.retry.max(std::time::Duration::from_secs(1)),
-            ))
+            Ok(Action::requeue(requeue))
         }
     }
 }

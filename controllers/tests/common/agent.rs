@@ -25,6 +25,11 @@ pub struct Behaviour {
     pub reject_deploys: Option<(RejectReason, String, Option<String>)>,
     /// Answer `app.delete` (false: leave deletions waiting).
     pub confirm_deletes: bool,
+    /// The phase reported after accepting an `addon.apply`.
+    pub addon_phase: wire::AddonPhase,
+    /// Report a namespace `Ready` after accepting `project.ensure` (false: accept, never
+    /// confirm).
+    pub confirm_projects: bool,
 }
 
 impl Default for Behaviour {
@@ -34,6 +39,8 @@ impl Default for Behaviour {
             app_phase: AppPhase::Running,
             reject_deploys: None,
             confirm_deletes: true,
+            addon_phase: wire::AddonPhase::Ready,
+            confirm_projects: true,
         }
     }
 }
@@ -287,6 +294,9 @@ impl Agent {
         match envelope.message {
             Message::ProjectEnsure(p) => {
                 self.emit(Envelope::new(accepted));
+                if !state.behaviour.confirm_projects {
+                    return;
+                }
                 self.emit(Envelope::new(wire::ProjectStatus {
                     project_id: p.project_id,
                     namespace: p.namespace,
@@ -354,7 +364,7 @@ impl Agent {
                 self.emit(Envelope::new(wire::AddonStatus {
                     addon_id: apply.addon.addon_id,
                     observed_revision: apply.revision,
-                    phase: wire::AddonPhase::Ready,
+                    phase: state.behaviour.addon_phase,
                     message: String::new(),
                     export: None,
                     git_commit: None,

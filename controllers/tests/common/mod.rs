@@ -104,6 +104,7 @@ pub fn shared_controllers(
 }
 
 pub mod agent;
+pub mod tenant;
 
 /// A new organization named `{prefix}-<random>`, once it has its namespace; returns its name
 /// and namespace.

@@ -67,24 +67,12 @@ pub fn assess(facts: &Facts<'_>) -> Assessment {
             Some(Outcome::Failed),
         );
     }
-    let deadline = || {
-        done(
-            "Failed",
-            false,
-            "ProgressDeadlineExceeded",
-            format!(
-                "revision {revision} was not running within {}s{}",
-                facts.deadline_seconds,
-                facts
-                    .waiting
-                    .as_ref()
-                    .map(|(reason, _)| format!(" (last: {reason})"))
-                    .unwrap_or_default()
-            ),
-            Some(Outcome::Failed),
-        )
-    };
+    // Only a command the hub refuses as malformed can never be delivered: past the deadline,
+    // that fails the revision. Any other delay is not the revision's failure.
+    let undeliverable = matches!(&facts.waiting, Some(("InvalidCommand", _)));
     if facts.observed {
+        // The cluster holds the revision: the agent judges its rollout, against a deadline that
+        // runs from when it got it (a delivery delayed by an outage does not count).
         return match facts.cluster_phase {
             Some("Running") => done(
                 "Running",
@@ -110,7 +98,6 @@ pub fn assess(facts: &Facts<'_>) -> Assessment {
                 },
                 Some(Outcome::Failed),
             ),
-            _ if facts.expired => deadline(),
             _ => done(
                 "Deploying",
                 false,
@@ -122,8 +109,45 @@ pub fn assess(facts: &Facts<'_>) -> Assessment {
             ),
         };
     }
+    let last = facts
+        .waiting
+        .as_ref()
+        .map(|(reason, message)| format!(" (last: {reason}: {message})"))
+        .unwrap_or_default();
+    if facts.expired && undeliverable {
+        return done(
+            "Failed",
+            false,
+            "ProgressDeadlineExceeded",
+            format!(
+                "revision {revision} was not running within {}s{last}",
+                facts.deadline_seconds
+            ),
+            Some(Outcome::Failed),
+        );
+    }
     if facts.expired {
-        return deadline();
+        // Durable intent does not expire: the command is still derived and re-sent until the
+        // cluster confirms this revision or a newer one supersedes it.
+        let (phase, what) = if facts.accepted {
+            (
+                "Deploying",
+                "was accepted by the agent but not reported applied",
+            )
+        } else {
+            ("Pending", "was not delivered to the cluster")
+        };
+        return done(
+            phase,
+            false,
+            "DeliveryDelayed",
+            format!(
+                "revision {revision} {what} within {}s{last}; it is sent again until the \
+                 cluster confirms it",
+                facts.deadline_seconds
+            ),
+            None,
+        );
     }
     match &facts.waiting {
         Some((reason @ ("ClusterUnreachable" | "HubUnavailable" | "InvalidCommand"), message)) => {
@@ -189,19 +213,46 @@ mod tests {
     }
 
     #[test]
-    fn the_deadline_fails_a_stuck_rollout_but_not_a_settled_one() {
+    fn a_deadline_passed_before_delivery_names_the_delay_and_is_not_final() {
         let mut f = facts("r1");
         f.expired = true;
-        f.waiting = Some(("ClusterUnreachable", "x".into()));
+        f.waiting = Some(("ClusterUnreachable", "no session".into()));
+        let a = assess(&f);
+        assert_eq!((a.phase, a.reason.as_str()), ("Pending", "DeliveryDelayed"));
+        assert_eq!(a.outcome, None, "the revision is still on its way");
+        assert!(a.message.contains("ClusterUnreachable"), "{}", a.message);
+        f.accepted = true;
+        f.waiting = None;
+        let a = assess(&f);
+        assert_eq!(
+            (a.phase, a.reason.as_str()),
+            ("Deploying", "DeliveryDelayed")
+        );
+        assert_eq!(a.outcome, None);
+        f.observed = true;
+        f.cluster_phase = Some("Running");
+        assert_eq!(assess(&f).outcome, Some(Outcome::Succeeded));
+    }
+
+    #[test]
+    fn the_agent_judges_an_observed_rollout_and_only_an_invalid_command_expires() {
+        let mut f = facts("r1");
+        f.observed = true;
+        f.expired = true;
+        f.cluster_phase = Some("Deploying");
+        let a = assess(&f);
+        assert_eq!((a.phase, a.outcome), ("Deploying", None));
+        f.cluster_phase = Some("Failed");
+        assert_eq!(assess(&f).outcome, Some(Outcome::Failed));
+        let mut f = facts("r1");
+        f.expired = true;
+        f.waiting = Some(("InvalidCommand", "frame too large".into()));
         let a = assess(&f);
         assert_eq!(
             (a.phase, a.reason.as_str()),
             ("Failed", "ProgressDeadlineExceeded")
         );
-        assert!(a.message.contains("ClusterUnreachable"), "{}", a.message);
-        f.observed = true;
-        f.cluster_phase = Some("Running");
-        assert_eq!(assess(&f).phase, "Running");
+        assert_eq!(a.outcome, Some(Outcome::Failed));
     }
 
     #[test]
