@@ -18,6 +18,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
+use kubenest_domain::app::ways_out::AddonChange;
 
 /// A catalog entry.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -365,6 +366,13 @@ pub async fn patch(
         ));
     }
     check_version(body.version.as_ref())?;
+    let spec = &scoped.object.spec;
+    let changes = body
+        .version
+        .as_ref()
+        .is_some_and(|v| spec.version.as_ref() != Some(v))
+        || body.values.as_ref().is_some_and(|v| v != &spec.values);
+    super::ways_out::admit_addon(&scoped.object, AddonChange::Patch { changes })?;
     if let Some(values) = &body.values {
         let definition = definition_named(&state, &scoped.object.spec.definition)
             .await?

@@ -9,6 +9,7 @@ pub mod projects;
 pub mod session;
 pub mod stream;
 pub mod templates;
+pub mod ways_out;
 
 use std::collections::BTreeMap;
 

@@ -3,8 +3,9 @@
 //!
 //! Every change is a write to the App object; the App controller records it as a deployment
 //! and delivers it. Redeploy and rollback are annotations the controller acts on, so kubectl
-//! users have the same path. An App in `blocked_sync` refuses changes (409) until it converges
-//! again; deleting it is still allowed.
+//! users have the same path. An App that does not converge (`blocked_sync`, or `Failed`) takes
+//! only the ways out — a rollback, a change of the failing components, a pause, a delete — and
+//! refuses other changes with a 409 that lists them (`error.ways_out`).
 
 use kubenest_crds::names::finalizers;
 
@@ -15,6 +16,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
 use kubenest_crds::App;
 use kubenest_crds::app::AppSpec;
+use kubenest_domain::app::ways_out::Change;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -176,7 +178,6 @@ pub async fn patch(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
     if body.components.is_none() && body.progress_deadline_seconds.is_none() {
         return Err(ApiError::bad_request(
             "nothing to change: set components or progress_deadline_seconds",
@@ -189,6 +190,13 @@ pub async fn patch(
     if body.progress_deadline_seconds.is_some() {
         spec.progress_deadline_seconds = check_deadline(body.progress_deadline_seconds)?;
     }
+    admit(
+        &scoped.object,
+        Change::Patch {
+            before: &scoped.object.spec.components,
+            after: &spec.components,
+        },
+    )?;
     check_buildable(&state, &scoped.namespace(), &spec).await?;
     let patch = json!({"spec": {
         "components": spec.components,
