@@ -16,14 +16,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
-    org_view, patch_params, post_params,
+    IdPath, MemberBody, MemberPath, OrgPath, Scoped, actor_annotations, change_member,
+    check_dns_label, org_view, patch_params, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
+use kubenest_contracts::{Floor, Id};
 
 /// One health check.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -275,6 +276,36 @@ pub struct RotationResponse {
     pub connection_token: String,
     pub token_version: u64,
     pub helm_install_command: String,
+    /// Every hub replica confirmed, before this answer, that it refuses the old token and has
+    /// cut the session it held. `false` when a replica could not be reached from this API
+    /// server (it refuses the old token once the controllers reach it, and turns every agent
+    /// away when its floors go stale) or when this server has no hub configured.
+    pub old_token_revoked: bool,
+}
+
+/// Raises the cluster's floor to `version` on every hub replica and waits for each to confirm
+/// (the controllers' floor push would get there too, but only after their cache saw the
+/// rotation: until then the old token would still be admitted).
+async fn revoke_below(state: &AppState, scoped: &Scoped<Cluster>, version: u64) -> bool {
+    let Some(hub) = state.hub() else {
+        return false;
+    };
+    let cluster_id = scoped
+        .object
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_id.clone())
+        .unwrap_or_else(|| k8s::uid(&scoped.object));
+    let floor = Floor {
+        cluster_id: Id::new(cluster_id),
+        org_id: Id::new(scoped.org.name_any()),
+        min_token_version: version,
+    };
+    let raised = hub.raise_floors(vec![floor]).await;
+    if !raised.unconfirmed.is_empty() {
+        tracing::warn!(replicas = ?raised.unconfirmed, "hub replicas did not confirm the raised floor");
+    }
+    raised.unconfirmed.is_empty()
 }
 
 /// Rotates the cluster's token (admins).
@@ -307,6 +338,7 @@ pub async fn rotate_token(
             ),
             other => other.into(),
         })?;
+    let old_token_revoked = revoke_below(&state, &scoped, version).await;
 
     let Some((_, token)) = minted_token(&state, &api, &name, version).await? else {
         return Err(ApiError::unavailable(
@@ -322,6 +354,7 @@ pub async fn rotate_token(
         helm_install_command: install_command(&state, &token),
         connection_token: token,
         token_version: version,
+        old_token_revoked,
     }))
 }
 
