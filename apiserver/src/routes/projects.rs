@@ -7,9 +7,11 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::cluster::ClusterState;
 use kubenest_crds::project::{Project, ProjectSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 use super::{
     IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
@@ -90,6 +92,15 @@ pub async fn create(
     check_dns_label("name", &body.name)?;
     let namespace = body.namespace.clone().unwrap_or_else(|| body.name.clone());
     check_dns_label("namespace", &namespace)?;
+    // The field that named the namespace: `name` when it defaulted to it.
+    let field = if body.namespace.is_some() {
+        "namespace"
+    } else {
+        "name"
+    };
+    if let Some(reason) = kubenest_domain::names::reserved_namespace(&namespace) {
+        return Err(ApiError::invalid(field, reason));
+    }
     if let Some(secret) = &body.registry_secret {
         check_dns_label("registry_secret", secret)?;
     }
@@ -148,7 +159,52 @@ pub async fn create(
             ),
             other => other.into(),
         })?;
+    let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
+    let created = if connected {
+        confirmed(&api, created, field).await?
+    } else {
+        created
+    };
     Ok((StatusCode::CREATED, Json(response(&created, cluster.uid()))))
+}
+
+/// How long a project's creation waits for a connected cluster's agent to take its namespace.
+const CONFIRM_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (at most [`CONFIRM_WAIT`]) for the agent of a connected cluster to take or refuse the
+/// new project's namespace. A namespace that already exists on the cluster and is not
+/// kubenest's (or is another project's) is refused at the door: the project, which never owned
+/// it, is removed again and the answer is a 422 on `field` with the agent's reason. A slow
+/// agent leaves the project `Pending`, as a disconnected cluster does.
+async fn confirmed(api: &Api<Project>, created: Project, field: &str) -> ApiResult<Project> {
+    let name = created.name_any();
+    let deadline = tokio::time::Instant::now() + CONFIRM_WAIT;
+    let mut latest = created;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(project) = api.get_opt(&name).await? else {
+            break;
+        };
+        let status = project.status.clone().unwrap_or_default();
+        if status.cluster_phase.as_deref() == Some("Failed")
+            && !kubenest_domain::project::owns_namespace(&status)
+        {
+            api.delete(&name, &DeleteParams::default()).await?;
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "the cluster refused namespace {}: {}",
+                    project.spec.namespace, status.cluster_message
+                ),
+            ));
+        }
+        let ready = status.phase == kubenest_crds::project::ProjectPhase::Ready;
+        latest = project;
+        if ready {
+            break;
+        }
+    }
+    Ok(latest)
 }
 
 /// The organization's projects you have a role on.
