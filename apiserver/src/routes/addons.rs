@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::removal::{DeleteQuery, Place, RemovalResponse, force_addon, waiting_for};
 use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -456,16 +457,36 @@ pub async fn rollback(
     ))
 }
 
-/// Uninstalls a standalone addon (members).
+/// Uninstalls a standalone addon (members); the answer says what the deletion waits for.
+/// `?force=true` (admins) removes it from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "addon instance")?;
+    if query.force {
+        scoped.require(Need::Admin, "addon instance")?;
+        let mut removed = RemovalResponse::removed();
+        let place = Place {
+            org: &scoped.org,
+            project: scoped.project.as_ref(),
+            cluster: scoped.cluster.as_ref(),
+        };
+        force_addon(&state, &caller, place, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
-    Ok(StatusCode::ACCEPTED)
+    let what = format!("addon {}", scoped.object.name_any());
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting_for(
+            scoped.cluster.as_ref(),
+            &what,
+        ))),
+    ))
 }

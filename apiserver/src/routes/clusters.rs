@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::removal::{DeleteQuery, RemovalResponse, force_cluster};
 use super::{
     IdPath, MemberBody, MemberPath, OrgPath, Scoped, actor_annotations, change_member,
     check_dns_label, org_view, patch_params, post_params,
@@ -392,13 +393,21 @@ pub async fn scale(
 
 /// Deletes a cluster record (admins); refused while projects use it. The agent is not
 /// uninstalled: `helm uninstall kubenest-agent -n kubenest-system` on the cluster does that.
+/// `?force=true` removes the cluster record and every project, App and addon on it from
+/// kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "cluster")?;
+    if query.force {
+        let mut removed = RemovalResponse::removed();
+        force_cluster(&state, &caller, &scoped.org, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let name = scoped.object.name_any();
     let projects: Vec<kubenest_crds::project::Project> =
         k8s::list_in(state.client(), &scoped.namespace()).await?;
@@ -410,12 +419,19 @@ pub async fn delete(
     if !using.is_empty() {
         return Err(ApiError::conflict(
             "has_projects",
-            format!("delete its projects first: {}", using.join(", ")),
+            format!(
+                "delete its projects first: {}; if the cluster will not come back, \
+                 ?force=true removes it with everything on it from kubenest alone",
+                using.join(", ")
+            ),
         ));
     }
     let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&name, &DeleteParams::default()).await?;
-    Ok(StatusCode::ACCEPTED)
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(vec![])),
+    ))
 }
 
 /// Gives a user a role on this cluster and its projects (admins).

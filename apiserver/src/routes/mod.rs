@@ -6,6 +6,7 @@ pub mod apps;
 pub mod clusters;
 pub mod orgs;
 pub mod projects;
+pub mod removal;
 pub mod session;
 pub mod stream;
 pub mod templates;

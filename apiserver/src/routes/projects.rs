@@ -1,7 +1,7 @@
 //! Projects: one namespace on one cluster.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+use super::removal::{DeleteQuery, RemovalResponse, force_project, waiting_for};
 use super::{
     IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
     org_view, post_params,
@@ -242,14 +243,29 @@ pub async fn get(
 }
 
 /// Deletes a project and its namespace on the cluster (admins); refused while it holds apps or
-/// standalone addons.
+/// standalone addons, and the answer says what the deletion waits for. `?force=true` removes
+/// the project, its Apps and addons from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "project")?;
+    if query.force {
+        let mut removed = RemovalResponse::removed();
+        force_project(
+            &state,
+            &caller,
+            &scoped.org,
+            scoped.cluster.as_ref(),
+            &scoped.object,
+            &mut removed,
+        )
+        .await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let name = scoped.object.name_any();
     let namespace = scoped.namespace();
     let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
@@ -268,12 +284,28 @@ pub async fn delete(
     if !held.is_empty() {
         return Err(ApiError::conflict(
             "not_empty",
-            format!("delete what the project holds first: {}", held.join(", ")),
+            format!(
+                "delete what the project holds first: {}; if its cluster will not come back, \
+                 ?force=true removes the project with everything in it from kubenest alone",
+                held.join(", ")
+            ),
         ));
     }
     let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
     api.delete(&name, &DeleteParams::default()).await?;
-    Ok(StatusCode::ACCEPTED)
+    let status = scoped.object.status.clone().unwrap_or_default();
+    // A namespace the agent never took (it refused it) is not waited for.
+    let owned = kubenest_domain::project::owns_namespace(&status);
+    let waiting = if owned {
+        let what = format!("namespace {}", scoped.object.spec.namespace);
+        waiting_for(scoped.cluster.as_ref(), &what)
+    } else {
+        vec![]
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting)),
+    ))
 }
 
 /// Gives a user a role on this project (admins).

@@ -10,7 +10,7 @@
 use kubenest_crds::names::finalizers;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
@@ -21,6 +21,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::removal::{DeleteQuery, Place, RemovalResponse, force_app, waiting_for};
 use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -205,14 +206,27 @@ pub async fn patch(
     write(&state, &caller, &scoped, patch).await
 }
 
-/// Deletes an App and everything it runs on its cluster (members).
+/// Deletes an App and everything it runs on its cluster (members); the answer says what the
+/// deletion waits for. `?force=true` (admins) removes it from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
+    if query.force {
+        scoped.require(Need::Admin, "app")?;
+        let mut removed = RemovalResponse::removed();
+        let place = Place {
+            org: &scoped.org,
+            project: scoped.project.as_ref(),
+            cluster: scoped.cluster.as_ref(),
+        };
+        force_app(&state, &caller, place, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
     // Who asked is recorded before the delete, for the history's delete row.
     let patch = json!({"metadata": {"annotations": actor_annotations(&caller)}});
@@ -224,5 +238,12 @@ pub async fn delete(
     .await?;
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
-    Ok(StatusCode::ACCEPTED)
+    let what = format!("app {}", scoped.object.name_any());
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting_for(
+            scoped.cluster.as_ref(),
+            &what,
+        ))),
+    ))
 }
