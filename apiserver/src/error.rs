@@ -1,5 +1,5 @@
-//! The one error shape of the API: `{"error": {"code", "message", "field"?}}` with a status
-//! that says who is at fault, and the request id in the `x-request-id` header.
+//! The one error shape of the API: `{"error": {"code", "message", "field"?, "ways_out"?}}` with
+//! a status that says who is at fault, and the request id in the `x-request-id` header.
 
 use aide::OperationOutput;
 use aide::generate::GenContext;
@@ -29,6 +29,37 @@ pub struct ErrorDetail {
     /// The offending field as a dotted path, when one field is at fault.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// On a 409 for an App or addon that does not converge: the requests that are still
+    /// allowed, each ready to send.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ways_out: Option<Vec<WayOut>>,
+}
+
+/// What a way out of a non-converging App or addon does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WayOutAction {
+    /// Restore any recorded deployment (App) or revision (addon).
+    Rollback,
+    /// Change what fails: for an App, one of `components`; for an addon, its version or values.
+    Patch,
+    /// Scale every workload to zero, keeping the spec (Apps).
+    Pause,
+    Delete,
+}
+
+/// A request that is always allowed on an App or addon that does not converge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct WayOut {
+    pub action: WayOutAction,
+    /// `POST`, `PATCH` or `DELETE`.
+    pub method: &'static str,
+    /// The request's path, e.g. `/api/v1/apps/{id}/rollback`.
+    pub path: String,
+    /// For an App's `patch`: the failing components; a change that touches none of them is
+    /// refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
 }
 
 /// An error response.
@@ -40,6 +71,7 @@ pub struct ApiError {
     pub field: Option<String>,
     /// Seconds, for 429 and 503.
     pub retry_after: Option<u64>,
+    pub ways_out: Option<Vec<WayOut>>,
 }
 
 /// Results of handlers.
@@ -53,6 +85,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             retry_after: None,
+            ways_out: None,
         }
     }
 
@@ -96,6 +129,15 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
+    /// The object does not converge and the operation would pile onto that; `ways_out` are the
+    /// requests that remain allowed.
+    pub fn stuck(code: &'static str, message: impl Into<String>, ways_out: Vec<WayOut>) -> Self {
+        Self {
+            ways_out: Some(ways_out),
+            ..Self::conflict(code, message)
+        }
+    }
+
     pub fn too_many(message: impl Into<String>, retry_after: u64) -> Self {
         Self {
             retry_after: Some(retry_after),
@@ -129,6 +171,7 @@ impl IntoResponse for ApiError {
                 code: self.code,
                 message: self.message,
                 field: self.field,
+                ways_out: self.ways_out,
             },
         };
         let mut response = (self.status, Json(body)).into_response();

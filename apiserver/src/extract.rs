@@ -41,6 +41,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                     message: "the body is larger than this endpoint takes".into(),
                     field: None,
                     retry_after: None,
+                    ways_out: None,
                 }
             } else {
                 ApiError::bad_request(e.body_text())

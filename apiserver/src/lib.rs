@@ -193,7 +193,8 @@ fn document() -> OpenApi {
             description: Some(
                 "Organizations, clusters, projects, apps, addons and stack templates on many \
                  Kubernetes clusters. Errors are `{\"error\": {\"code\", \"message\", \
-                 \"field\"}}`."
+                 \"field\"}}`; a 409 for an App or addon that does not converge also lists \
+                 `ways_out`, the requests that remain allowed."
                     .into(),
             ),
             ..Info::default()

@@ -1,6 +1,7 @@
 //! Builds the shared state from configuration: connects PostgreSQL (running the migrations),
 //! creates the bootstrap administrator, starts the id index, the event stream and, when hub
-//! replicas are configured, the hub session used for component secrets.
+//! replicas are configured, the hub session used for component secrets and for raising a
+//! cluster's revocation floor when its token is rotated.
 
 use std::sync::Arc;
 
@@ -70,6 +71,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         tracing::info!(%user, "bootstrap administrator created");
     }
     let tokens = AccessTokens::from_pem(&config.signing_key_pem, config.issuer.clone())?;
+    let mut hub_client = None;
     let secrets = match config.hub {
         Some(hub) => {
             let leases: Api<Lease> = Api::namespaced(config.client.clone(), &hub.session_namespace);
@@ -82,6 +84,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
                 shutdown.clone(),
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+            hub_client = Some(client.clone());
             Secrets::start(client, statuses)
         }
         None => Secrets::disabled(),
@@ -103,6 +106,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         index,
         limits: Limits::new(config.limits),
         secrets,
+        hub: hub_client,
         events,
         settings: config.settings,
     }))

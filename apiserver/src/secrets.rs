@@ -128,6 +128,7 @@ impl Secrets {
                         .into(),
                     field: None,
                     retry_after: None,
+                    ways_out: None,
                 }),
             }
         }

@@ -44,6 +44,8 @@ pub struct Inner {
     pub index: Arc<Index>,
     pub limits: Limits,
     pub secrets: Secrets,
+    /// The hub replicas, when configured: a token rotation raises the floor on each itself.
+    pub hub: Option<kubenest_hub_client::HubClient>,
     pub events: Events,
     pub settings: Settings,
 }
@@ -87,6 +89,10 @@ impl AppState {
 
     pub fn secrets(&self) -> &Secrets {
         &self.0.secrets
+    }
+
+    pub fn hub(&self) -> Option<&kubenest_hub_client::HubClient> {
+        self.0.hub.as_ref()
     }
 
     pub fn events(&self) -> &Events {

@@ -465,7 +465,6 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
             format!("/api/v1/apps/{id}"),
             Some(json!({"progress_deadline_seconds": 60})),
         ),
-        (Method::POST, format!("/api/v1/apps/{id}/pause"), None),
         (Method::POST, format!("/api/v1/apps/{id}/redeploy"), None),
     ] {
         let (status, answer) = admin.call(method.clone(), &path, body).await;

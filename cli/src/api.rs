@@ -18,12 +18,15 @@ const REFRESH_COOKIE: &str = "kubenest_refresh";
 /// An answer other than 2xx, in the API's words.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("{status} {code}: {message}{}", field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default())]
+    #[error("{status} {code}: {message}{}{}", field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default(), ways(ways_out))]
     Status {
         status: u16,
         code: String,
         message: String,
         field: Option<String>,
+        /// For an App or addon that does not converge: the requests still allowed
+        /// (`METHOD path`, with the components a patch must touch).
+        ways_out: Vec<String>,
     },
     #[error("cannot reach the kubenest API at {base}: {source}")]
     Transport {
@@ -292,6 +295,10 @@ impl Client {
                 .map(str::to_owned)
                 .unwrap_or_else(|| value.to_string()),
             field: error["field"].as_str().map(str::to_owned),
+            ways_out: error["ways_out"]
+                .as_array()
+                .map(|ways| ways.iter().map(way_out).collect())
+                .unwrap_or_default(),
         })
     }
 
@@ -301,6 +308,28 @@ impl Client {
             source,
         }
     }
+}
+
+/// One of an error's `ways_out` as `action: METHOD path` (and the components a patch touches).
+fn way_out(way: &Value) -> String {
+    let text = |key: &str| way[key].as_str().unwrap_or_default().to_owned();
+    let components: Vec<&str> = way["components"]
+        .as_array()
+        .map(|c| c.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut line = format!("{}: {} {}", text("action"), text("method"), text("path"));
+    if !components.is_empty() {
+        line.push_str(&format!(" (change {})", components.join(", ")));
+    }
+    line
+}
+
+/// The ways out as lines after an error's message.
+fn ways(ways_out: &[String]) -> String {
+    ways_out
+        .iter()
+        .map(|w| format!("\n  way out: {w}"))
+        .collect()
 }
 
 fn access_token(value: &Value) -> String {

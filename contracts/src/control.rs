@@ -69,6 +69,18 @@ pub struct FloorsUpdate {
     pub floors: Vec<Floor>,
 }
 
+/// The hub applied a `floors.snapshot` part or a `floors.update` (its envelope's
+/// `correlation_id` is that frame's `id`): from now on this replica admits no token below those
+/// floors, and the sessions they revoke are being closed. A backend that must know revocation
+/// took effect (a token rotation answering its caller) waits for this from every replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FloorsApplied {
+    /// The `id` of the floors frame applied.
+    pub frame_id: Uuid,
+    /// How many live sessions the floors revoked on this replica.
+    pub sessions_cut: u32,
+}
+
 /// What kind of error a peer made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]

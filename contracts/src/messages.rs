@@ -109,6 +109,7 @@ catalog! {
     "route.nack" => RouteNack(RouteNack), Control;
     "floors.snapshot" => FloorsSnapshot(FloorsSnapshot), Control;
     "floors.update" => FloorsUpdate(FloorsUpdate), Control;
+    "floors.applied" => FloorsApplied(FloorsApplied), Control;
     "error" => Error(ErrorFrame), Control;
 }
 

@@ -13,7 +13,8 @@
 //!   App's state from what the agent reported ([`app::assess`]).
 //! - [`template`]: StackTemplate slots, instantiation into an App spec, export and import.
 //! - [`actor`]: who made a change, from managed fields and the REST facade's annotation.
-//! - [`names`]: naming rules (DNS labels, an organization's namespace).
+//! - [`names`]: naming rules (DNS labels, an organization's namespace, reserved namespaces).
+//! - [`project`]: whether a project's namespace is its own.
 //!
 //! # What does not
 //!
@@ -24,4 +25,5 @@
 pub mod actor;
 pub mod app;
 pub mod names;
+pub mod project;
 pub mod template;

@@ -32,9 +32,48 @@ pub fn is_dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// The namespace the agent runs in (its chart's default), never a project's.
+pub const AGENT_NAMESPACE: &str = "kubenest-system";
+
+/// Why a project may not use `namespace` on any cluster, if it may not: Kubernetes' own
+/// namespaces (`default`, `kube-*`) and the agent's exist on every cluster and are not
+/// kubenest's to hand out (the agent would refuse them, and deleting the project must never
+/// take them down).
+pub fn reserved_namespace(namespace: &str) -> Option<String> {
+    if namespace == "default" || namespace.starts_with("kube-") {
+        return Some(format!(
+            "namespace {namespace} belongs to Kubernetes on every cluster; a project needs a \
+             namespace of its own"
+        ));
+    }
+    if namespace == AGENT_NAMESPACE {
+        return Some(format!(
+            "namespace {namespace} is where the kubenest agent runs; a project needs a \
+             namespace of its own"
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kubernetes_and_agent_namespaces_are_reserved() {
+        for reserved in [
+            "default",
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "kubenest-system",
+        ] {
+            assert!(reserved_namespace(reserved).is_some(), "{reserved}");
+        }
+        for free in ["shop", "kubes", "default-shop", "kubenest"] {
+            assert_eq!(reserved_namespace(free), None, "{free}");
+        }
+    }
 
     #[test]
     fn an_organization_namespace_is_prefixed_and_stays_a_label() {

@@ -15,7 +15,8 @@ use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kubenest_contracts::{
-    Direction, Envelope, Floor, FloorsSnapshot, Id, Message, NackReason, TokenSigner, Validator,
+    Direction, Envelope, Floor, FloorsSnapshot, FloorsUpdate, Id, Message, NackReason, TokenSigner,
+    Validator,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as Ws;
@@ -53,6 +54,15 @@ pub enum DispatchError {
     Kube(String),
 }
 
+/// Which replicas confirmed a raise of floors ([`HubClient::raise_floors`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FloorsRaised {
+    /// Replicas that applied the floors: they refuse the old tokens from now on.
+    pub confirmed: Vec<String>,
+    /// Replicas not reached, or that did not confirm in time.
+    pub unconfirmed: Vec<String>,
+}
+
 /// Where the replicas are and how to find a cluster's replica.
 pub struct HubClientConfig {
     /// `ws(s)://host:port/v1/connect` of every replica.
@@ -84,6 +94,8 @@ impl std::fmt::Debug for HubClient {
 }
 
 struct Inner {
+    /// Every replica this client keeps a session to.
+    urls: Vec<String>,
     sessions: Mutex<HashMap<String, mpsc::Sender<String>>>,
     pending: Mutex<HashMap<Uuid, oneshot::Sender<Message>>>,
     /// `None` until the controllers have computed the floors once: an empty snapshot would tell
@@ -151,6 +163,7 @@ impl HubClient {
     ) -> Result<(Self, mpsc::Receiver<Envelope>), DispatchError> {
         let validator = Validator::shared().map_err(|e| DispatchError::Invalid(e.to_string()))?;
         let inner = Arc::new(Inner {
+            urls: config.urls.clone(),
             sessions: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             floors: Mutex::new(None),
@@ -181,6 +194,53 @@ impl HubClient {
                 let _ = sender.try_send(frame.clone());
             }
         }
+    }
+
+    /// Raises floors on every replica at once (a rotated token) and waits until each replica
+    /// confirms it applied them: from then on it refuses the old tokens and has closed the
+    /// sessions they held. Floors never go down on a replica, so a snapshot the controllers
+    /// computed before the change cannot undo it. A replica this client is not connected to
+    /// (within [`ACK_TIMEOUT`]) or that does not confirm in time is reported unconfirmed.
+    pub async fn raise_floors(&self, floors: Vec<Floor>) -> FloorsRaised {
+        let attempts = self.inner.urls.iter().map(|url| {
+            let floors = floors.clone();
+            async move { (url.clone(), self.raise_on(url, floors).await) }
+        });
+        let mut raised = FloorsRaised::default();
+        for (url, confirmed) in futures::future::join_all(attempts).await {
+            if confirmed {
+                raised.confirmed.push(url);
+            } else {
+                raised.unconfirmed.push(url);
+            }
+        }
+        raised
+    }
+
+    async fn raise_on(&self, url: &str, floors: Vec<Floor>) -> bool {
+        let deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        let sender = loop {
+            if let Some(sender) = self.inner.sessions().get(url).cloned() {
+                break sender;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let frame = Envelope::new(FloorsUpdate { floors });
+        let Ok(text) = self.inner.validator.encode(&frame) else {
+            return false;
+        };
+        let (tx, rx) = oneshot::channel();
+        self.inner.pending().insert(frame.id, tx);
+        let confirmed = sender.send(text).await.is_ok()
+            && matches!(
+                tokio::time::timeout_at(deadline, rx).await,
+                Ok(Ok(Message::FloorsApplied(_)))
+            );
+        self.inner.pending().remove(&frame.id);
+        confirmed
     }
 
     /// Changes after every (re)connection to a replica: whoever keeps state derived from the
@@ -376,7 +436,12 @@ async fn serve(
                     continue;
                 }
                 match (envelope.message, envelope.correlation_id) {
-                    (message @ (Message::RouteAck(_) | Message::RouteNack(_)), Some(id)) => {
+                    (
+                        message @ (Message::RouteAck(_)
+                        | Message::RouteNack(_)
+                        | Message::FloorsApplied(_)),
+                        Some(id),
+                    ) => {
                         if let Some(waiter) = inner.pending().remove(&id) {
                             let _ = waiter.send(message);
                         }

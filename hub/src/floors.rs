@@ -1,6 +1,10 @@
 //! Revocation floors: for every registered cluster, its organization and the lowest token
 //! version the hub still admits. Pushed by the controllers; held in memory only.
 //!
+//! A floor never goes down: token versions only ever rise, and a floor raised directly (by the
+//! REST facade rotating a token) must not be undone by a snapshot the controllers computed from
+//! a cache that has not seen the rotation yet.
+//!
 //! A replica that has no complete snapshot, or whose snapshot is older than the freshness window,
 //! refuses every agent with 503: admitting agents unverified after a (predictable) restart would
 //! give an attacker a window to aim for. Controllers therefore re-send the snapshot periodically.
@@ -140,7 +144,10 @@ impl Floors {
         let complete = state.pending.take().map(|p| p.floors).unwrap_or_default();
         let new: HashMap<Id, Floor> = complete
             .into_iter()
-            .map(|f| (f.cluster_id.clone(), f))
+            .map(|f| {
+                let kept = never_lower(state.floors.get(&f.cluster_id), f);
+                (kept.cluster_id.clone(), kept)
+            })
             .collect();
         let mut affected: Vec<Id> = state
             .floors
@@ -168,12 +175,26 @@ impl Floors {
             {
                 affected.push(floor.cluster_id.clone());
             }
-            state.floors.insert(floor.cluster_id.clone(), floor);
+            let kept = never_lower(state.floors.get(&floor.cluster_id), floor);
+            state.floors.insert(kept.cluster_id.clone(), kept);
         }
         if state.fresh_at.is_some() {
             state.fresh_at = Some(Instant::now());
         }
         affected
+    }
+}
+
+/// `new`, but never below the version `old` already required of the same organization's cluster.
+fn never_lower(old: Option<&Floor>, new: Floor) -> Floor {
+    match old {
+        Some(old) if old.org_id == new.org_id && old.min_token_version > new.min_token_version => {
+            Floor {
+                min_token_version: old.min_token_version,
+                ..new
+            }
+        }
+        _ => new,
     }
 }
 
@@ -268,6 +289,38 @@ mod tests {
             vec![Id::from("c2")],
             "a cluster gone from the snapshot is cut"
         );
+    }
+
+    #[test]
+    fn a_floor_never_goes_down_for_the_same_organization() {
+        let floors = Floors::new(Duration::from_secs(60));
+        let (c1, acme) = (Id::from("c1"), Id::from("acme"));
+        floors
+            .apply_snapshot(snapshot(Uuid::new_v4(), 1, 1, vec![floor("c1", "acme", 1)]))
+            .unwrap();
+        // The REST facade raised it; a snapshot from a cache behind that change follows.
+        assert_eq!(
+            floors.apply_update(FloorsUpdate {
+                floors: vec![floor("c1", "acme", 2)]
+            }),
+            vec![c1.clone()]
+        );
+        let affected = floors
+            .apply_snapshot(snapshot(Uuid::new_v4(), 1, 1, vec![floor("c1", "acme", 1)]))
+            .unwrap();
+        assert!(affected.is_empty(), "{affected:?}");
+        assert!(matches!(
+            floors.admit(&c1, &acme, 1),
+            Err(Refusal::Forbidden(_))
+        ));
+        floors.apply_update(FloorsUpdate {
+            floors: vec![floor("c1", "acme", 1)],
+        });
+        assert!(
+            !floors.permits(&c1, &acme, 1),
+            "an update does not lower it either"
+        );
+        assert_eq!(floors.admit(&c1, &acme, 2), Ok(()));
     }
 
     #[test]

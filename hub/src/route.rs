@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use axum::extract::ws::Utf8Bytes;
 use kubenest_contracts::{
-    Checked, Direction, Envelope, ErrorCode, ErrorFrame, FrameError, Id, Identity, Message,
-    NackReason, RouteAck, RouteNack,
+    Checked, Direction, Envelope, ErrorCode, ErrorFrame, FloorsApplied, FrameError, Id, Identity,
+    Message, NackReason, RouteAck, RouteNack,
 };
 use uuid::Uuid;
 
@@ -266,6 +266,7 @@ fn apply_control(hub: &Hub, peer: &Peer, envelope: Envelope) {
             );
         }
     };
+    let mut cut = 0u32;
     for cluster_id in affected {
         if let Some(agent) = hub.sessions.agent(&cluster_id)
             && !hub
@@ -274,6 +275,18 @@ fn apply_control(hub: &Hub, peer: &Peer, envelope: Envelope) {
         {
             tracing::info!(%cluster_id, "cutting session: token revoked");
             agent.outbox.close(close::REVOKED, "cluster token revoked");
+            cut = cut.saturating_add(1);
         }
     }
+    // Admission reads the floors just written, and the revoked sessions' close is queued: the
+    // backend may tell its caller the old token is dead on this replica.
+    let applied = FloorsApplied {
+        frame_id: envelope.id,
+        sessions_cut: cut,
+    };
+    reply(
+        hub,
+        &peer.outbox,
+        Envelope::new(applied).replying_to(envelope.id),
+    );
 }

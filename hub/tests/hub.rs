@@ -226,6 +226,36 @@ async fn raising_a_floor_cuts_the_live_session_within_a_second() {
 }
 
 #[tokio::test]
+async fn a_floors_update_is_acknowledged_once_the_old_token_is_refused_and_its_session_cut() {
+    let mut s = setup(&[]).await;
+    let update = floors_update(vec![floor("c1", "acme", 2)]);
+    s.backend.send(&update).await;
+    let applied = s.backend.applied(&update).await;
+    assert_eq!(applied.sessions_cut, 1);
+    // No wait between the acknowledgement and the attempt: the floor is already in force.
+    let refused = try_connect(
+        &s.hub.url,
+        Some(AGENT),
+        Some(&s.keys.cluster("c1", "acme", 1)),
+    )
+    .await;
+    assert_eq!(refused.err().unwrap().status, 403);
+    assert_eq!(s.agent.closed(Duration::from_secs(5)).await, Some(4003));
+
+    // A snapshot computed before the rotation does not lower the floor again.
+    let stale = floors_snapshot(vec![floor("c1", "acme", 1), floor("c2", "globex", 1)]);
+    s.backend.send(&stale).await;
+    assert_eq!(s.backend.applied(&stale).await.sessions_cut, 0);
+    let refused = try_connect(
+        &s.hub.url,
+        Some(AGENT),
+        Some(&s.keys.cluster("c1", "acme", 1)),
+    )
+    .await;
+    assert_eq!(refused.err().unwrap().status, 403);
+}
+
+#[tokio::test]
 async fn a_second_session_of_a_cluster_replaces_the_first() {
     let mut s = setup(&[]).await;
     let mut newer = connect(&s.hub.url, AGENT, &s.keys.cluster("c1", "acme", 1)).await;

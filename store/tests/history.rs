@@ -299,3 +299,31 @@ async fn the_audit_log_is_per_organization_newest_first() {
         .collect();
     assert_eq!(acme, ["app.rollback", "app.create"]);
 }
+
+#[tokio::test]
+async fn a_delete_removed_by_force_ends_forced_and_stays_so() {
+    let h = history("hist_forced").await;
+    let mut new = deployment(
+        "app9/delete",
+        "acme",
+        "app9",
+        None,
+        json!({"image": "web:1"}),
+    );
+    new.operation = Operation::Delete;
+    let (row, _) = h.record_deployment(&new).await.unwrap();
+    let forced = h
+        .finish_deployment("acme", row.id, DeploymentStatus::Forced, "removed by force")
+        .await
+        .unwrap();
+    assert_eq!(forced.status, DeploymentStatus::Forced);
+    assert_eq!(
+        h.app_history("acme", "app9", 10).await.unwrap()[0].status,
+        DeploymentStatus::Forced
+    );
+    assert!(matches!(
+        h.finish_deployment("acme", row.id, DeploymentStatus::Succeeded, "late")
+            .await,
+        Err(StoreError::InvalidTransition(_))
+    ));
+}

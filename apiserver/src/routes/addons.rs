@@ -12,12 +12,14 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::removal::{DeleteQuery, Place, RemovalResponse, force_addon, waiting_for};
 use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
+use kubenest_domain::app::ways_out::AddonChange;
 
 /// A catalog entry.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -366,6 +368,13 @@ pub async fn patch(
         ));
     }
     check_version(body.version.as_ref())?;
+    let spec = &scoped.object.spec;
+    let changes = body
+        .version
+        .as_ref()
+        .is_some_and(|v| spec.version.as_ref() != Some(v))
+        || body.values.as_ref().is_some_and(|v| v != &spec.values);
+    super::ways_out::admit_addon(&scoped.object, AddonChange::Patch { changes })?;
     if let Some(values) = &body.values {
         let definition = definition_named(&state, &scoped.object.spec.definition)
             .await?
@@ -449,16 +458,36 @@ pub async fn rollback(
     ))
 }
 
-/// Uninstalls a standalone addon (members).
+/// Uninstalls a standalone addon (members); the answer says what the deletion waits for.
+/// `?force=true` (admins) removes it from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "addon instance")?;
+    if query.force {
+        scoped.require(Need::Admin, "addon instance")?;
+        let mut removed = RemovalResponse::removed();
+        let place = Place {
+            org: &scoped.org,
+            project: scoped.project.as_ref(),
+            cluster: scoped.cluster.as_ref(),
+        };
+        force_addon(&state, &caller, place, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
-    Ok(StatusCode::ACCEPTED)
+    let what = format!("addon {}", scoped.object.name_any());
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting_for(
+            scoped.cluster.as_ref(),
+            &what,
+        ))),
+    ))
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
@@ -15,15 +15,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::removal::{DeleteQuery, RemovalResponse, force_cluster};
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
-    org_view, patch_params, post_params,
+    IdPath, MemberBody, MemberPath, OrgPath, Scoped, actor_annotations, change_member,
+    check_dns_label, org_view, patch_params, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
+use kubenest_contracts::{Floor, Id};
 
 /// One health check.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -275,6 +277,36 @@ pub struct RotationResponse {
     pub connection_token: String,
     pub token_version: u64,
     pub helm_install_command: String,
+    /// Every hub replica confirmed, before this answer, that it refuses the old token and has
+    /// cut the session it held. `false` when a replica could not be reached from this API
+    /// server (it refuses the old token once the controllers reach it, and turns every agent
+    /// away when its floors go stale) or when this server has no hub configured.
+    pub old_token_revoked: bool,
+}
+
+/// Raises the cluster's floor to `version` on every hub replica and waits for each to confirm
+/// (the controllers' floor push would get there too, but only after their cache saw the
+/// rotation: until then the old token would still be admitted).
+async fn revoke_below(state: &AppState, scoped: &Scoped<Cluster>, version: u64) -> bool {
+    let Some(hub) = state.hub() else {
+        return false;
+    };
+    let cluster_id = scoped
+        .object
+        .status
+        .as_ref()
+        .and_then(|s| s.cluster_id.clone())
+        .unwrap_or_else(|| k8s::uid(&scoped.object));
+    let floor = Floor {
+        cluster_id: Id::new(cluster_id),
+        org_id: Id::new(scoped.org.name_any()),
+        min_token_version: version,
+    };
+    let raised = hub.raise_floors(vec![floor]).await;
+    if !raised.unconfirmed.is_empty() {
+        tracing::warn!(replicas = ?raised.unconfirmed, "hub replicas did not confirm the raised floor");
+    }
+    raised.unconfirmed.is_empty()
 }
 
 /// Rotates the cluster's token (admins).
@@ -307,6 +339,7 @@ pub async fn rotate_token(
             ),
             other => other.into(),
         })?;
+    let old_token_revoked = revoke_below(&state, &scoped, version).await;
 
     let Some((_, token)) = minted_token(&state, &api, &name, version).await? else {
         return Err(ApiError::unavailable(
@@ -322,6 +355,7 @@ pub async fn rotate_token(
         helm_install_command: install_command(&state, &token),
         connection_token: token,
         token_version: version,
+        old_token_revoked,
     }))
 }
 
@@ -359,13 +393,21 @@ pub async fn scale(
 
 /// Deletes a cluster record (admins); refused while projects use it. The agent is not
 /// uninstalled: `helm uninstall kubenest-agent -n kubenest-system` on the cluster does that.
+/// `?force=true` removes the cluster record and every project, App and addon on it from
+/// kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "cluster")?;
+    if query.force {
+        let mut removed = RemovalResponse::removed();
+        force_cluster(&state, &caller, &scoped.org, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let name = scoped.object.name_any();
     let projects: Vec<kubenest_crds::project::Project> =
         k8s::list_in(state.client(), &scoped.namespace()).await?;
@@ -377,12 +419,19 @@ pub async fn delete(
     if !using.is_empty() {
         return Err(ApiError::conflict(
             "has_projects",
-            format!("delete its projects first: {}", using.join(", ")),
+            format!(
+                "delete its projects first: {}; if the cluster will not come back, \
+                 ?force=true removes it with everything on it from kubenest alone",
+                using.join(", ")
+            ),
         ));
     }
     let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&name, &DeleteParams::default()).await?;
-    Ok(StatusCode::ACCEPTED)
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(vec![])),
+    ))
 }
 
 /// Gives a user a role on this cluster and its projects (admins).

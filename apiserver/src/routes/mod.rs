@@ -6,9 +6,11 @@ pub mod apps;
 pub mod clusters;
 pub mod orgs;
 pub mod projects;
+pub mod removal;
 pub mod session;
 pub mod stream;
 pub mod templates;
+pub mod ways_out;
 
 use std::collections::BTreeMap;
 

@@ -1,16 +1,19 @@
 //! Projects: one namespace on one cluster.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::cluster::ClusterState;
 use kubenest_crds::project::{Project, ProjectSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
+use super::removal::{DeleteQuery, RemovalResponse, force_project, waiting_for};
 use super::{
     IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
     org_view, post_params,
@@ -90,6 +93,15 @@ pub async fn create(
     check_dns_label("name", &body.name)?;
     let namespace = body.namespace.clone().unwrap_or_else(|| body.name.clone());
     check_dns_label("namespace", &namespace)?;
+    // The field that named the namespace: `name` when it defaulted to it.
+    let field = if body.namespace.is_some() {
+        "namespace"
+    } else {
+        "name"
+    };
+    if let Some(reason) = kubenest_domain::names::reserved_namespace(&namespace) {
+        return Err(ApiError::invalid(field, reason));
+    }
     if let Some(secret) = &body.registry_secret {
         check_dns_label("registry_secret", secret)?;
     }
@@ -149,7 +161,52 @@ pub async fn create(
             ),
             other => other.into(),
         })?;
+    let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
+    let created = if connected {
+        confirmed(&api, created, field).await?
+    } else {
+        created
+    };
     Ok((StatusCode::CREATED, Json(response(&created, cluster.uid()))))
+}
+
+/// How long a project's creation waits for a connected cluster's agent to take its namespace.
+const CONFIRM_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (at most [`CONFIRM_WAIT`]) for the agent of a connected cluster to take or refuse the
+/// new project's namespace. A namespace that already exists on the cluster and is not
+/// kubenest's (or is another project's) is refused at the door: the project, which never owned
+/// it, is removed again and the answer is a 422 on `field` with the agent's reason. A slow
+/// agent leaves the project `Pending`, as a disconnected cluster does.
+async fn confirmed(api: &Api<Project>, created: Project, field: &str) -> ApiResult<Project> {
+    let name = created.name_any();
+    let deadline = tokio::time::Instant::now() + CONFIRM_WAIT;
+    let mut latest = created;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(project) = api.get_opt(&name).await? else {
+            break;
+        };
+        let status = project.status.clone().unwrap_or_default();
+        if status.cluster_phase.as_deref() == Some("Failed")
+            && !kubenest_domain::project::owns_namespace(&status)
+        {
+            api.delete(&name, &DeleteParams::default()).await?;
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "the cluster refused namespace {}: {}",
+                    project.spec.namespace, status.cluster_message
+                ),
+            ));
+        }
+        let ready = status.phase == kubenest_crds::project::ProjectPhase::Ready;
+        latest = project;
+        if ready {
+            break;
+        }
+    }
+    Ok(latest)
 }
 
 /// The organization's projects you have a role on.
@@ -187,14 +244,29 @@ pub async fn get(
 }
 
 /// Deletes a project and its namespace on the cluster (admins); refused while it holds apps or
-/// standalone addons.
+/// standalone addons, and the answer says what the deletion waits for. `?force=true` removes
+/// the project, its Apps and addons from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "project")?;
+    if query.force {
+        let mut removed = RemovalResponse::removed();
+        force_project(
+            &state,
+            &caller,
+            &scoped.org,
+            scoped.cluster.as_ref(),
+            &scoped.object,
+            &mut removed,
+        )
+        .await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let name = scoped.object.name_any();
     let namespace = scoped.namespace();
     let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
@@ -213,12 +285,28 @@ pub async fn delete(
     if !held.is_empty() {
         return Err(ApiError::conflict(
             "not_empty",
-            format!("delete what the project holds first: {}", held.join(", ")),
+            format!(
+                "delete what the project holds first: {}; if its cluster will not come back, \
+                 ?force=true removes the project with everything in it from kubenest alone",
+                held.join(", ")
+            ),
         ));
     }
     let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
     api.delete(&name, &DeleteParams::default()).await?;
-    Ok(StatusCode::ACCEPTED)
+    let status = scoped.object.status.clone().unwrap_or_default();
+    // A namespace the agent never took (it refused it) is not waited for.
+    let owned = kubenest_domain::project::owns_namespace(&status);
+    let waiting = if owned {
+        let what = format!("namespace {}", scoped.object.spec.namespace);
+        waiting_for(scoped.cluster.as_ref(), &what)
+    } else {
+        vec![]
+    };
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting)),
+    ))
 }
 
 /// Gives a user a role on this project (admins).

@@ -21,7 +21,14 @@ pub enum ClustersCommand {
     /// Mint a new connection token; the agent's current session is cut.
     RotateToken { cluster: String },
     /// Delete a cluster (refused while projects use it).
-    Delete { cluster: String },
+    Delete {
+        cluster: String,
+        /// Admins: remove the cluster and every project, App and addon on it from kubenest
+        /// now, without its agent (for a cluster that will not come back); prints what may be
+        /// left on it.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// The id of `cluster` (an id, or a name in the organization).
@@ -99,10 +106,21 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
                 .await?;
             global.print(&rotation, registration_table);
         }
-        ClustersCommand::Delete { cluster } => {
+        ClustersCommand::Delete { cluster, force } => {
             let id = resolve(global, &mut client, &cluster).await?;
-            let answer = client.delete(&format!("/api/v1/clusters/{id}")).await?;
-            global.done(&answer, &format!("cluster {cluster} deleted"));
+            let (path, head) = if force {
+                (
+                    format!("/api/v1/clusters/{id}?force=true"),
+                    format!("cluster {cluster} removed from kubenest"),
+                )
+            } else {
+                (
+                    format!("/api/v1/clusters/{id}"),
+                    format!("cluster {cluster} deleted"),
+                )
+            };
+            let answer = client.delete(&path).await?;
+            global.done(&answer, &super::removal_message(&answer, &head));
         }
     }
     Ok(())

@@ -251,6 +251,38 @@ fn json_text(value: &Value) -> String {
 
 /// Writes to standard output; a reader that went away (`| head`) ends the program quietly, as
 /// it does for other command-line tools.
+/// `head`, then what a DELETE's answer says: what the deletion waits for, or, after a forced
+/// removal, what was removed and what may be left on the cluster.
+pub fn removal_message(answer: &Value, head: &str) -> String {
+    let lines = |key: &str| -> Vec<String> {
+        answer[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = format!("{head}\n");
+    for (title, key) in [
+        ("waiting for", "waiting_for"),
+        ("removed", "removed"),
+        ("may be left on the cluster", "left_on_cluster"),
+    ] {
+        let items = lines(key);
+        if !items.is_empty() {
+            out.push_str(&format!("{title}:\n"));
+            for item in items {
+                out.push_str(&format!("  - {item}\n"));
+            }
+        }
+    }
+    out.trim_end().to_owned()
+}
+
 pub fn emit(text: &str) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();

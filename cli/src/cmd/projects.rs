@@ -23,7 +23,13 @@ pub enum ProjectsCommand {
     /// One project.
     Get { project: String },
     /// Delete a project (refused while Apps or addons remain in it).
-    Delete { project: String },
+    Delete {
+        project: String,
+        /// Admins: remove the project and everything in it from kubenest now, without its
+        /// cluster's agent (for a cluster that will not come back); prints what may be left.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// The id of `project` (an id, or a name in the organization).
@@ -97,10 +103,21 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
             let project = client.get(&format!("/api/v1/projects/{id}")).await?;
             global.print(&project, project_table);
         }
-        ProjectsCommand::Delete { project } => {
+        ProjectsCommand::Delete { project, force } => {
             let id = resolve(global, &mut client, &project).await?;
-            let answer = client.delete(&format!("/api/v1/projects/{id}")).await?;
-            global.done(&answer, &format!("project {project} is being deleted"));
+            let (path, head) = if force {
+                (
+                    format!("/api/v1/projects/{id}?force=true"),
+                    format!("project {project} removed from kubenest"),
+                )
+            } else {
+                (
+                    format!("/api/v1/projects/{id}"),
+                    format!("project {project} is being deleted"),
+                )
+            };
+            let answer = client.delete(&path).await?;
+            global.done(&answer, &super::removal_message(&answer, &head));
         }
     }
     Ok(())

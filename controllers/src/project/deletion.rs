@@ -1,15 +1,17 @@
 //! The Project controller's decision for a project being deleted (pure): wait for its
-//! dependents, then have the agent remove its namespace, if it ever got one.
+//! dependents, then have the agent remove its namespace, if it ever got one. A project the
+//! agent refused (its namespace exists and is not kubenest's, or is another project's) never
+//! owned a namespace and goes at once.
 
 use std::time::Duration;
 
 use kubenest_contracts as wire;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 
-use super::decide::claimed;
 use crate::conditions::{self, DELETION_BLOCKED};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{Placement, Unplaced};
+use kubenest_domain::project::owns_namespace;
 
 /// What a reconcile of a project being deleted knows.
 #[derive(Debug)]
@@ -66,8 +68,9 @@ pub fn decide_deletion(facts: &DeletionFacts<'_>) -> Deletion {
             wait: Duration::from_secs(2),
         };
     }
-    // Never confirmed on the cluster (e.g. it lost a namespace conflict): nothing to remove.
-    if !claimed(project) || facts.old.cluster_phase.as_deref() == Some("Deleted") {
+    // Never the project's on the cluster (it lost a namespace conflict, or the agent refused
+    // the namespace): nothing to remove.
+    if !owns_namespace(facts.old) || facts.old.cluster_phase.as_deref() == Some("Deleted") {
         return Deletion::Done;
     }
     let Ok(placement) = &facts.placement else {
@@ -139,5 +142,18 @@ mod tests {
             ..free
         };
         assert!(matches!(decide_deletion(&never), Deletion::Done));
+
+        // The agent refused the namespace (it exists and is not kubenest's).
+        let refused_status = ProjectStatus {
+            cluster_phase: Some("Failed".into()),
+            cluster_message: "namespace kube-system already exists and is not managed by kubenest"
+                .into(),
+            ..ProjectStatus::default()
+        };
+        let refused = DeletionFacts {
+            old: &refused_status,
+            ..never
+        };
+        assert!(matches!(decide_deletion(&refused), Deletion::Done));
     }
 }

@@ -1,5 +1,6 @@
 //! Apps: the build of the complete desired state (`app.deploy`) for one revision, its one
-//! validation, revision hashing, and the assessment of what the cluster reports. No IO: the
+//! validation, revision hashing, the assessment of what the cluster reports, and the ways out
+//! of an App that does not converge ([`ways_out`]). No IO: the
 //! reconciler and the REST facade fetch what these functions need and act on what they return.
 
 mod addons;
@@ -7,6 +8,7 @@ mod assess;
 mod build;
 mod revision;
 mod validate;
+pub mod ways_out;
 
 pub use addons::resolved_addon;
 pub use assess::{Assessment, Facts, Outcome, assess};

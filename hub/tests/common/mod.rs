@@ -162,8 +162,37 @@ impl Client {
         self.ws.send(Ws::text(text.to_owned())).await.unwrap();
     }
 
-    /// The next frame or close within `wait`.
+    /// The next frame or close within `wait`, skipping the hub's `floors.applied`
+    /// acknowledgements (see [`Client::applied`]).
     pub async fn next(&mut self, wait: Duration) -> Next {
+        loop {
+            match self.next_any(wait).await {
+                Next::Frame(envelope) if matches!(envelope.message, Message::FloorsApplied(_)) => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// The hub's acknowledgement of the floors frame `frame`.
+    pub async fn applied(&mut self, frame: &Envelope) -> kubenest_contracts::FloorsApplied {
+        loop {
+            match self.next_any(Duration::from_secs(5)).await {
+                Next::Frame(Envelope {
+                    message: Message::FloorsApplied(applied),
+                    correlation_id,
+                    ..
+                }) if applied.frame_id == frame.id => {
+                    assert_eq!(correlation_id, Some(frame.id));
+                    return applied;
+                }
+                Next::Frame(_) => {}
+                other => panic!("expected floors.applied for {}, got {other:?}", frame.id),
+            }
+        }
+    }
+
+    /// The next frame or close within `wait`, whatever it is.
+    pub async fn next_any(&mut self, wait: Duration) -> Next {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let Ok(next) = tokio::time::timeout_at(deadline, self.ws.next()).await else {

@@ -41,9 +41,11 @@ text_enum! {
 }
 
 text_enum! {
-    /// A deployment's outcome. Only `pending` ever changes, and only once.
+    /// A deployment's outcome. Only `pending` ever changes, and only once. `forced`: an
+    /// administrator removed the App without its cluster's confirmation.
     DeploymentStatus {
         Pending => "pending", Succeeded => "succeeded", Failed => "failed", Superseded => "superseded",
+        Forced => "forced",
     }
 }
 

@@ -2,6 +2,7 @@
 //! deployment (redeploy and rollback as annotations, so kubectl users have the same path).
 
 use kubenest_crds::names::annotations;
+use kubenest_domain::app::ways_out::Change;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -27,7 +28,6 @@ async fn set_paused(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
     if scoped.object.spec.paused == paused {
         return Err(ApiError::conflict(
             if paused {
@@ -42,6 +42,14 @@ async fn set_paused(
             },
         ));
     }
+    admit(
+        &scoped.object,
+        if paused {
+            Change::Pause
+        } else {
+            Change::Resume
+        },
+    )?;
     write(
         &state,
         &caller,
@@ -77,7 +85,7 @@ pub async fn redeploy(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
+    admit(&scoped.object, Change::Redeploy)?;
     let patch =
         json!({"metadata": {"annotations": {annotations::REDEPLOY: Uuid::new_v4().to_string()}}});
     write(&state, &caller, &scoped, patch).await
@@ -99,7 +107,7 @@ pub async fn rollback(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
+    admit(&scoped.object, Change::Rollback)?;
     let Ok(target) = Uuid::parse_str(&body.deployment_id) else {
         return Err(ApiError::invalid("deployment_id", "not a deployment id"));
     };

@@ -1,12 +1,15 @@
 //! What an App must satisfy before it is stored: the domain's rules, the addon definitions it
-//! names, the deadline bounds, and the `blocked_sync` rule.
+//! names, the deadline bounds, and the rule for an App that does not converge (only the ways
+//! out are allowed).
 
 use std::collections::BTreeMap;
 
+use kube::ResourceExt;
 use kube::api::Api;
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::{AppSpec, Component};
+use kubenest_domain::app::ways_out::{self, Change, StuckReason};
 use kubenest_domain::app::{
     AppIdentity, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
 };
@@ -14,19 +17,30 @@ use uuid::Uuid;
 
 use super::super::api_field;
 use crate::error::{ApiError, ApiResult};
+use crate::k8s;
 use crate::model::{ComponentBody, components_to_crd};
 use crate::state::AppState;
 
-/// Refuses changes to an App whose cluster reports it cannot converge.
-pub(super) fn refuse_blocked(app: &App) -> ApiResult<()> {
-    let Some(sync) = app.status.as_ref().and_then(|s| s.sync.as_ref()) else {
+/// Refuses a change that piles onto an App that does not converge ([`ways_out::admit`]): the
+/// 409 says why and lists the requests that remain allowed.
+pub(super) fn admit(app: &App, change: Change<'_>) -> ApiResult<()> {
+    let name = app.name_any();
+    let found = ways_out::stuck(&name, &app.spec.components, app.status.as_ref());
+    let Err(refused) = ways_out::admit(found.as_ref(), app.spec.paused, change) else {
         return Ok(());
     };
-    if sync.drift_class.as_deref() != Some("blocked_sync") {
-        return Ok(());
-    }
-    let details: Vec<String> = sync
-        .drift_details
+    let ready = app
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    let details: Vec<String> = app
+        .status
+        .as_ref()
+        .and_then(|s| s.sync.as_ref())
+        .map(|s| s.drift_details.as_slice())
+        .unwrap_or_default()
         .iter()
         .map(|d| {
             format!(
@@ -35,25 +49,29 @@ pub(super) fn refuse_blocked(app: &App) -> ApiResult<()> {
             )
         })
         .collect();
-    let message = app
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.message.clone())
-        .unwrap_or_default();
-    Err(ApiError::conflict(
-        "blocked_sync",
-        format!(
-            "the app is in blocked_sync: its workloads are not converging ({}{}); \
-             changes are refused until that clears",
-            message,
-            if details.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", details.join("; "))
-            }
+    let mut why = ready;
+    if !details.is_empty() {
+        if !why.is_empty() {
+            why.push_str("; ");
+        }
+        why.push_str(&details.join("; "));
+    }
+    let (code, state) = match refused.stuck.reason {
+        StuckReason::BlockedSync => (
+            "blocked_sync",
+            "in blocked_sync: its workloads are not converging",
         ),
-    ))
+        StuckReason::Failed => ("app_failed", "Failed: its revision did not become ready"),
+    };
+    let base = format!("/api/v1/apps/{}", k8s::uid(app));
+    let message = format!(
+        "the app is {state} ({why}); this change would pile onto it without touching what \
+         fails ({}). The ways out: roll back to a recorded deployment, change a failing \
+         component, pause, or delete",
+        refused.stuck.failing.join(", ")
+    );
+    let ways = super::super::ways_out::requests(&base, refused.ways_out);
+    Err(ApiError::stuck(code, message, ways))
 }
 
 /// Checks components the way the controller will build them: definitions exist, exports

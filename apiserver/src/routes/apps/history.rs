@@ -22,7 +22,8 @@ pub struct DeploymentView {
     pub operation: String,
     /// Who: a kubenest user, or `kubernetes:<field manager>` for kubectl and GitOps changes.
     pub actor: String,
-    /// `pending`, `succeeded`, `failed` or `superseded`.
+    /// `pending`, `succeeded`, `failed`, `superseded`, or `forced` (an admin removed the App
+    /// without its cluster's confirmation; the message says what may be left there).
     pub result: String,
     pub message: String,
     pub created_at: String,

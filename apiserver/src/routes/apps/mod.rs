@@ -3,22 +3,25 @@
 //!
 //! Every change is a write to the App object; the App controller records it as a deployment
 //! and delivers it. Redeploy and rollback are annotations the controller acts on, so kubectl
-//! users have the same path. An App in `blocked_sync` refuses changes (409) until it converges
-//! again; deleting it is still allowed.
+//! users have the same path. An App that does not converge (`blocked_sync`, or `Failed`) takes
+//! only the ways out — a rollback, a change of the failing components, a pause, a delete — and
+//! refuses other changes with a 409 that lists them (`error.ways_out`).
 
 use kubenest_crds::names::finalizers;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
 use kubenest_crds::App;
 use kubenest_crds::app::AppSpec;
+use kubenest_domain::app::ways_out::Change;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::removal::{DeleteQuery, Place, RemovalResponse, force_app, waiting_for};
 use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -176,7 +179,6 @@ pub async fn patch(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
     if body.components.is_none() && body.progress_deadline_seconds.is_none() {
         return Err(ApiError::bad_request(
             "nothing to change: set components or progress_deadline_seconds",
@@ -189,6 +191,13 @@ pub async fn patch(
     if body.progress_deadline_seconds.is_some() {
         spec.progress_deadline_seconds = check_deadline(body.progress_deadline_seconds)?;
     }
+    admit(
+        &scoped.object,
+        Change::Patch {
+            before: &scoped.object.spec.components,
+            after: &spec.components,
+        },
+    )?;
     check_buildable(&state, &scoped.namespace(), &spec).await?;
     let patch = json!({"spec": {
         "components": spec.components,
@@ -197,14 +206,27 @@ pub async fn patch(
     write(&state, &caller, &scoped, patch).await
 }
 
-/// Deletes an App and everything it runs on its cluster (members).
+/// Deletes an App and everything it runs on its cluster (members); the answer says what the
+/// deletion waits for. `?force=true` (admins) removes it from kubenest now, without its agent.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+    Query(query): Query<DeleteQuery>,
+) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
+    if query.force {
+        scoped.require(Need::Admin, "app")?;
+        let mut removed = RemovalResponse::removed();
+        let place = Place {
+            org: &scoped.org,
+            project: scoped.project.as_ref(),
+            cluster: scoped.cluster.as_ref(),
+        };
+        force_app(&state, &caller, place, &scoped.object, &mut removed).await?;
+        return Ok((StatusCode::OK, Json(removed)));
+    }
     let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
     // Who asked is recorded before the delete, for the history's delete row.
     let patch = json!({"metadata": {"annotations": actor_annotations(&caller)}});
@@ -216,5 +238,12 @@ pub async fn delete(
     .await?;
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
-    Ok(StatusCode::ACCEPTED)
+    let what = format!("app {}", scoped.object.name_any());
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RemovalResponse::deleting(waiting_for(
+            scoped.cluster.as_ref(),
+            &what,
+        ))),
+    ))
 }

@@ -109,7 +109,12 @@ pub async fn put_secret(
 ) -> ApiResult<Json<SecretResponse>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
+    admit(
+        &scoped.object,
+        Change::Secret {
+            component: &path.component,
+        },
+    )?;
     if body.values.is_empty() || body.values.len() > 128 {
         return Err(ApiError::invalid("values", "1 to 128 keys"));
     }
@@ -153,7 +158,12 @@ pub async fn delete_secret(
 ) -> ApiResult<Json<SecretResponse>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
-    refuse_blocked(&scoped.object)?;
+    admit(
+        &scoped.object,
+        Change::Secret {
+            component: &path.component,
+        },
+    )?;
     let keys: Vec<String> = query
         .keys
         .as_deref()

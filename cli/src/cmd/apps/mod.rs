@@ -84,6 +84,10 @@ pub enum AppsCommand {
         wait: bool,
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// Admins: remove it from kubenest now, without its cluster's agent (for a cluster
+        /// that will not come back); prints what may be left on the cluster.
+        #[arg(long, conflicts_with = "wait")]
+        force: bool,
     },
 }
 
@@ -313,14 +317,28 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             )
             .await?;
         }
-        AppsCommand::Delete { app, wait, timeout } => {
+        AppsCommand::Delete {
+            app,
+            wait,
+            timeout,
+            force,
+        } => {
             let id = resolve(global, &mut client, &app).await?;
+            if force {
+                let answer = client
+                    .delete(&format!("/api/v1/apps/{id}?force=true"))
+                    .await?;
+                let head = format!("App {} removed from kubenest", app.app);
+                global.done(&answer, &super::removal_message(&answer, &head));
+                return Ok(());
+            }
             let answer = client.delete(&format!("/api/v1/apps/{id}")).await?;
             if wait {
                 wait_deleted(&mut client, &id, Duration::from_secs(timeout)).await?;
                 global.done(&answer, &format!("App {} deleted", app.app));
             } else {
-                global.done(&answer, &format!("App {} is being deleted", app.app));
+                let head = format!("App {} is being deleted", app.app);
+                global.done(&answer, &super::removal_message(&answer, &head));
             }
         }
     }

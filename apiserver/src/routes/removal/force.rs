@@ -1,0 +1,267 @@
+//! Forced removal: an App, addon, project or cluster record released from kubenest without its
+//! agent, each recorded in the audit log (an App also as a `forced` delete deployment), each
+//! saying what may be left on the cluster.
+
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use kubenest_crds::App;
+use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::organization::Organization;
+use kubenest_crds::project::Project;
+use kubenest_domain::names::AGENT_NAMESPACE;
+use kubenest_store::{DeploymentStatus, NewAuditEntry, NewDeployment, Operation, StoreError};
+use serde_json::json;
+
+use super::{RemovalResponse, release};
+use crate::authz::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::k8s;
+use crate::routes::{actor_annotations, patch_params};
+use crate::state::AppState;
+
+/// Where an object being removed sits.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub org: &'a Organization,
+    pub project: Option<&'a Project>,
+    pub cluster: Option<&'a Cluster>,
+}
+
+impl Place<'_> {
+    fn cluster_name(&self) -> String {
+        self.cluster
+            .map(ResourceExt::name_any)
+            .or_else(|| self.project.map(|p| p.spec.cluster.clone()))
+            .unwrap_or_else(|| "(unknown)".into())
+    }
+
+    fn cluster_id(&self) -> String {
+        self.cluster
+            .map(|c| {
+                c.status
+                    .as_ref()
+                    .and_then(|s| s.cluster_id.clone())
+                    .unwrap_or_else(|| k8s::uid(c))
+            })
+            .unwrap_or_default()
+    }
+
+    fn namespace(&self) -> String {
+        self.project
+            .map(|p| p.spec.namespace.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Records the actor on the object (for whoever reads it before it goes).
+async fn mark<K>(api: &Api<K>, name: &str, caller: &Caller) -> ApiResult<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"annotations": actor_annotations(caller)}});
+    match api
+        .patch(name, &patch_params(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+async fn audit(
+    state: &AppState,
+    place: &Place<'_>,
+    caller: &Caller,
+    kind: &str,
+    name: &str,
+    left: &[String],
+) -> ApiResult<()> {
+    state
+        .history()
+        .audit(&NewAuditEntry {
+            org_id: place.org.name_any(),
+            actor: caller.user.clone(),
+            action: format!("{kind}.force_delete"),
+            resource_kind: kind.to_owned(),
+            resource_name: name.to_owned(),
+            details: json!({
+                "cluster": place.cluster_name(),
+                "namespace": place.namespace(),
+                "left_on_cluster": left,
+            }),
+        })
+        .await?;
+    Ok(())
+}
+
+/// Removes App `app` from kubenest without its agent.
+pub async fn force_app(
+    state: &AppState,
+    caller: &Caller,
+    place: Place<'_>,
+    app: &App,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
+    let name = app.name_any();
+    let uid = k8s::uid(app);
+    let status = app.status.clone().unwrap_or_default();
+    let mut left = Vec::new();
+    // Only a recorded revision was ever sent to the cluster.
+    if let Some(revision) = &status.revision {
+        left.push(format!(
+            "cluster {}, namespace {}: what App {name} ran (objects labelled \
+             kubenest.io/app-id={uid}), and its StackDeploy {name} in namespace \
+             {AGENT_NAMESPACE}",
+            place.cluster_name(),
+            place.namespace(),
+        ));
+        let spec = serde_json::to_value(&app.spec).map_err(ApiError::internal)?;
+        let new = NewDeployment {
+            // The controllers' own delete row of this App, if they wrote it already.
+            intent_key: format!("{uid}/delete"),
+            org_id: place.org.name_any(),
+            project_id: place.project.map(k8s::uid).unwrap_or_default(),
+            cluster_id: place.cluster_id(),
+            app_id: uid.clone(),
+            app_name: name.clone(),
+            revision: revision.clone(),
+            operation: Operation::Delete,
+            actor: caller.user.clone(),
+            spec_before: Some(spec.clone()),
+            spec_after: spec,
+            rollback_of: None,
+        };
+        let (row, _) = state.history().record_deployment(&new).await?;
+        let message = format!(
+            "removed by force by {} without the cluster's confirmation; may be left: {}",
+            caller.user,
+            left.join("; ")
+        );
+        match state
+            .history()
+            .finish_deployment(&row.org_id, row.id, DeploymentStatus::Forced, &message)
+            .await
+        {
+            // The agent confirmed the removal just before: the row already says so.
+            Ok(_) | Err(StoreError::InvalidTransition(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    audit(state, &place, caller, "app", &name, &left).await?;
+    let api: Api<App> = Api::namespaced(state.client().clone(), &k8s::namespace(app));
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
+    out.removed.push(format!("app/{name}"));
+    out.left_on_cluster.extend(left);
+    Ok(())
+}
+
+/// Removes standalone addon `addon` from kubenest without its agent.
+pub async fn force_addon(
+    state: &AppState,
+    caller: &Caller,
+    place: Place<'_>,
+    addon: &AddonInstance,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
+    let name = addon.name_any();
+    let uid = k8s::uid(addon);
+    let mut left = Vec::new();
+    if addon.status.as_ref().and_then(|s| s.revision).is_some() {
+        left.push(format!(
+            "cluster {}, namespace {}: addon {name}'s Helm release (objects labelled \
+             kubenest.io/addon-id={uid}), and its AddonRelease {name} in namespace \
+             {AGENT_NAMESPACE}",
+            place.cluster_name(),
+            place.namespace(),
+        ));
+    }
+    audit(state, &place, caller, "addon", &name, &left).await?;
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &k8s::namespace(addon));
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
+    out.removed.push(format!("addon/{name}"));
+    out.left_on_cluster.extend(left);
+    Ok(())
+}
+
+/// Removes project `project`, its Apps and its standalone addons from kubenest without its
+/// agent.
+pub async fn force_project(
+    state: &AppState,
+    caller: &Caller,
+    org: &Organization,
+    cluster: Option<&Cluster>,
+    project: &Project,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
+    let name = project.name_any();
+    let namespace = k8s::namespace(project);
+    let place = Place {
+        org,
+        project: Some(project),
+        cluster,
+    };
+    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
+    for app in apps.iter().filter(|a| a.spec.project == name) {
+        force_app(state, caller, place, app, out).await?;
+    }
+    let addons: Vec<AddonInstance> = k8s::list_in(state.client(), &namespace).await?;
+    for addon in addons.iter().filter(|a| a.spec.project == name) {
+        force_addon(state, caller, place, addon, out).await?;
+    }
+    let status = project.status.clone().unwrap_or_default();
+    let mut left = Vec::new();
+    // The namespace is the project's only if the agent ever took it.
+    let owned = kubenest_domain::project::owns_namespace(&status);
+    if owned {
+        left.push(format!(
+            "cluster {}: namespace {} with everything in it",
+            place.cluster_name(),
+            project.spec.namespace
+        ));
+    }
+    audit(state, &place, caller, "project", &name, &left).await?;
+    let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
+    out.removed.push(format!("project/{name}"));
+    out.left_on_cluster.extend(left);
+    Ok(())
+}
+
+/// Removes cluster record `cluster` and every project on it from kubenest without its agent.
+pub async fn force_cluster(
+    state: &AppState,
+    caller: &Caller,
+    org: &Organization,
+    cluster: &Cluster,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
+    let name = cluster.name_any();
+    let namespace = k8s::namespace(cluster);
+    let projects: Vec<Project> = k8s::list_in(state.client(), &namespace).await?;
+    for project in projects.iter().filter(|p| p.spec.cluster == name) {
+        force_project(state, caller, org, Some(cluster), project, out).await?;
+    }
+    let place = Place {
+        org,
+        project: None,
+        cluster: Some(cluster),
+    };
+    let left = vec![format!(
+        "cluster {name}: the kubenest agent (Helm release kubenest-agent in namespace \
+         {AGENT_NAMESPACE}) and the StackDeploy, AddonRelease and BuildRequest objects it holds; \
+         `helm uninstall kubenest-agent -n {AGENT_NAMESPACE}` removes it. Its token no longer \
+         connects."
+    )];
+    audit(state, &place, caller, "cluster", &name, &left).await?;
+    let api: Api<Cluster> = Api::namespaced(state.client().clone(), &namespace);
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
+    out.removed.push(format!("cluster/{name}"));
+    out.left_on_cluster.extend(left);
+    Ok(())
+}
