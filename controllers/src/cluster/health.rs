@@ -7,12 +7,15 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kubenest_contracts::Heartbeat;
 use kubenest_crds::cluster::{
     Capacity, CheckStatus, Cluster, ClusterState, ClusterStatus, HealthCheck,
 };
 
+use kubenest_crds::observed::ClusterHealth;
+
+use crate::patch::merge_status;
 use crate::rfc3339;
 
 /// Share of CPU or memory requested above which capacity is a warning.
@@ -133,20 +136,15 @@ async fn write(
         return Ok(());
     };
     // Only fleet health's fields: the Cluster controller writes the token fields concurrently.
-    let patch = serde_json::json!({ "status": {
-        "state": status.state,
-        "lastHeartbeat": status.last_heartbeat,
-        "capacity": status.capacity,
-        "health": status.health,
-        "conditions": status.conditions,
-    }});
-    Api::<Cluster>::namespaced(client.clone(), &namespace)
-        .patch_status(
-            &cluster.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let health = ClusterHealth {
+        state: status.state,
+        last_heartbeat: status.last_heartbeat.clone(),
+        capacity: status.capacity.clone(),
+        health: status.health.clone(),
+        conditions: status.conditions.clone(),
+    };
+    let api = Api::<Cluster>::namespaced(client.clone(), &namespace);
+    merge_status(&api, &cluster.name_any(), &health).await?;
     Ok(())
 }
 
