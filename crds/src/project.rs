@@ -76,6 +76,11 @@ pub struct ProjectStatus {
     /// The generation the agent last accepted a `project.ensure` for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ensured_generation: Option<i64>,
+    /// While the project's cluster is unreachable (`Ready=Unknown`, reason
+    /// `ClusterUnreachable`): when the cluster last reported. The rest of the status is as of
+    /// then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observation: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

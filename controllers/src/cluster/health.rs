@@ -15,6 +15,7 @@ use kubenest_crds::cluster::{
 
 use kubenest_crds::observed::ClusterHealth;
 
+use crate::conditions::{self, AGENT_REPORTING, CLUSTER_UNREACHABLE, READY};
 use crate::patch::merge_status;
 use crate::rfc3339;
 
@@ -80,9 +81,20 @@ pub fn apply_heartbeat(status: &mut ClusterStatus, heartbeat: &Heartbeat) {
     status
         .conditions
         .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        true,
+        AGENT_REPORTING,
+        "the agent reports within its heartbeat window",
+        None,
+    );
 }
 
-/// Marks a silent cluster (pure): returns whether the status changed.
+/// Marks a silent cluster (pure): returns whether the status changed. Past the window nothing
+/// is known any more: every check turns `unknown`, a critical `HeartbeatMissed` is raised, the
+/// state is `disconnected` and `Ready` is `Unknown` (reason `ClusterUnreachable`), which the
+/// cluster's Apps and Projects then show too ([`crate::reach`]).
 pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::Duration) -> bool {
     let Some(last) = status
         .last_heartbeat
@@ -94,30 +106,43 @@ pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::
     if now.signed_duration_since(last) <= window {
         return false;
     }
+    let before = status.clone();
     let message = format!("no report since {last}; the cluster's health is unknown");
-    if status
+    let raised = status
         .conditions
         .iter()
-        .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.message == message)
-    {
-        return false;
+        .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.message == message);
+    if !raised {
+        for check in &mut status.health {
+            check.status = CheckStatus::Unknown;
+            check.message = format!("no report since {last}");
+        }
+        status
+            .conditions
+            .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+        status.conditions.push(Condition {
+            type_: crate::conditions::HEARTBEAT_MISSED.into(),
+            status: "True".into(),
+            reason: "Critical".into(),
+            message,
+            observed_generation: None,
+            last_transition_time: now_time(),
+        });
     }
-    for check in &mut status.health {
-        check.status = CheckStatus::Unknown;
-        check.message = format!("no report since {last}");
-    }
-    status
-        .conditions
-        .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
-    status.conditions.push(Condition {
-        type_: crate::conditions::HEARTBEAT_MISSED.into(),
-        status: "True".into(),
-        reason: "Critical".into(),
-        message,
-        observed_generation: None,
-        last_transition_time: now_time(),
-    });
-    true
+    status.state = ClusterState::Disconnected;
+    conditions::set_status(
+        &mut status.conditions,
+        READY,
+        "Unknown",
+        CLUSTER_UNREACHABLE,
+        format!(
+            "the agent has not reported since {last} (window {}s): what the cluster shows is \
+             its last observation",
+            window.num_seconds()
+        ),
+        None,
+    );
+    *status != before
 }
 
 async fn clusters(client: &kube::Client) -> Result<Vec<Cluster>, kube::Error> {
@@ -369,6 +394,12 @@ mod tests {
                 .iter()
                 .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.reason == "Critical")
         );
+        assert_eq!(status.state, ClusterState::Disconnected);
+        let ready = crate::conditions::get(&status.conditions, READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("Unknown", CLUSTER_UNREACHABLE)
+        );
         assert!(
             !evaluate(&mut status, start + chrono::Duration::seconds(130), window),
             "raised once"
@@ -384,5 +415,11 @@ mod tests {
                 .all(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED)
         );
         assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
+        assert_eq!(status.state, ClusterState::Connected);
+        let ready = crate::conditions::get(&status.conditions, READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", AGENT_REPORTING)
+        );
     }
 }

@@ -13,6 +13,7 @@ use crate::conditions::{self, PROGRESSING, READY};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{Placement, Unplaced};
 use crate::plane::Attempt;
+use crate::reach::{self, Silence};
 
 /// What a reconcile of a live project knows.
 #[derive(Debug)]
@@ -25,6 +26,8 @@ pub struct Facts<'a> {
     /// The name of another project that holds this project's namespace on its cluster.
     pub owner: Option<String>,
     pub placement: Result<Placement, Unplaced>,
+    /// The project's cluster has not reported within its heartbeat window.
+    pub silence: Option<Silence>,
 }
 
 /// What a reconcile of a live project does.
@@ -103,6 +106,7 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     let project = facts.project;
     let generation = Some(facts.generation);
     let mut status = facts.old.clone();
+    status.last_observation = None;
     if let Some(owner) = &facts.owner {
         status.phase = ProjectPhase::Failed;
         conditions::set(
@@ -169,6 +173,13 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
         generation,
     );
     conditions::remove(&mut status.conditions, PROGRESSING);
+    status.last_observation = reach::show(
+        &facts.old.conditions,
+        &mut status.conditions,
+        facts.silence.as_ref(),
+        "Ready",
+        generation,
+    );
     Plan::Write {
         status,
         requeue: Duration::from_secs(300),
@@ -218,6 +229,14 @@ pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> ProjectStatus {
             generation,
         );
     }
+    let last = format!("{:?}", status.phase);
+    status.last_observation = reach::show(
+        &old.conditions,
+        &mut status.conditions,
+        facts.silence.as_ref(),
+        &last,
+        generation,
+    );
     status
 }
 
@@ -257,6 +276,7 @@ mod tests {
             old: &ProjectStatus::default(),
             owner: Some("older".into()),
             placement: Ok(placement(&web)),
+            silence: None,
         };
         let Plan::Write {
             status, requeue, ..
@@ -280,6 +300,7 @@ mod tests {
             old: &ProjectStatus::default(),
             owner: None,
             placement: Err(Unplaced::ClusterNotRegistered("east".into())),
+            silence: None,
         };
         let Plan::Write {
             status, requeue, ..
@@ -299,6 +320,7 @@ mod tests {
         let confirmed = Facts {
             old: &old,
             placement: Ok(placement(&web)),
+            silence: None,
             ..unplaced
         };
         let Plan::Write {
@@ -331,6 +353,7 @@ mod tests {
             old: &old,
             owner: None,
             placement: Ok(placement(&web)),
+            silence: None,
         };
         let Plan::Ensure { command, .. } = decide(&facts) else {
             panic!("generation 2 was never confirmed");
@@ -358,5 +381,54 @@ mod tests {
         let status = waiting(&fresh, &attempt);
         assert_eq!(status.phase, ProjectPhase::Pending);
         assert_eq!(ready(&status), Some(("False", "ClusterUnreachable")));
+    }
+
+    #[test]
+    fn a_ready_project_on_a_silent_cluster_shows_unknown_with_its_last_observation_until_it_reports()
+     {
+        let web = project("web", "shop", 200, true);
+        let key = key();
+        let old = ProjectStatus {
+            cluster_phase: Some("Ready".into()),
+            ensured_generation: Some(1),
+            ..Default::default()
+        };
+        let silent = Facts {
+            project: &web,
+            key: &key,
+            generation: 1,
+            old: &old,
+            owner: None,
+            placement: Ok(placement(&web)),
+            silence: Some(Silence {
+                cluster: "east".into(),
+                since: Some("2026-01-01T00:00:00Z".into()),
+            }),
+        };
+        let Plan::Write { status, .. } = decide(&silent) else {
+            panic!("a confirmed namespace needs no command");
+        };
+        assert_eq!(
+            status.phase,
+            ProjectPhase::Ready,
+            "the phase is the last observed"
+        );
+        assert_eq!(ready(&status), Some(("Unknown", "ClusterUnreachable")));
+        assert_eq!(
+            status.last_observation.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+
+        let shown = status;
+        let reporting = Facts {
+            old: &shown,
+            silence: None,
+            ..silent
+        };
+        let Plan::Write { status, .. } = decide(&reporting) else {
+            panic!("a confirmed namespace needs no command");
+        };
+        assert_eq!(ready(&status), Some(("True", "NamespaceReady")));
+        assert_eq!(status.last_observation, None);
     }
 }
