@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::apply::{ObjectId, id_of};
 use crate::context::Context;
-use crate::crd::AddonRelease;
+use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch};
 use crate::exports::{self, Facts};
 use crate::gitops::{GitOps, addon_files};
 use crate::readiness;
@@ -331,12 +331,14 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
     if let Some(keep) = &keep {
         ctx.applier.prune(namespace, &selector, keep).await?;
     }
-    let status = json!({
-        "phase": phase,
-        "observedRevision": apply.revision,
-        "message": message,
-        "gitCommit": commit,
-    });
+    let status = StatusPatch {
+        status: AddonReleaseObserved {
+            phase,
+            observed_revision: apply.revision,
+            message: &message,
+            git_commit: commit.as_deref(),
+        },
+    };
     let old = release.status.clone().unwrap_or_default();
     let changed = old.phase.as_deref() != Some(phase)
         || old.observed_revision != Some(apply.revision)
@@ -344,11 +346,7 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
         || old.git_commit != commit;
     if changed {
         let updated = api
-            .patch_status(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"status": status})),
-            )
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
         if let Some(event) = release_status(&updated) {
             ctx.reporter.report(event);

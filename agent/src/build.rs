@@ -18,7 +18,7 @@ use kubenest_contracts as wire;
 use serde_json::{Value, json};
 
 use crate::context::Context;
-use crate::crd::{BuildRequest, build_request_name};
+use crate::crd::{BuildRequest, BuildRequestProgress, StatusPatch, build_request_name};
 use crate::render::object_name;
 
 /// A Git workload's image.
@@ -252,7 +252,13 @@ async fn reconcile(
     let image = (phase_name == "Succeeded").then(|| request.image.clone());
     if old.phase.as_deref() != Some(phase_name) || old.message != message {
         let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
-        let status = json!({"status": {"phase": phase_name, "image": image, "message": message}});
+        let status = StatusPatch {
+            status: BuildRequestProgress {
+                phase: phase_name,
+                image: image.as_deref(),
+                message: &message,
+            },
+        };
         api.patch_status(
             &held.name_any(),
             &PatchParams::default(),

@@ -157,6 +157,17 @@ pub struct AddonReleaseStatus {
     pub git_commit: Option<String>,
 }
 
+/// What the AddonRelease controller writes into the status after a pass (the whole status, each
+/// field even when empty: in a merge patch `null` clears an earlier commit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddonReleaseObserved<'a> {
+    pub phase: &'a str,
+    pub observed_revision: u32,
+    pub message: &'a str,
+    pub git_commit: Option<&'a str>,
+}
+
 /// An image build from Git.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -196,6 +207,20 @@ pub struct BuildRequestStatus {
     pub message: String,
 }
 
+/// What the BuildRequest controller writes into the status on progress (`null` clears an image).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildRequestProgress<'a> {
+    pub phase: &'a str,
+    pub image: Option<&'a str>,
+    pub message: &'a str,
+}
+
+/// A status merge patch: `{"status": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatusPatch<S> {
+    pub status: S,
+}
+
 /// Every CRD the agent needs on its cluster.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![StackDeploy::crd(), AddonRelease::crd(), BuildRequest::crd()]
@@ -225,4 +250,40 @@ pub fn addon_release_name(addon_id: &str) -> String {
 /// The BuildRequest name of a build.
 pub fn build_request_name(build_id: &str) -> String {
     format!("build-{build_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn status_patches_write_every_field_and_clear_with_null() {
+        let release = StatusPatch {
+            status: AddonReleaseObserved {
+                phase: "Installing",
+                observed_revision: 2,
+                message: "",
+                git_commit: None,
+            },
+        };
+        // What the controllers wrote with `json!` before they were typed.
+        assert_eq!(
+            serde_json::to_value(&release).unwrap(),
+            json!({"status": {"phase": "Installing", "observedRevision": 2, "message": "",
+                              "gitCommit": null}})
+        );
+        let build = StatusPatch {
+            status: BuildRequestProgress {
+                phase: "Running",
+                image: None,
+                message: "building",
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(&build).unwrap(),
+            json!({"status": {"phase": "Running", "image": null, "message": "building"}})
+        );
+    }
 }

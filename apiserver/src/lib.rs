@@ -47,7 +47,7 @@ use axum::{Json, Router};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::routes::{addons, apps, clusters, orgs, projects, session, stream, templates};
+use crate::routes::{addons, alerts, apps, clusters, orgs, projects, session, stream, templates};
 use crate::state::AppState;
 
 /// Largest request body accepted (an App with 64 components and Helm values fits easily).
@@ -104,6 +104,20 @@ fn api_routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/v1/orgs/{org}/projects",
             get(projects::list).post(projects::create),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/alerts",
+            get_with(alerts::list, |op| {
+                op.summary("Alerts you may see: silent clusters, Apps past their deadline")
+                    .response::<200, Json<Vec<alerts::AlertResponse>>>()
+            }),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/alerts/{id}/ack",
+            post_with(alerts::acknowledge, |op| {
+                op.summary("Acknowledge an alert")
+                    .response::<200, Json<alerts::AlertResponse>>()
+            }),
         )
         .api_route(
             "/api/v1/clusters/{id}",
@@ -175,8 +189,9 @@ fn api_routes() -> ApiRouter<AppState> {
             get_with(stream::stream, |op| {
                 op.summary("Live events (Server-Sent Events)")
                     .description(
-                        "Phase changes, deployments, drift and cluster connectivity you may \
-                         see, as `text/event-stream`; resume with `Last-Event-ID`. A \
+                        "Phase changes, deployments, drift, cluster connectivity and alerts \
+                         (`alert`, opened and resolved) you may see, as `text/event-stream`; \
+                         resume with `Last-Event-ID`. A \
                          `: heartbeat` comment comes every 15 s.",
                     )
                     .response::<200, String>()

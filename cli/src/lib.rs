@@ -68,6 +68,9 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cli.global.output, cmd::Output::Json);
         assert!(Cli::try_parse_from(["kubenest", "apps", "rollback", "web"]).is_err());
+        assert!(Cli::try_parse_from(["kubenest", "alerts", "--state", "open"]).is_ok());
+        assert!(Cli::try_parse_from(["kubenest", "alerts", "ack", "a1"]).is_ok());
+        assert!(Cli::try_parse_from(["kubenest", "alerts", "--state", "sleeping"]).is_err());
         assert!(
             Cli::try_parse_from([
                 "kubenest",

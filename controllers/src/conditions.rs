@@ -15,6 +15,19 @@ pub fn set(
     generation: Option<i64>,
 ) -> bool {
     let status = if status { "True" } else { "False" };
+    set_status(conditions, type_, status, reason, message, generation)
+}
+
+/// Sets the condition of `type_` to `status` (`True`, `False` or `Unknown`); returns whether
+/// anything changed.
+pub fn set_status(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> bool {
     let message = message.into();
     if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
         let same = existing.status == status

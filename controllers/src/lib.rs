@@ -20,6 +20,7 @@
 //!   `kubenest.io/actor` when that field manager wrote it, else the Kubernetes field manager.
 
 pub mod addon;
+pub mod alerts;
 pub mod app;
 pub mod args;
 pub mod caches;
@@ -35,6 +36,7 @@ pub mod placement;
 pub mod plane;
 pub mod project;
 pub mod rbac;
+pub mod reach;
 pub mod reconcile;
 pub mod resync;
 pub mod run;

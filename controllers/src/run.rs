@@ -21,7 +21,7 @@ use crate::organization;
 use crate::plane::Plane;
 use crate::resync::resync_on_reconnect;
 use crate::status::Router;
-use crate::{addon, app, project, template};
+use crate::{addon, alerts, app, project, reach, template};
 use kubenest_crds::names::labels;
 use kubenest_hub_client::{DispatchError, HubClient, HubClientConfig};
 use kubenest_store::History;
@@ -69,6 +69,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         shutdown.child_token(),
     )?;
     let (triggers, trigger_rx) = mpsc::channel(4096);
+    let (project_triggers, project_trigger_rx) = mpsc::channel(4096);
     let (caches, app_stream) = Caches::start(&client, &shutdown).await;
     let plane = Arc::new(Plane {
         client: client.clone(),
@@ -84,6 +85,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         async move { shutdown.cancelled().await }
     };
     let router = Router::new(plane.clone(), caches.clone());
+    let follow = reach::follow(
+        caches.clone(),
+        plane.app_triggers.clone(),
+        project_triggers,
+        shutdown.clone(),
+    );
     tokio::join!(
         organization::run(client.clone(), stop()),
         cluster::run(
@@ -93,7 +100,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             },
             stop(),
         ),
-        project::run(plane.clone(), stop()),
+        project::run(plane.clone(), project_trigger_rx, stop()),
         app::controller::run(plane.clone(), app_stream, trigger_rx, stop()),
         addon::run(plane.clone(), stop()),
         template::run(client.clone(), stop()),
@@ -104,6 +111,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             }
         },
         resync_on_reconnect(plane.clone(), caches.clone(), shutdown.clone()),
+        follow,
+        alerts::run(
+            client.clone(),
+            caches.clone(),
+            config.history.alerts(),
+            shutdown.clone()
+        ),
         push_floors(&hub, &caches, &shutdown),
         fleet_health(
             &client,

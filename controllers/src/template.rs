@@ -6,15 +6,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kubenest_crds::template::StackTemplate;
 use kubenest_domain::template::check;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::conditions::{self, READY};
+use crate::patch::merge_status;
+
+/// The part of a StackTemplate's status this controller writes: its conditions.
+#[derive(Debug, Serialize)]
+struct Conditions<'a> {
+    conditions: &'a [Condition],
+}
 
 async fn reconcile(
     template: Arc<StackTemplate>,
@@ -45,14 +53,15 @@ async fn reconcile(
         ),
     };
     if status != old {
-        let patch = json!({ "status": { "conditions": status.conditions } });
-        Api::<StackTemplate>::namespaced((*client).clone(), &namespace)
-            .patch_status(
-                &template.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+        let api = Api::<StackTemplate>::namespaced((*client).clone(), &namespace);
+        merge_status(
+            &api,
+            &template.name_any(),
+            &Conditions {
+                conditions: &status.conditions,
+            },
+        )
+        .await?;
     }
     Ok(Action::await_change())
 }

@@ -282,6 +282,10 @@ pub struct AppStatus {
     /// The last redeploy request (`kubenest.io/redeploy` annotation) that was carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_redeploy: Option<String>,
+    /// While the App's cluster is unreachable (`Ready=Unknown`, reason `ClusterUnreachable`):
+    /// when the cluster last reported. The rest of the status is as of then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observation: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

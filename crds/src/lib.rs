@@ -17,6 +17,7 @@ pub mod app;
 pub mod cluster;
 pub mod common;
 pub mod names;
+pub mod observed;
 pub mod organization;
 pub mod project;
 pub mod template;

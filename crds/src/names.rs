@@ -95,4 +95,9 @@ pub mod conditions {
     pub const ROLLBACK_FAILED: &str = "RollbackFailed";
     /// A cluster missed its heartbeat window.
     pub const HEARTBEAT_MISSED: &str = "HeartbeatMissed";
+    /// Reason of `Ready=Unknown`: the cluster has not reported within its heartbeat window, so
+    /// what the status shows is only its last observation.
+    pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
+    /// Reason of a Cluster's `Ready=True`: its agent reports within the heartbeat window.
+    pub const AGENT_REPORTING: &str = "AgentReporting";
 }

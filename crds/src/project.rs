@@ -84,6 +84,11 @@ pub struct ProjectStatus {
     /// The progress deadline's clock of the generation being ensured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressClock>,
+    /// While the project's cluster is unreachable (`Ready=Unknown`, reason
+    /// `ClusterUnreachable`): when the cluster last reported. The rest of the status is as of
+    /// then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_observation: Option<String>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

@@ -11,6 +11,8 @@
 //!   errors naming the field both as a path into the App and as a JSON pointer into the
 //!   command), the revision (a hash of the spec's canonical JSON), and the assessment of an
 //!   App's state from what the agent reported ([`app::assess`]).
+//! - [`alerts`]: what raises an alert and what ends it (a silent cluster, an App past its
+//!   progress deadline), shared by the controllers' alert rows and the live stream.
 //! - [`template`]: StackTemplate slots, instantiation into an App spec, export and import.
 //! - [`actor`]: who made a change, from managed fields and the REST facade's annotation.
 //! - [`names`]: naming rules (DNS labels, an organization's namespace, reserved namespaces).
@@ -23,6 +25,7 @@
 //! in the controllers and the store.
 
 pub mod actor;
+pub mod alerts;
 pub mod app;
 pub mod names;
 pub mod project;

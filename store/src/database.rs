@@ -2,6 +2,7 @@
 
 use sqlx::PgPool;
 
+use crate::alerts::Alerts;
 use crate::error::StoreError;
 use crate::events::EventLog;
 use crate::history::History;
@@ -44,6 +45,11 @@ impl Database {
     /// Failed logins.
     pub fn login_failures(&self) -> LoginFailures {
         LoginFailures::new(self.pool.clone())
+    }
+
+    /// Alerts.
+    pub fn alerts(&self) -> Alerts {
+        Alerts::new(self.pool.clone())
     }
 
     /// The live stream's event log.

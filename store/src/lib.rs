@@ -10,6 +10,8 @@
 //!   and their sessions (`migrations/0002_api.sql`). Password hashing, token minting and the
 //!   limits stay in the API server; these types store and count what it hands them.
 //! - [`EventLog`]: the live event stream's log, for clients that resume (also `0002_api.sql`).
+//! - [`Alerts`]: alerts the controllers open and resolve and users list and acknowledge
+//!   (`migrations/0004_alerts.sql`).
 //!
 //! # Connecting
 //!
@@ -25,6 +27,7 @@
 //! variants ([`StoreError::UserExists`], [`StoreError::Conflict`] naming the constraint) so that
 //! the API server can answer with a 4xx without reading driver errors.
 
+mod alerts;
 mod database;
 mod error;
 mod events;
@@ -35,6 +38,7 @@ mod refresh_tokens;
 mod url;
 mod users;
 
+pub use alerts::{Alert, AlertState, Alerts, NewAlert};
 pub use database::Database;
 pub use error::StoreError;
 pub use events::{Event, EventLog};

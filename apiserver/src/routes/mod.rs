@@ -2,6 +2,7 @@
 //! as the API's field manager with the actor recorded, and membership changes.
 
 pub mod addons;
+pub mod alerts;
 pub mod apps;
 pub mod clusters;
 pub mod orgs;

@@ -37,6 +37,9 @@ pub struct ProjectResponse {
     /// `Pending` until the agent confirms the namespace, then `Ready`.
     pub phase: String,
     pub message: String,
+    /// While the cluster is unreachable (`Ready` is `Unknown`): when it last reported; the
+    /// phase is as of then.
+    pub last_observation: Option<String>,
     pub registry_secret: Option<String>,
     pub members: Vec<MemberBody>,
     pub created_at: Option<String>,
@@ -61,6 +64,7 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         namespace: project.spec.namespace.clone(),
         phase: format!("{:?}", status.phase),
         message,
+        last_observation: status.last_observation,
         registry_secret: project.spec.registry_secret.clone(),
         members: project.spec.members.iter().map(MemberBody::from).collect(),
         created_at: k8s::created(project),

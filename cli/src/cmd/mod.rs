@@ -1,8 +1,9 @@
 //! The user commands over the REST API: `login`, `logout`, `orgs`, `clusters`, `projects`,
-//! `apps`, `templates`. Each prints a table for people or, with `-o json`, the API's JSON for
+//! `apps`, `templates`, `alerts`. Each prints a table for people or, with `-o json`, the API's JSON for
 //! scripts. Objects are named by id or by name (names are looked up in the organization, and an
 //! App's name in its project).
 
+mod alerts;
 mod apps;
 mod clusters;
 mod projects;
@@ -140,6 +141,8 @@ pub enum ApiCommand {
         #[command(subcommand)]
         command: TemplatesCommand,
     },
+    /// Alerts: silent clusters and Apps past their progress deadline; `ack ID` acknowledges.
+    Alerts(alerts::AlertsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -182,6 +185,7 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
         ApiCommand::Projects { command } => projects::run(global, command).await,
         ApiCommand::Apps { command } => apps::run(global, command).await,
         ApiCommand::Templates { command } => templates::run(global, command).await,
+        ApiCommand::Alerts(args) => alerts::run(global, args).await,
     }
 }
 

@@ -210,6 +210,8 @@ function describe(e: LiveEvent): string {
       const fields = details.map((d) => `${d.resource} ${d.field} desired ${d.desired} observed ${d.observed} by ${d.manager ?? "unknown"}`);
       return `drift detected${fields.length ? `: ${fields.join("; ")}` : ""}`;
     }
+    case "alert":
+      return `alert ${String(e.alert ?? "")} ${String(e.state ?? "")}${e.message ? `: ${String(e.message)}` : ""}`;
     default:
       return e.kind;
   }

@@ -27,6 +27,7 @@ struct ControllerFields<'a> {
     recorded_generation: Option<i64>,
     rollout_started_at: Option<&'a str>,
     rejection: Option<&'a Rejection>,
+    last_observation: Option<&'a str>,
     conditions: &'a [Condition],
 }
 
@@ -46,6 +47,7 @@ impl<'a> From<&'a AppStatus> for StatusPatch<'a> {
                 recorded_generation: status.recorded_generation,
                 rollout_started_at: status.rollout_started_at.as_deref(),
                 rejection: status.rejection.as_ref(),
+                last_observation: status.last_observation.as_deref(),
                 conditions: &status.conditions,
             },
         }
@@ -193,6 +195,7 @@ mod tests {
                 "recordedGeneration": null,
                 "rolloutStartedAt": null,
                 "rejection": null,
+                "lastObservation": null,
                 "conditions": [],
             }})
         );

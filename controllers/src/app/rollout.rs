@@ -18,6 +18,7 @@ use crate::conditions::{self, PROGRESSING};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement;
 use crate::plane::Plane;
+use crate::reach;
 use crate::reconcile::Error;
 use crate::rfc3339;
 
@@ -113,8 +114,8 @@ pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<A
     }
     redeploy::redeploy(app, plane, key, &placement, &revision, &mut retry).await?;
 
-    // 3. What it all means.
-    let conclusion = decide::conclude(
+    // 3. What it all means (and on a silent cluster, that it is only the last observation).
+    let mut conclusion = decide::conclude(
         &old,
         status,
         &Pass {
@@ -125,6 +126,15 @@ pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<A
             waiting: waiting.or(previous_wait),
             retry,
         },
+    );
+    let silence = reach::silence_in(&plane.caches, &key.namespace, &placement.cluster_name);
+    let status = &mut conclusion.status;
+    status.last_observation = reach::show(
+        &old.conditions,
+        &mut status.conditions,
+        silence.as_ref(),
+        conclusion.assessment.phase,
+        Some(generation),
     );
     let assessment = &conclusion.assessment;
     if let (Some(outcome), Some(id)) = (

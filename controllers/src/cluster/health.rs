@@ -7,12 +7,16 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kubenest_contracts::Heartbeat;
 use kubenest_crds::cluster::{
     Capacity, CheckStatus, Cluster, ClusterState, ClusterStatus, HealthCheck,
 };
 
+use kubenest_crds::observed::ClusterHealth;
+
+use crate::conditions::{self, AGENT_REPORTING, CLUSTER_UNREACHABLE, READY};
+use crate::patch::merge_status;
 use crate::rfc3339;
 
 /// Share of CPU or memory requested above which capacity is a warning.
@@ -77,9 +81,20 @@ pub fn apply_heartbeat(status: &mut ClusterStatus, heartbeat: &Heartbeat) {
     status
         .conditions
         .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+    conditions::set(
+        &mut status.conditions,
+        READY,
+        true,
+        AGENT_REPORTING,
+        "the agent reports within its heartbeat window",
+        None,
+    );
 }
 
-/// Marks a silent cluster (pure): returns whether the status changed.
+/// Marks a silent cluster (pure): returns whether the status changed. Past the window nothing
+/// is known any more: every check turns `unknown`, a critical `HeartbeatMissed` is raised, the
+/// state is `disconnected` and `Ready` is `Unknown` (reason `ClusterUnreachable`), which the
+/// cluster's Apps and Projects then show too ([`crate::reach`]).
 pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::Duration) -> bool {
     let Some(last) = status
         .last_heartbeat
@@ -91,30 +106,43 @@ pub fn evaluate(status: &mut ClusterStatus, now: DateTime<Utc>, window: chrono::
     if now.signed_duration_since(last) <= window {
         return false;
     }
+    let before = status.clone();
     let message = format!("no report since {last}; the cluster's health is unknown");
-    if status
+    let raised = status
         .conditions
         .iter()
-        .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.message == message)
-    {
-        return false;
+        .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.message == message);
+    if !raised {
+        for check in &mut status.health {
+            check.status = CheckStatus::Unknown;
+            check.message = format!("no report since {last}");
+        }
+        status
+            .conditions
+            .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
+        status.conditions.push(Condition {
+            type_: crate::conditions::HEARTBEAT_MISSED.into(),
+            status: "True".into(),
+            reason: "Critical".into(),
+            message,
+            observed_generation: None,
+            last_transition_time: now_time(),
+        });
     }
-    for check in &mut status.health {
-        check.status = CheckStatus::Unknown;
-        check.message = format!("no report since {last}");
-    }
-    status
-        .conditions
-        .retain(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED);
-    status.conditions.push(Condition {
-        type_: crate::conditions::HEARTBEAT_MISSED.into(),
-        status: "True".into(),
-        reason: "Critical".into(),
-        message,
-        observed_generation: None,
-        last_transition_time: now_time(),
-    });
-    true
+    status.state = ClusterState::Disconnected;
+    conditions::set_status(
+        &mut status.conditions,
+        READY,
+        "Unknown",
+        CLUSTER_UNREACHABLE,
+        format!(
+            "the agent has not reported since {last} (window {}s): what the cluster shows is \
+             its last observation",
+            window.num_seconds()
+        ),
+        None,
+    );
+    *status != before
 }
 
 async fn clusters(client: &kube::Client) -> Result<Vec<Cluster>, kube::Error> {
@@ -133,20 +161,15 @@ async fn write(
         return Ok(());
     };
     // Only fleet health's fields: the Cluster controller writes the token fields concurrently.
-    let patch = serde_json::json!({ "status": {
-        "state": status.state,
-        "lastHeartbeat": status.last_heartbeat,
-        "capacity": status.capacity,
-        "health": status.health,
-        "conditions": status.conditions,
-    }});
-    Api::<Cluster>::namespaced(client.clone(), &namespace)
-        .patch_status(
-            &cluster.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let health = ClusterHealth {
+        state: status.state,
+        last_heartbeat: status.last_heartbeat.clone(),
+        capacity: status.capacity.clone(),
+        health: status.health.clone(),
+        conditions: status.conditions.clone(),
+    };
+    let api = Api::<Cluster>::namespaced(client.clone(), &namespace);
+    merge_status(&api, &cluster.name_any(), &health).await?;
     Ok(())
 }
 
@@ -371,6 +394,12 @@ mod tests {
                 .iter()
                 .any(|c| c.type_ == crate::conditions::HEARTBEAT_MISSED && c.reason == "Critical")
         );
+        assert_eq!(status.state, ClusterState::Disconnected);
+        let ready = crate::conditions::get(&status.conditions, READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("Unknown", CLUSTER_UNREACHABLE)
+        );
         assert!(
             !evaluate(&mut status, start + chrono::Duration::seconds(130), window),
             "raised once"
@@ -386,5 +415,11 @@ mod tests {
                 .all(|c| c.type_ != crate::conditions::HEARTBEAT_MISSED)
         );
         assert!(status.health.iter().all(|c| c.status == CheckStatus::Ok));
+        assert_eq!(status.state, ClusterState::Connected);
+        let ready = crate::conditions::get(&status.conditions, READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", AGENT_REPORTING)
+        );
     }
 }

@@ -16,6 +16,7 @@ use crate::deadline;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::{Placement, Unplaced};
 use crate::plane::Attempt;
+use crate::reach::{self, Silence};
 
 /// What a reconcile of a live project knows.
 #[derive(Debug)]
@@ -30,6 +31,8 @@ pub struct Facts<'a> {
     pub placement: Result<Placement, Unplaced>,
     /// When this reconcile judges the project's deadline.
     pub now: DateTime<Utc>,
+    /// The project's cluster has not reported within its heartbeat window.
+    pub silence: Option<Silence>,
 }
 
 /// What a reconcile of a live project does.
@@ -108,6 +111,7 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     let project = facts.project;
     let generation = Some(facts.generation);
     let mut status = facts.old.clone();
+    status.last_observation = None;
     if let Some(owner) = &facts.owner {
         status.phase = ProjectPhase::Failed;
         conditions::set(
@@ -175,6 +179,13 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     );
     conditions::remove(&mut status.conditions, PROGRESSING);
     status.progress = None;
+    status.last_observation = reach::show(
+        &facts.old.conditions,
+        &mut status.conditions,
+        facts.silence.as_ref(),
+        "Ready",
+        generation,
+    );
     Plan::Write {
         status,
         requeue: Duration::from_secs(300),
@@ -254,6 +265,14 @@ pub fn waiting(facts: &Facts<'_>, attempt: &Attempt) -> (ProjectStatus, Duration
             generation,
         );
     }
+    let last = format!("{:?}", status.phase);
+    status.last_observation = reach::show(
+        &old.conditions,
+        &mut status.conditions,
+        facts.silence.as_ref(),
+        &last,
+        generation,
+    );
     let requeue = deadline::sooner(attempt.retry, deadline.at, facts.now);
     (status, requeue.max(Duration::from_secs(1)))
 }
@@ -295,6 +314,7 @@ mod tests {
             owner: Some("older".into()),
             placement: Ok(placement(&web)),
             now: chrono::Utc::now(),
+            silence: None,
         };
         let Plan::Write {
             status, requeue, ..
@@ -319,6 +339,7 @@ mod tests {
             owner: None,
             placement: Err(Unplaced::ClusterNotRegistered("east".into())),
             now: chrono::Utc::now(),
+            silence: None,
         };
         let Plan::Write {
             status, requeue, ..
@@ -338,6 +359,7 @@ mod tests {
         let confirmed = Facts {
             old: &old,
             placement: Ok(placement(&web)),
+            silence: None,
             ..unplaced
         };
         let Plan::Write {
@@ -371,6 +393,7 @@ mod tests {
             owner: None,
             placement: Ok(placement(&web)),
             now: chrono::Utc::now(),
+            silence: None,
         };
         let Plan::Ensure { command, .. } = decide(&facts) else {
             panic!("generation 2 was never confirmed");
@@ -422,6 +445,7 @@ mod tests {
             owner: None,
             placement: Ok(placement(&web)),
             now: chrono::Utc::now(),
+            silence: None,
         };
         let (status, _) = waiting(&facts, &unreachable);
         assert_eq!(
@@ -474,5 +498,55 @@ mod tests {
         );
         assert_eq!(status.phase, ProjectPhase::Pending);
         assert!(status.progress.unwrap().delivered_at.is_some());
+    }
+
+    #[test]
+    fn a_ready_project_on_a_silent_cluster_shows_unknown_with_its_last_observation_until_it_reports()
+     {
+        let web = project("web", "shop", 200, true);
+        let key = key();
+        let old = ProjectStatus {
+            cluster_phase: Some("Ready".into()),
+            ensured_generation: Some(1),
+            ..Default::default()
+        };
+        let silent = Facts {
+            project: &web,
+            key: &key,
+            generation: 1,
+            old: &old,
+            owner: None,
+            placement: Ok(placement(&web)),
+            now: chrono::Utc::now(),
+            silence: Some(Silence {
+                cluster: "east".into(),
+                since: Some("2026-01-01T00:00:00Z".into()),
+            }),
+        };
+        let Plan::Write { status, .. } = decide(&silent) else {
+            panic!("a confirmed namespace needs no command");
+        };
+        assert_eq!(
+            status.phase,
+            ProjectPhase::Ready,
+            "the phase is the last observed"
+        );
+        assert_eq!(ready(&status), Some(("Unknown", "ClusterUnreachable")));
+        assert_eq!(
+            status.last_observation.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+
+        let shown = status;
+        let reporting = Facts {
+            old: &shown,
+            silence: None,
+            ..silent
+        };
+        let Plan::Write { status, .. } = decide(&reporting) else {
+            panic!("a confirmed namespace needs no command");
+        };
+        assert_eq!(ready(&status), Some(("True", "NamespaceReady")));
+        assert_eq!(status.last_observation, None);
     }
 }

@@ -38,6 +38,7 @@ use crate::intents::ObjectKey;
 use crate::patch::merge_status;
 use crate::placement::{self, Placement, Unplaced};
 use crate::plane::Plane;
+use crate::reach;
 pub use crate::reconcile::Error;
 use crate::reconcile::{attempt_deletion, error_policy, key_of};
 pub use decide::owner_of;
@@ -47,9 +48,11 @@ use deletion::{Deletion, DeletionFacts};
 /// The fields of a Project's status this controller writes; the status router writes what the
 /// agent observed.
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Owned<'a> {
     phase: ProjectPhase,
     progress: Option<&'a ProgressClock>,
+    last_observation: Option<&'a str>,
     conditions: &'a [Condition],
 }
 
@@ -65,6 +68,7 @@ async fn write_status(
     let owned = Owned {
         phase: new.phase,
         progress: new.progress.as_ref(),
+        last_observation: new.last_observation.as_deref(),
         conditions: &new.conditions,
     };
     let api = Api::<Project>::namespaced(plane.client.clone(), &key.namespace);
@@ -136,6 +140,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         owner: other_owner(plane, project, key, confirmed).await?,
         placement: place(plane, project, key),
         now: chrono::Utc::now(),
+        silence: reach::silence_in(&plane.caches, &key.namespace, &project.spec.cluster),
     };
     match decide::decide(&facts) {
         Plan::Write {
@@ -228,8 +233,12 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
     }
 }
 
-/// Runs the Project controller until `shutdown` resolves.
-pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// Runs the Project controller until `shutdown` resolves; `triggers` asks for extra reconciles.
+pub async fn run(
+    plane: Arc<Plane>,
+    triggers: tokio::sync::mpsc::Receiver<ObjectRef<Project>>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = plane.client.clone();
     let projects: Api<Project> = Api::all(client.clone());
     let caches = plane.caches.clone();
@@ -257,6 +266,7 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
                 caches.projects_on(&namespace, &cluster.name_any())
             },
         )
+        .reconcile_on(tokio_stream::wrappers::ReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy::<Project>, plane)
         .for_each(|result| async move {

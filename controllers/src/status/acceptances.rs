@@ -10,7 +10,7 @@ use kubenest_crds::app::App;
 use tokio::sync::Notify;
 
 use futures::StreamExt;
-use serde_json::json;
+use kubenest_crds::observed::AppAccepted;
 use tokio_util::sync::CancellationToken;
 
 use super::{LANES, patch_status};
@@ -80,7 +80,10 @@ impl Acceptances {
 /// Writes an acceptance alone. If that fails, the controllers re-send the command and the
 /// agent accepts it again.
 pub(super) async fn record_acceptance(client: &kube::Client, app: &App, revision: String) {
-    if let Err(error) = patch_status(client, app, json!({ "acceptedRevision": revision })).await {
+    let accepted = AppAccepted {
+        accepted_revision: revision,
+    };
+    if let Err(error) = patch_status(client, app, &accepted).await {
         tracing::warn!(app = %app.name_any(), %error, "acceptance not recorded");
     }
 }

@@ -7,11 +7,43 @@ use std::time::Instant;
 use kube::ResourceExt;
 use kubenest_contracts as wire;
 use kubenest_crds::app::App;
-use serde_json::json;
+use kubenest_crds::observed::{
+    AddonRefused, AppRedeployHandled, AppRejected, ObservedRejection, ProjectEnsured,
+    ProjectRefused,
+};
+use serde::Serialize;
 
 use super::{Router, patch_status, phase_name};
 use crate::intents::{ObjectKey, Sent};
 use kubenest_store::DeploymentStatus;
+
+/// A refusal as the logs and a refused redeploy's history message show it: its JSON.
+#[derive(Debug, Serialize)]
+struct Refusal {
+    reason: String,
+    message: String,
+    field: Option<String>,
+}
+
+impl Refusal {
+    fn of(rejected: &wire::CommandRejected) -> Self {
+        Self {
+            reason: phase_name(&rejected.reason),
+            message: rejected.message.clone(),
+            field: rejected.field.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Through a `Value`, so the keys come in the order they always did (sorted).
+        match serde_json::to_value(self) {
+            Ok(value) => value.fmt(f),
+            Err(_) => write!(f, "{}: {}", self.reason, self.message),
+        }
+    }
+}
 
 impl Router {
     /// Records the agent's acceptance of `revision` of `app`: with the App's next status if it
@@ -33,23 +65,24 @@ impl Router {
         };
         let client = &self.plane.client;
         let app = |key: &ObjectKey| self.caches.app_on(cluster_id, &key.uid);
-        let rejection = rejected.as_ref().map(|r| {
-            json!({
-                "reason": phase_name(&r.reason),
-                "message": r.message,
-                "field": r.field,
-            })
-        });
+        let rejection = rejected.as_ref().map(Refusal::of);
         match (sent, rejection) {
             (Sent::AppDeploy { app: key, revision }, None) => {
                 if let Some(app) = app(&key) {
                     self.accepted(app, revision);
                 }
             }
-            (Sent::AppDeploy { app: key, revision }, Some(mut rejection)) => {
+            (Sent::AppDeploy { app: key, revision }, Some(r)) => {
                 if let Some(app) = app(&key) {
-                    rejection["revision"] = json!(revision);
-                    patch_status(client, &*app, json!({ "rejection": rejection })).await?;
+                    let rejected = AppRejected {
+                        rejection: ObservedRejection {
+                            revision,
+                            reason: r.reason,
+                            message: r.message,
+                            field: r.field,
+                        },
+                    };
+                    patch_status(client, &*app, &rejected).await?;
                 }
             }
             (
@@ -80,7 +113,10 @@ impl Router {
                     {
                         tracing::debug!(%error, "redeploy outcome not recorded");
                     }
-                    patch_status(client, &*app, json!({ "handledRedeploy": token })).await?;
+                    let handled = AppRedeployHandled {
+                        handled_redeploy: token,
+                    };
+                    patch_status(client, &*app, &handled).await?;
                 }
             }
             (
@@ -91,13 +127,21 @@ impl Router {
                 rejection,
             ) => {
                 if let Some(project) = self.caches.project_on(cluster_id, &key.uid) {
-                    let patch = match rejection {
-                        None => json!({ "ensuredGeneration": generation }),
-                        Some(r) => {
-                            json!({ "clusterPhase": "Failed", "clusterMessage": r["message"] })
+                    match rejection {
+                        None => {
+                            let ensured = ProjectEnsured {
+                                ensured_generation: generation,
+                            };
+                            patch_status(client, &*project, &ensured).await?;
                         }
-                    };
-                    patch_status(client, &*project, patch).await?;
+                        Some(r) => {
+                            let refused = ProjectRefused {
+                                cluster_phase: "Failed".into(),
+                                cluster_message: r.message,
+                            };
+                            patch_status(client, &*project, &refused).await?;
+                        }
+                    }
                 }
             }
             (
@@ -108,15 +152,12 @@ impl Router {
                 Some(r),
             ) => {
                 if let Some(addon) = self.caches.addon_on(cluster_id, &key.uid) {
-                    let message = format!(
-                        "{}: {}",
-                        r["reason"].as_str().unwrap_or_default(),
-                        r["message"].as_str().unwrap_or_default()
-                    );
-                    patch_status(client, &*addon, json!({
-                        "observedRevision": revision, "clusterPhase": "Failed", "message": message,
-                    }))
-                    .await?;
+                    let refused = AddonRefused {
+                        observed_revision: revision,
+                        cluster_phase: "Failed".into(),
+                        message: format!("{}: {}", r.reason, r.message),
+                    };
+                    patch_status(client, &*addon, &refused).await?;
                 }
             }
             (sent, Some(r)) => tracing::warn!(?sent, rejection = %r, "the agent refused a command"),

@@ -12,26 +12,33 @@ mod answers;
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kubenest_contracts::{self as wire, Envelope, Message};
+use kubenest_crds::app::{ComponentStatus, DriftDetail};
+use kubenest_crds::observed::{
+    AddonObserved, AppDrift, AppObserved, ObservedSync, ProjectObserved,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::caches::Caches;
 use crate::cluster::health;
 use crate::intents::Held;
+use crate::patch::merge_status;
 use crate::plane::Plane;
 use crate::rfc3339;
 use acceptances::{Acceptances, record_acceptance};
 
-async fn patch_status<K>(
+/// Merge-patches `status` (the fields the router owns, see [`kubenest_crds::observed`]) into
+/// the object's status.
+async fn patch_status<K, S>(
     client: &kube::Client,
     object: &K,
-    status: Value,
+    status: &S,
 ) -> Result<(), kube::Error>
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -39,18 +46,18 @@ where
         + DeserializeOwned
         + Serialize
         + std::fmt::Debug,
+    S: Serialize + std::fmt::Debug,
 {
     let Some(namespace) = object.meta().namespace.as_deref() else {
         return Ok(());
     };
     let name = object.meta().name.clone().unwrap_or_default();
-    Api::<K>::namespaced(client.clone(), namespace)
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": status })),
-        )
-        .await?;
+    merge_status(
+        &Api::<K>::namespaced(client.clone(), namespace),
+        &name,
+        status,
+    )
+    .await?;
     Ok(())
 }
 
@@ -170,33 +177,25 @@ impl Router {
                 else {
                     return self.stray(cluster_id, "project.status");
                 };
-                patch_status(
-                    client,
-                    &*project,
-                    json!({
-                        "clusterPhase": phase_name(&status.phase),
-                        "clusterMessage": status.message,
-                        "observedAt": rfc3339(status.observed_at),
-                    }),
-                )
-                .await
+                let observed = ProjectObserved {
+                    cluster_phase: phase_name(&status.phase),
+                    cluster_message: status.message,
+                    observed_at: rfc3339(status.observed_at),
+                };
+                patch_status(client, &*project, &observed).await
             }
             Message::AddonStatus(status) => {
                 let Some(addon) = self.caches.addon_on(cluster_id, status.addon_id.as_str()) else {
                     return self.stray(cluster_id, "addon.status");
                 };
-                patch_status(
-                    client,
-                    &*addon,
-                    json!({
-                        "observedRevision": status.observed_revision,
-                        "clusterPhase": phase_name(&status.phase),
-                        "message": status.message,
-                        "exportSecret": status.export.as_ref().map(|e| e.secret.as_str()),
-                        "gitCommit": status.git_commit,
-                    }),
-                )
-                .await
+                let observed = AddonObserved {
+                    observed_revision: status.observed_revision,
+                    cluster_phase: phase_name(&status.phase),
+                    message: status.message,
+                    export_secret: status.export.map(|e| e.secret.as_str().to_owned()),
+                    git_commit: status.git_commit,
+                };
+                patch_status(client, &*addon, &observed).await
             }
             Message::CommandAccepted(accepted) => {
                 self.answered(cluster_id, accepted.command_id, None).await
@@ -240,17 +239,15 @@ impl Router {
         {
             return Ok(()); // older than what is recorded
         }
-        let components: Vec<Value> = status
+        let components = status
             .components
             .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name.as_str(),
-                    "readyReplicas": c.ready_replicas,
-                    "desiredReplicas": c.desired_replicas,
-                    "ready": c.ready,
-                    "message": c.message,
-                })
+            .map(|c| ComponentStatus {
+                name: c.name.as_str().to_owned(),
+                ready_replicas: c.ready_replicas,
+                desired_replicas: c.desired_replicas,
+                ready: c.ready,
+                message: c.message.clone(),
             })
             .collect();
         // What the agent says is wrong, e.g. a StackDeploy outside its project's namespace.
@@ -261,20 +258,18 @@ impl Router {
             .map(|c| format!("{}: {}", c.reason, c.message))
             .collect();
         let message = (!failing.is_empty()).then(|| failing.join("; "));
-        let mut patch = json!({
-            "observedRevision": status.observed_revision,
-            "clusterPhase": phase_name(&status.phase),
-            "clusterMessage": message,
-            "components": components,
-            "ingressAddress": status.ingress_address,
-            "observedAt": rfc3339(status.observed_at),
-            "observedSequence": status.sequence,
-        });
         let accepted = self.acceptances.ride(status.app_id.as_str());
-        if let Some(revision) = &accepted {
-            patch["acceptedRevision"] = json!(revision);
-        }
-        let written = patch_status(&self.plane.client, &*app, patch).await;
+        let observed = AppObserved {
+            observed_revision: status.observed_revision,
+            cluster_phase: phase_name(&status.phase),
+            cluster_message: message,
+            components,
+            ingress_address: status.ingress_address,
+            observed_at: rfc3339(status.observed_at),
+            observed_sequence: status.sequence,
+            accepted_revision: accepted.clone(),
+        };
+        let written = patch_status(&self.plane.client, &*app, &observed).await;
         if written.is_err()
             && let Some(revision) = accepted
         {
@@ -290,27 +285,27 @@ impl Router {
             return self.stray(cluster_id, "drift.report");
         };
         let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-        let details: Vec<Value> = report
+        let details: Vec<DriftDetail> = report
             .details
             .iter()
-            .map(|d| {
-                json!({
-                    "resource": d.resource,
-                    "field": d.field,
-                    "desired": text(&d.desired),
-                    "observed": text(&d.observed),
-                    "manager": d.manager,
-                })
+            .map(|d| DriftDetail {
+                resource: d.resource.clone(),
+                field: d.field.clone(),
+                desired: text(&d.desired),
+                observed: text(&d.observed),
+                manager: d.manager.clone(),
             })
             .collect();
         let blocked = report.class == wire::DriftClass::BlockedSync;
         let detected = blocked || !details.is_empty();
-        let sync = json!({
-            "driftDetected": detected,
-            "driftClass": detected.then(|| phase_name(&report.class)),
-            "driftDetails": details,
-        });
-        patch_status(&self.plane.client, &*app, json!({ "sync": sync })).await
+        let drift = AppDrift {
+            sync: ObservedSync {
+                drift_detected: detected,
+                drift_class: detected.then(|| phase_name(&report.class)),
+                drift_details: details,
+            },
+        };
+        patch_status(&self.plane.client, &*app, &drift).await
     }
 
     /// Records what the cluster holds and has every App that differs reconciled (and re-sent).

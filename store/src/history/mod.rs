@@ -34,6 +34,11 @@ impl History {
         Ok(Self::start(pool::connect(url, max_connections).await?))
     }
 
+    /// The alerts, on the history's connections (the controllers open and resolve them).
+    pub fn alerts(&self) -> crate::Alerts {
+        crate::Alerts::new(self.pool.clone())
+    }
+
     /// The history on `pool`, with its deployment recorder started.
     pub(crate) fn start(pool: PgPool) -> Self {
         // Half the connections write deployment batches; the rest stay free for everything else.

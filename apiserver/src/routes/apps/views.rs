@@ -65,6 +65,9 @@ pub struct AppResponse {
     pub deployment_id: Option<String>,
     pub ingress_address: Option<String>,
     pub observed_at: Option<String>,
+    /// While the cluster is unreachable (`Ready` is `Unknown`, reason `ClusterUnreachable`):
+    /// when it last reported; the phase and components are as of then.
+    pub last_observation: Option<String>,
     pub created_at: Option<String>,
     /// The App's conditions (`Ready`, `RollbackFailed`, ...), each with its reason.
     pub conditions: Vec<ConditionView>,
@@ -138,6 +141,7 @@ pub(super) fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
         deployment_id: status.deployment_id,
         ingress_address: status.ingress_address,
         observed_at: status.observed_at,
+        last_observation: status.last_observation,
         created_at: k8s::created(app),
         conditions: status
             .conditions

@@ -1,5 +1,6 @@
 //! The live event stream's source: phase changes, deployments, drift, standalone addons' specs,
-//! phases and revisions, and cluster connectivity, derived from watches of the management cluster.
+//! phases and revisions, cluster connectivity and alerts opening and resolving ([`alerts`]),
+//! derived from watches of the management cluster.
 //!
 //! Every replica watches everything and derives the same events from the same object
 //! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
@@ -12,6 +13,8 @@
 //! The watches are never held up by the database: derived events queue for one writer, which
 //! stores whatever has queued in one statement, so under a burst of changes (a fleet rolling
 //! out) a round trip carries hundreds of events rather than one.
+
+mod alerts;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
+use kubenest_domain::alerts::AlertKind;
 use kubenest_store::{Event, EventLog, StoreError};
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -239,11 +243,21 @@ struct AppFacts {
     phase: Option<String>,
     deployment_id: Option<String>,
     drift: Value,
+    /// Its `progress_deadline_exceeded` alert is open.
+    alerting: bool,
 }
 
+/// The facts of a first sight of `app`.
+#[cfg(test)]
 fn app_facts(app: &App) -> AppFacts {
+    facts_after(None, app)
+}
+
+/// The facts of `app` after `old` (an alert stays open until the App runs again).
+fn facts_after(old: Option<&AppFacts>, app: &App) -> AppFacts {
     let status = app.status.clone().unwrap_or_default();
     AppFacts {
+        alerting: alerts::app_alerting(old.is_some_and(|o| o.alerting), app),
         phase: status.phase,
         deployment_id: status.deployment_id,
         drift: status.sync.map_or(Value::Null, |s| {
@@ -294,7 +308,7 @@ fn app_events(
     };
     let uid = app.uid().unwrap_or_default();
     let version = app.resource_version().unwrap_or_default();
-    let new = app_facts(app);
+    let new = facts_after(old, app);
     let old = old.cloned().unwrap_or_default();
     let (project_id, cluster_id) = place;
     let event = |kind: &'static str, slot: i64, payload: Value| NewEvent {
@@ -337,6 +351,17 @@ fn app_events(
         let mut payload = new.drift.clone();
         payload["app"] = name.clone().into();
         events.push(event("app.drift", 2, payload));
+    }
+    if new.alerting != old.alerting {
+        // Slot 3 is `app.deleted`'s too, which never shares a version with this: a deletion's
+        // event carries the deletion's own resourceVersion.
+        let payload = alerts::payload(
+            AlertKind::ProgressDeadlineExceeded,
+            new.alerting,
+            &name,
+            &alerts::app_message(app),
+        );
+        events.push(event("alert", 3, payload));
     }
     // A version that is not a number cannot be ordered: such an event is not sent.
     events.retain(|e| e.id > 0);
@@ -428,6 +453,26 @@ fn addon_event(
     })
 }
 
+/// The `alert` event of a cluster whose alert opened or resolved in this version.
+fn cluster_alert_event(alerting: bool, cluster: &Cluster) -> Option<NewEvent> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let org = org_name_of(&namespace)?;
+    Some(NewEvent {
+        id: event_id(&cluster.resource_version()?, 0)?,
+        org_id: org.to_owned(),
+        cluster_id: Some(cluster.uid()?),
+        project_id: None,
+        app_id: None,
+        kind: "alert",
+        payload: alerts::payload(
+            AlertKind::HeartbeatMissed,
+            alerting,
+            &cluster.name_any(),
+            &alerts::cluster_message(cluster),
+        ),
+    })
+}
+
 fn key_of<K: Resource>(object: &K) -> (String, String) {
     (
         object.meta().namespace.clone().unwrap_or_default(),
@@ -461,6 +506,7 @@ async fn derive(
     let mut cluster_states: HashMap<String, String> = HashMap::new();
     let mut addon_facts_by_uid: HashMap<String, AddonFacts> = HashMap::new();
     let mut addons_listed = false;
+    let mut cluster_alerts: HashMap<String, bool> = HashMap::new();
     // After the first complete list, an App seen for the first time in a relist is new: it was
     // created while the watch was down.
     let mut apps_listed = false;
@@ -488,6 +534,12 @@ async fn derive(
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
                 // The first sight of a cluster is a baseline, not a change.
+                let was = cluster_alerts.get(&uid).copied();
+                let alerting = alerts::cluster_alerting(was.unwrap_or(false), &c);
+                cluster_alerts.insert(uid.clone(), alerting);
+                if was.is_some_and(|was| was != alerting) {
+                    new.extend(cluster_alert_event(alerting, &c));
+                }
                 if let Some(old) = cluster_states.insert(uid, state)
                     && let Some(event) = cluster_event(Some(&old), &c)
                 {
@@ -498,8 +550,10 @@ async fn derive(
                 index.record(Kind::App, &app.metadata);
                 let uid = app.uid().unwrap_or_default();
                 let place = places.app_place(&key_of(&app).0, &app.spec.project);
-                new = app_events(app_facts_by_uid.get(&uid), &app, place);
-                app_facts_by_uid.insert(uid, app_facts(&app));
+                let old = app_facts_by_uid.get(&uid);
+                new = app_events(old, &app, place);
+                let facts = facts_after(old, &app);
+                app_facts_by_uid.insert(uid, facts);
             }
             Change::App(Ok(watcher::Event::InitApply(app))) => {
                 index.record(Kind::App, &app.metadata);
@@ -511,7 +565,8 @@ async fn derive(
                     let place = places.app_place(&key_of(&app).0, &app.spec.project);
                     new = app_events(old, &app, place);
                 }
-                app_facts_by_uid.insert(uid, app_facts(&app));
+                let facts = facts_after(old, &app);
+                app_facts_by_uid.insert(uid, facts);
             }
             Change::App(Ok(watcher::Event::InitDone)) => {
                 if apps_listed {
@@ -555,6 +610,7 @@ async fn derive(
                 index.forget(Kind::Cluster, &c.metadata);
                 places.clusters.remove(&key_of(&c));
                 cluster_states.remove(&c.uid().unwrap_or_default());
+                cluster_alerts.remove(&c.uid().unwrap_or_default());
             }
             Change::App(Err(e))
             | Change::Addon(Err(e))
@@ -656,9 +712,45 @@ mod tests {
             addon_event(Some(&seen), &addon("Installing", 1, "8"), (None, None)),
             None
         );
+        let mut respecified = addon("Installing", 1, "8");
+        respecified.metadata.generation = Some(2);
+        assert!(addon_event(Some(&seen), &respecified, (None, None)).is_some());
         let upgraded = addon_event(Some(&seen), &addon("Installing", 2, "9"), (None, None));
         assert_eq!(upgraded.unwrap().payload["revision"], 2);
         let ready = addon_event(Some(&seen), &addon("Ready", 1, "10"), (None, None)).unwrap();
         assert_eq!(ready.payload["previous"], "Installing");
+    }
+
+    #[test]
+    fn a_failed_deadline_is_an_alert_event_until_the_app_runs_again() {
+        let mut failed = app(Some("Failed"), Some("d1"), "7");
+        failed.status.as_mut().unwrap().conditions.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: "ProgressDeadlineExceeded".into(),
+                message: "revision r1 was not running within 10s".into(),
+                observed_generation: None,
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            },
+        );
+        let running = app_facts(&app(Some("Running"), Some("d1"), "6"));
+        let events = app_events(Some(&running), &failed, (None, None));
+        let alert = events.iter().find(|e| e.kind == "alert").unwrap();
+        assert_eq!(alert.id, 7 * 4 + 3);
+        assert_eq!(alert.payload["state"], "open");
+        assert_eq!(alert.payload["alert"], "progress_deadline_exceeded");
+
+        let open = facts_after(Some(&running), &failed);
+        let deploying = app(Some("Deploying"), Some("d2"), "8");
+        let events = app_events(Some(&open), &deploying, (None, None));
+        assert!(events.iter().all(|e| e.kind != "alert"), "not running yet");
+        let still = facts_after(Some(&open), &deploying);
+        let back = app(Some("Running"), Some("d2"), "9");
+        let events = app_events(Some(&still), &back, (None, None));
+        let alert = events.iter().find(|e| e.kind == "alert").unwrap();
+        assert_eq!(alert.payload["state"], "resolved");
     }
 }

@@ -1,0 +1,88 @@
+//! `kubenest alerts`: the organization's alerts (silent clusters, Apps past their progress
+//! deadline), and `kubenest alerts ack ID`.
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::json;
+
+use super::{Global, Table, text};
+use crate::api;
+
+/// Which alerts to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlertState {
+    /// Raised, nobody acknowledged them yet.
+    Open,
+    /// Acknowledged, still holding.
+    Acknowledged,
+    /// Ended.
+    Resolved,
+}
+
+impl AlertState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Acknowledged => "acknowledged",
+            Self::Resolved => "resolved",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AlertsArgs {
+    /// Only alerts in this state (every alert otherwise).
+    #[arg(long)]
+    pub state: Option<AlertState>,
+    #[command(subcommand)]
+    pub command: Option<AlertsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AlertsCommand {
+    /// Acknowledge an alert: it stays until what it is about ends, marked as seen by you.
+    Ack { id: String },
+}
+
+pub async fn run(global: &Global, args: AlertsArgs) -> anyhow::Result<()> {
+    let mut client = global.client()?;
+    let org = global.org(&mut client).await?;
+    match args.command {
+        None => {
+            let mut path = format!("/api/v1/orgs/{org}/alerts");
+            if let Some(state) = args.state {
+                path.push_str(&format!("?state={}", state.as_str()));
+            }
+            let alerts = client.get(&path).await?;
+            global.print(&alerts, |alerts| {
+                Table::rows(
+                    [
+                        "ID", "STATE", "SEVERITY", "KIND", "SUBJECT", "OPENED", "MESSAGE",
+                    ],
+                    alerts,
+                    |a| {
+                        vec![
+                            text(&a["id"]),
+                            text(&a["state"]),
+                            text(&a["severity"]),
+                            text(&a["kind"]),
+                            format!("{}/{}", text(&a["subject_kind"]), text(&a["subject_name"])),
+                            text(&a["opened_at"]),
+                            text(&a["message"]),
+                        ]
+                    },
+                )
+            });
+        }
+        Some(AlertsCommand::Ack { id }) => {
+            let alert = client
+                .post(
+                    &format!("/api/v1/orgs/{org}/alerts/{}/ack", api::query_value(&id)),
+                    &json!({}),
+                )
+                .await?;
+            global.done(&alert, &format!("alert {id} acknowledged"));
+        }
+    }
+    Ok(())
+}

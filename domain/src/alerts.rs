@@ -1,0 +1,220 @@
+//! Alerts: what raises one and what ends it (pure). The controllers open and resolve alert rows
+//! by these rules and the API server derives the live stream's `alert` events from the same,
+//! so both say the same of the same object.
+//!
+//! - A Cluster silent past its heartbeat window (fleet health's critical `HeartbeatMissed`
+//!   condition) raises `heartbeat_missed`; its next report ends it.
+//! - An App that failed its progress deadline raises `progress_deadline_exceeded`: phase
+//!   `Failed` with `Ready` reason `ProgressDeadlineExceeded` (the controllers' deadline), or with
+//!   a workload whose own deadline passed (the agent's `blocked_sync` drift observing
+//!   `ProgressDeadlineExceeded`). It ends when the App runs again (phase `Running`), not merely
+//!   when a new rollout starts.
+
+use kubenest_crds::app::AppStatus;
+use kubenest_crds::cluster::ClusterStatus;
+use kubenest_crds::names::conditions::{HEARTBEAT_MISSED, READY};
+
+/// The reason of `Ready` of an App whose revision was not running in time.
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+
+/// What an alert is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlertKind {
+    /// A cluster has not reported within its heartbeat window.
+    HeartbeatMissed,
+    /// An App's revision was not running within its progress deadline.
+    ProgressDeadlineExceeded,
+}
+
+impl AlertKind {
+    /// Every kind.
+    pub const ALL: [AlertKind; 2] = [Self::HeartbeatMissed, Self::ProgressDeadlineExceeded];
+
+    /// The kind as stored and as the API and the stream name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HeartbeatMissed => "heartbeat_missed",
+            Self::ProgressDeadlineExceeded => "progress_deadline_exceeded",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// `critical` (nothing is known of a whole cluster) or `warning` (one App).
+    pub fn severity(self) -> &'static str {
+        match self {
+            Self::HeartbeatMissed => "critical",
+            Self::ProgressDeadlineExceeded => "warning",
+        }
+    }
+
+    /// What it is about: `cluster` or `app`.
+    pub fn subject(self) -> &'static str {
+        match self {
+            Self::HeartbeatMissed => "cluster",
+            Self::ProgressDeadlineExceeded => "app",
+        }
+    }
+
+    /// The reason of the Kubernetes Event raised on the subject when the alert opens.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::HeartbeatMissed => HEARTBEAT_MISSED,
+            Self::ProgressDeadlineExceeded => PROGRESS_DEADLINE_EXCEEDED,
+        }
+    }
+
+    /// The reason of the Kubernetes Event raised on the subject when the alert is resolved.
+    pub fn resolved_reason(self) -> &'static str {
+        match self {
+            Self::HeartbeatMissed => "HeartbeatResumed",
+            Self::ProgressDeadlineExceeded => "RunningAgain",
+        }
+    }
+}
+
+/// What an object's status says of its alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// The condition holds: open the alert (if none is), with this message.
+    Raise(String),
+    /// The condition ended: resolve the alert (if one is open), saying why.
+    Clear(String),
+    /// Neither: an open alert stays open, none is opened.
+    Keep,
+}
+
+/// What a Cluster's status says of `heartbeat_missed`.
+pub fn cluster_signal(status: Option<&ClusterStatus>) -> Signal {
+    let missed = status.and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == HEARTBEAT_MISSED && c.status == "True")
+    });
+    match missed {
+        Some(condition) => Signal::Raise(condition.message.clone()),
+        None => Signal::Clear("the cluster reports again".into()),
+    }
+}
+
+/// What an App's status says of `progress_deadline_exceeded`.
+pub fn app_signal(status: Option<&AppStatus>) -> Signal {
+    let Some(status) = status else {
+        return Signal::Keep;
+    };
+    let ready = status.conditions.iter().find(|c| c.type_ == READY);
+    let workload_deadline = status.sync.as_ref().is_some_and(|s| {
+        s.drift_details
+            .iter()
+            .any(|d| d.observed == PROGRESS_DEADLINE_EXCEEDED)
+    });
+    match (status.phase.as_deref(), ready) {
+        (Some("Failed"), Some(ready))
+            if ready.reason == PROGRESS_DEADLINE_EXCEEDED || workload_deadline =>
+        {
+            Signal::Raise(ready.message.clone())
+        }
+        (Some("Running"), _) => Signal::Clear("the App runs again".into()),
+        _ => Signal::Keep,
+    }
+}
+
+/// Whether an alert is open after `signal`, given whether it was (pure): the hysteresis both
+/// the controllers' rows and the stream's events follow.
+pub fn open_after(was_open: bool, signal: &Signal) -> bool {
+    match signal {
+        Signal::Raise(_) => true,
+        Signal::Clear(_) => false,
+        Signal::Keep => was_open,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    use super::*;
+
+    fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: None,
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    fn app(phase: &str, reason: &str) -> AppStatus {
+        AppStatus {
+            phase: Some(phase.into()),
+            conditions: vec![condition(
+                READY,
+                "False",
+                reason,
+                "revision r1 was not running",
+            )],
+            ..AppStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_missed_heartbeat_raises_and_a_report_clears() {
+        let silent = ClusterStatus {
+            conditions: vec![condition(HEARTBEAT_MISSED, "True", "Critical", "no report")],
+            ..ClusterStatus::default()
+        };
+        assert_eq!(
+            cluster_signal(Some(&silent)),
+            Signal::Raise("no report".into())
+        );
+        assert!(matches!(
+            cluster_signal(Some(&ClusterStatus::default())),
+            Signal::Clear(_)
+        ));
+        assert!(matches!(cluster_signal(None), Signal::Clear(_)));
+    }
+
+    #[test]
+    fn a_failed_deadline_raises_until_the_app_runs_again_not_when_a_new_rollout_starts() {
+        let failed = app_signal(Some(&app("Failed", PROGRESS_DEADLINE_EXCEEDED)));
+        assert_eq!(failed, Signal::Raise("revision r1 was not running".into()));
+        assert!(open_after(false, &failed));
+        let rolling = app_signal(Some(&app("Deploying", "RollingOut")));
+        assert_eq!(rolling, Signal::Keep);
+        assert!(open_after(true, &rolling), "a new rollout has not run yet");
+        assert!(!open_after(false, &rolling));
+        assert_eq!(
+            app_signal(Some(&app("Failed", "Rejected"))),
+            Signal::Keep,
+            "only the deadline raises this alert"
+        );
+        let mut stuck = app("Failed", "ComponentsFailed");
+        stuck.sync = Some(kubenest_crds::app::Sync {
+            drift_detected: true,
+            drift_class: Some("blocked_sync".into()),
+            drift_details: vec![kubenest_crds::app::DriftDetail {
+                resource: "Deployment/shop-web".into(),
+                field: "status.conditions[Progressing]".into(),
+                desired: "NewReplicaSetAvailable".into(),
+                observed: PROGRESS_DEADLINE_EXCEEDED.into(),
+                manager: None,
+            }],
+        });
+        assert!(
+            matches!(app_signal(Some(&stuck)), Signal::Raise(_)),
+            "a workload past its own deadline"
+        );
+        let running = app_signal(Some(&app("Running", "Running")));
+        assert!(!open_after(true, &running));
+        assert_eq!(
+            AlertKind::parse("progress_deadline_exceeded"),
+            Some(AlertKind::ProgressDeadlineExceeded)
+        );
+        assert_eq!(AlertKind::parse("other"), None);
+    }
+}
