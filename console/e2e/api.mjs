@@ -21,4 +21,5 @@ export const api = {
   get: (token, path) => call("GET", path, token),
   post: (token, path, body) => call("POST", path, token, body),
   put: (token, path, body) => call("PUT", path, token, body),
+  patch: (token, path, body) => call("PATCH", path, token, body),
 };

@@ -1,11 +1,12 @@
-// The console end to end, in Debian's Chromium against the real system (`cli/tests/console.rs`
+// The console end to end, in Debian's Chromium against the real system (`devenv/tests/console.rs`
 // starts it and sets the environment): log in, register a cluster, make a project and the
 // reference App, watch it run live, change its image and read the diff, roll back, see drift
 // appear and heal after a kubectl scale behind kubenest's back, pause and resume, lose and get
 // back the live stream, delete; a viewer sees no action; another organization's user sees
 // nothing of this one. Then members and roles, cluster token rotation, a standalone addon from
-// the catalog, stack templates (from the App, imported, deployed by filling their slots), and
-// the same pages as the viewer sees them.
+// the catalog (changed, rolled back), stack templates (from the App, imported, deployed by filling
+// their slots), an App past its deadline raising an alert that is acknowledged, and the same
+// pages as the viewer sees them.
 import { api, login } from "./api.mjs";
 import { ARTIFACTS, launch, openPage, step } from "./browser.mjs";
 import { kubectl } from "./kube.mjs";
@@ -309,6 +310,23 @@ async function main() {
     await waitFor(() => kubectl(CLUSTER, "-n", project, "get", `deployment/${fromTemplate}-web`, "-o", "jsonpath={.spec.template.spec.containers[0].image}") === "nginx:1.27", `${fromTemplate} on the cluster`);
     await step(admin, "template-deployed");
 
+    // An alert: the template's App changed to an image whose pods never become Ready, with a
+    // short deadline, opens a progress-deadline alert; the fleet and the alerts page show it
+    // live, and a member acknowledges it.
+    const failingId = admin.url().split("/").pop();
+    const failing = await api.get(token, `/api/v1/apps/${failingId}`);
+    const components = failing.components.map((c) => (c.name === "web" ? { ...c, workload_spec: { ...c.workload_spec, image: "nginx:never-ready" } } : c));
+    await api.patch(token, `/api/v1/apps/${failingId}`, { components, progress_deadline_seconds: 10 });
+    await admin.getByRole("link", { name: "Fleet" }).click();
+    await admin.getByTestId("open-alerts").filter({ hasText: fromTemplate }).waitFor({ timeout: CONVERGE });
+    await step(admin, "fleet-open-alert");
+    await admin.getByRole("link", { name: "Alerts" }).click();
+    const alertRow = admin.getByTestId(`alert-${fromTemplate}`);
+    await alertRow.filter({ hasText: "progress deadline exceeded" }).filter({ hasText: "open" }).waitFor();
+    await alertRow.getByRole("button", { name: "Acknowledge" }).click();
+    await alertRow.filter({ hasText: "acknowledged by admin" }).waitFor();
+    await step(admin, "alert-acknowledged");
+
     // The viewer sees these pages without their actions.
     await view.bringToFront();
     for (const [link, title, row, form] of [
@@ -322,6 +340,10 @@ async function main() {
       if ((await view.getByRole("form", { name: form }).count()) > 0) throw new Error(`the viewer sees the form ${form}`);
       await step(view, `viewer-${link.toLowerCase()}`);
     }
+    await view.getByRole("link", { name: "Alerts", exact: true }).click();
+    await view.getByTestId(`alert-${fromTemplate}`).waitFor();
+    if ((await view.getByRole("button", { name: "Acknowledge" }).count()) > 0) throw new Error("the viewer may acknowledge alerts");
+    await step(view, "viewer-alerts");
 
     // Delete.
     await admin.bringToFront();

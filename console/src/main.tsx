@@ -12,6 +12,7 @@ import { AppEdit } from "./pages/AppEdit";
 import { AddonDetail, Addons } from "./pages/Addons";
 import { TemplateDeploy, Templates } from "./pages/Templates";
 import { Members } from "./pages/Members";
+import { Alerts } from "./pages/Alerts";
 import "./styles.css";
 
 const router = createBrowserRouter([
@@ -31,6 +32,7 @@ const router = createBrowserRouter([
       { path: "/templates", element: <Templates /> },
       { path: "/templates/:id", element: <TemplateDeploy /> },
       { path: "/members", element: <Members /> },
+      { path: "/alerts", element: <Alerts /> },
       { path: "*", element: <p>No such page.</p> },
     ],
   },

@@ -15,6 +15,7 @@ export type Role = Schemas["Role"];
 export type Component = Schemas["ComponentBody"];
 export type Instance = Schemas["InstanceResponse"];
 export type Template = Schemas["TemplateResponse"];
+export type Alert = Schemas["AlertResponse"];
 export type ErrorBody = Schemas["ErrorBody"];
 /// The registration answer is not described in the document; it is the rotation answer
 /// plus the cluster.

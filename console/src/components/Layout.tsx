@@ -91,6 +91,7 @@ export function Layout() {
           <NavLink to="/addons">Addons</NavLink>
           <NavLink to="/templates">Templates</NavLink>
           <NavLink to="/members">Members</NavLink>
+          <NavLink to="/alerts">Alerts</NavLink>
         </nav>
         <label>
           Organization{" "}

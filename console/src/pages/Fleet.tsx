@@ -1,5 +1,5 @@
-// The fleet: the organization's clusters with state, health, capacity and heartbeat, live;
-// registration of a new cluster, whose install command is shown once.
+// The fleet: the organization's open alerts and its clusters with state, health, capacity and
+// heartbeat, live; registration of a new cluster, whose install command is shown once.
 import { useMemo, useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { api, ok, ApiFailure, type Cluster, type Registration } from "../api/client";
@@ -8,6 +8,7 @@ import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canWrite } from "../roles";
 import { Capacity, ErrorNote, GIB, Phase, When } from "../components/ui";
+import { useAlerts } from "./Alerts";
 
 export function useClusters(org: string) {
   const loaded = useLoad(async () => {
@@ -27,10 +28,19 @@ export function Fleet() {
   const { org } = useAccount();
   const role = useOrgRole();
   const { clusters, error, reload } = useClusters(org);
+  const open = useAlerts(org, "open").data ?? [];
   return (
     <>
       <h1>Fleet</h1>
       <ErrorNote error={error} />
+      {open.length > 0 && (
+        <p className="alert" role="note" data-testid="open-alerts">
+          <Link to="/alerts?state=open">
+            {open.length} open alert{open.length > 1 ? "s" : ""}
+          </Link>
+          : {open.map((a) => `${a.subject_name} (${a.kind.replaceAll("_", " ")})`).join(", ")}
+        </p>
+      )}
       {canWrite(role) && <Register org={org} onDone={reload} />}
       <ul className="cards" aria-label="Clusters">
         {clusters.map((c) => (

@@ -1,0 +1,103 @@
+// The organization's alerts (a cluster silent past its heartbeat window, an App past its
+// progress deadline): filtered by state, acknowledged by members, live through the stream's
+// `alert` events.
+import { useState } from "react";
+import { Link, useSearchParams } from "react-router";
+import { api, ok, type Alert } from "../api/client";
+import { useAccount, useOrgRole } from "../account";
+import { useLoad } from "../load";
+import { useNewestEvent } from "../live/store";
+import { canWrite } from "../roles";
+import { Badge, ErrorNote, Head, When } from "../components/ui";
+
+const STATES = ["open", "acknowledged", "resolved"] as const;
+
+/// The open alerts of an organization, kept current by the stream (for the fleet page too).
+export function useAlerts(org: string, state?: string) {
+  const changed = useNewestEvent((e) => e.kind === "alert" && e.org === org);
+  return useLoad(
+    async () => ok(await api.GET("/api/v1/orgs/{org}/alerts", { params: { path: { org }, query: { state: state || undefined } } })),
+    [org, state, changed],
+  );
+}
+
+function Subject({ alert: a }: { alert: Alert }) {
+  if (a.subject_kind === "app") return <Link to={`/apps/${a.subject_id}`}>App {a.subject_name}</Link>;
+  if (a.subject_kind === "cluster") return <Link to={`/clusters/${a.subject_id}`}>Cluster {a.subject_name}</Link>;
+  return <>{a.subject_name}</>;
+}
+
+export function Alerts() {
+  const { org } = useAccount();
+  const writer = canWrite(useOrgRole());
+  const [params, setParams] = useSearchParams();
+  const state = params.get("state") ?? "";
+  const alerts = useAlerts(org, state);
+  const [failure, setFailure] = useState<Error>();
+  const acknowledge = async (id: string) => {
+    setFailure(undefined);
+    try {
+      ok(await api.POST("/api/v1/orgs/{org}/alerts/{id}/ack", { params: { path: { org, id } } }));
+      alerts.reload();
+    } catch (e) {
+      setFailure(e as Error);
+    }
+  };
+  return (
+    <>
+      <h1>Alerts</h1>
+      <form className="row filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
+        <label>
+          State{" "}
+          <select value={state} onChange={(e) => setParams(e.target.value ? { state: e.target.value } : {})}>
+            <option value="">all</option>
+            {STATES.map((s) => (
+              <option key={s}>{s}</option>
+            ))}
+          </select>
+        </label>
+      </form>
+      <ErrorNote error={failure ?? alerts.error} />
+      <table data-testid="alerts-table">
+        <Head columns={writer ? ["Alert", "About", "Message", "Opened", "State", "Actions"] : ["Alert", "About", "Message", "Opened", "State"]} />
+        <tbody>
+          {(alerts.data ?? []).map((a) => (
+            <tr key={a.id} data-testid={`alert-${a.subject_name}`}>
+              <td>
+                <Badge tone={a.severity === "critical" ? "bad" : "warn"}>{a.severity}</Badge> {a.kind.replaceAll("_", " ")}
+              </td>
+              <td>
+                <Subject alert={a} />
+              </td>
+              <td>{a.message}</td>
+              <td>
+                <When at={a.opened_at} />
+              </td>
+              <td>
+                {a.state}
+                {a.acknowledged_by && ` by ${a.acknowledged_by}`}
+                {a.resolved_at && (
+                  <>
+                    {" "}
+                    (<When at={a.resolved_at} />
+                    {a.resolution && `: ${a.resolution}`})
+                  </>
+                )}
+              </td>
+              {writer && (
+                <td>
+                  {a.state === "open" && (
+                    <button type="button" onClick={() => acknowledge(a.id)}>
+                      Acknowledge
+                    </button>
+                  )}
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {alerts.data?.length === 0 && <p>No alerts here.</p>}
+    </>
+  );
+}
