@@ -1,6 +1,7 @@
 //! Rollouts that go wrong, end to end on the whole system (the release programs as processes on
 //! real clusters with kwok nodes and PostgreSQL, see `common`): a revision whose new pods never
-//! become Ready is never `Running` nor recorded `succeeded`, and fails at its deadline; changes
+//! become Ready is never `Running` nor recorded `succeeded`, and fails at its deadline (and when
+//! they do become Ready after all, the App runs and its row says so); changes
 //! made while an agent's link is cut for longer than the deadline are not lost: the latest runs,
 //! applied once; a standalone addon whose pods never become Ready ends `Failed`.
 //!
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::{CONVERGE, Expect, converged, converged_as, eventually, fixture, run, simple_app};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kubenest_cli::api::Client;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_testkit::LinkMode;
@@ -113,6 +115,43 @@ fn an_image_whose_new_pods_never_become_ready_is_never_running_and_fails_at_the_
         let deployments: Api<Deployment> = Api::namespaced(f.workload("east").await, &namespace);
         let live = deployments.get("u-web-web").await.unwrap();
         assert_eq!(live.status.unwrap().ready_replicas, Some(1));
+
+        // The new pod becomes Ready after all (a slow image pull that finished, say: here its
+        // status is written by hand, as a kubelet would). The rollout completes, the App runs
+        // its revision, and the row no longer says failed: the history never contradicts it.
+        let pods: Api<Pod> = Api::namespaced(f.workload("east").await, &namespace);
+        let ready = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"},
+            {"type": "ContainersReady", "status": "True"}, {"type": "Ready", "status": "True"}]}});
+        for pod in pods.list(&ListParams::default()).await.unwrap() {
+            if pod.spec.as_ref().unwrap().containers[0].image.as_deref() == Some(NEVER_READY) {
+                let name = pod.metadata.name.unwrap();
+                pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&ready))
+                    .await
+                    .unwrap();
+            }
+        }
+        let late = Instant::now() + CONVERGE;
+        loop {
+            let app = admin.get(&path).await.unwrap();
+            let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+            if app["phase"] == "Running"
+                && app["observed_revision"] == app["revision"]
+                && history[0]["revision"] == app["revision"]
+                && history[0]["result"] == "succeeded"
+            {
+                break;
+            }
+            let live = deployments.get("u-web-web").await.unwrap().status;
+            assert!(
+                Instant::now() < late,
+                "the late revision never ran: phase {}, ready {:?}, row {}, deployment {live:?}",
+                app["phase"],
+                condition(&app, "Ready"),
+                history[0]["result"]
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     });
 }
 

@@ -157,6 +157,35 @@ async fn a_newer_deployment_supersedes_a_pending_one_and_outcomes_are_final() {
 }
 
 #[tokio::test]
+async fn a_failed_deployment_that_runs_after_all_becomes_succeeded_and_nothing_else_changes() {
+    let h = history("hist_late").await;
+    let new = deployment("late/1", "acme", "late", None, json!({"image": "web:1"}));
+    let (d, _) = h.record_deployment(&new).await.unwrap();
+    h.finish_deployment(
+        "acme",
+        d.id,
+        DeploymentStatus::Failed,
+        "not running within 10s",
+    )
+    .await
+    .unwrap();
+    let late = h
+        .finish_deployment("acme", d.id, DeploymentStatus::Succeeded, "Running")
+        .await
+        .unwrap();
+    assert_eq!(
+        (late.status, late.message.as_str()),
+        (DeploymentStatus::Succeeded, "Running")
+    );
+    // Succeeded stays: a later failure of a running revision is not this deployment's outcome.
+    let error = h
+        .finish_deployment("acme", d.id, DeploymentStatus::Failed, "crashed")
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::InvalidTransition(_)), "{error}");
+}
+
+#[tokio::test]
 async fn a_deployment_carries_its_diff_and_is_invisible_to_other_organizations() {
     let h = history("hist_diff").await;
     let before = json!({"components": [{"name": "web", "image": "web:1", "replicas": 2}]});

@@ -41,8 +41,10 @@ text_enum! {
 }
 
 text_enum! {
-    /// A deployment's outcome. Only `pending` ever changes, and only once. `forced`: an
-    /// administrator removed the App without its cluster's confirmation.
+    /// A deployment's outcome. `pending` changes once; the one later change is `failed` to
+    /// `succeeded`, when a revision that missed its deadline runs after all, so the row never
+    /// contradicts the App. `forced`: an administrator removed the App without its cluster's
+    /// confirmation.
     DeploymentStatus {
         Pending => "pending", Succeeded => "succeeded", Failed => "failed", Superseded => "superseded",
         Forced => "forced",
@@ -197,7 +199,9 @@ impl History {
     }
 
     /// Records a pending deployment's outcome. Repeating the same outcome is harmless (status
-    /// events may arrive twice); changing a finished outcome is refused.
+    /// events may arrive twice). A failed deployment whose revision runs after all (its pods
+    /// became Ready past the deadline) becomes succeeded, with the new message; every other
+    /// change of a finished outcome is refused.
     pub async fn finish_deployment(
         &self,
         org_id: &str,
@@ -212,7 +216,9 @@ impl History {
         }
         let updated: Option<Row> = sqlx::query_as(
             "UPDATE deployments SET status = $3, message = $4, finished_at = now()
-             WHERE org_id = $1 AND id = $2 AND status = 'pending' RETURNING *",
+             WHERE org_id = $1 AND id = $2
+               AND (status = 'pending' OR (status = 'failed' AND $3 = 'succeeded'))
+             RETURNING *",
         )
         .bind(org_id)
         .bind(id)
