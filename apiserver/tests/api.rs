@@ -1293,6 +1293,57 @@ async fn errors_have_one_shape_and_the_openapi_document_is_served() {
     assert!(document["paths"]["/api/v1/apps/{id}/rollback"]["post"].is_object());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_addons_and_projects_take_their_progress_deadline_at_the_door() {
+    redis_definition().await;
+    let admin = Client::admin().await;
+    let org = org(&admin, "deadlines", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let cluster_id = registration["cluster_id"].as_str().unwrap();
+    let projects = format!("/api/v1/orgs/{org}/projects");
+    let (status, answer) = admin
+        .post(
+            &projects,
+            json!({"name": "slow", "cluster_id": cluster_id, "progress_deadline_seconds": 5}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (422, Some("progress_deadline_seconds")),
+        "{answer}"
+    );
+    let project = admin
+        .expect(
+            Method::POST,
+            &projects,
+            Some(
+                json!({"name": "slow", "cluster_id": cluster_id, "progress_deadline_seconds": 900}),
+            ),
+            201,
+        )
+        .await;
+    assert_eq!(project["progress_deadline_seconds"], 900, "{project}");
+    let addon = |deadline: u32| {
+        json!({"project_id": project["id"], "name": "cache", "definition": "redis",
+               "progress_deadline_seconds": deadline})
+    };
+    let (status, answer) = admin.post("/api/v1/addon-instances", addon(90_000)).await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (422, Some("progress_deadline_seconds")),
+        "{answer}"
+    );
+    let created = admin
+        .expect(
+            Method::POST,
+            "/api/v1/addon-instances",
+            Some(addon(120)),
+            202,
+        )
+        .await;
+    assert_eq!(created["progress_deadline_seconds"], 120, "{created}");
+}
+
 /// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
 async fn redis_definition() {
     let kube = plane().kube().await;

@@ -311,13 +311,22 @@ async function main() {
     await step(admin, "template-deployed");
 
     // An alert: the template's App changed to an image whose pods never become Ready, with a
-    // short deadline, opens a progress-deadline alert; the fleet and the alerts page show it
-    // live, and a member acknowledges it.
+    // short deadline, opens a progress-deadline alert; once the API lists it, the fleet page
+    // (loaded again) and the alerts page show it, and a member acknowledges it.
     const failingId = admin.url().split("/").pop();
     const failing = await api.get(token, `/api/v1/apps/${failingId}`);
     const components = failing.components.map((c) => (c.name === "web" ? { ...c, workload_spec: { ...c.workload_spec, image: "nginx:never-ready" } } : c));
     await api.patch(token, `/api/v1/apps/${failingId}`, { components, progress_deadline_seconds: 10 });
     await admin.getByRole("link", { name: "Fleet" }).click();
+    let seen;
+    await waitForAsync(async () => {
+      const open = await api.get(token, `/api/v1/orgs/${ORG}/alerts?state=open`);
+      seen = await api.get(token, `/api/v1/apps/${failingId}`);
+      return open.some((a) => a.subject_id === failingId);
+    }, `an open alert for ${fromTemplate}`).catch((e) => {
+      throw new Error(`${e.message}; the App: ${JSON.stringify({ phase: seen?.phase, conditions: seen?.conditions, sync: seen?.sync })}`);
+    });
+    await admin.reload();
     await admin.getByTestId("open-alerts").filter({ hasText: fromTemplate }).waitFor({ timeout: CONVERGE });
     await step(admin, "fleet-open-alert");
     await admin.getByRole("link", { name: "Alerts" }).click();

@@ -113,6 +113,8 @@ pub struct InstanceResponse {
     pub export_secret: Option<String>,
     pub git_commit: Option<String>,
     pub created_at: Option<String>,
+    /// Seconds an install or change may take to become ready.
+    pub progress_deadline_seconds: u32,
     /// Newest first; only on single reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revisions: Option<Vec<RevisionView>>,
@@ -143,6 +145,7 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
         export_secret: status.export_secret,
         git_commit: status.git_commit,
         created_at: k8s::created(addon),
+        progress_deadline_seconds: addon.spec.progress_deadline_seconds,
         revisions: None,
     }
 }
@@ -205,6 +208,10 @@ pub struct NewInstanceBody {
     pub version: Option<String>,
     #[serde(default)]
     pub values: Map<String, Value>,
+    /// Seconds an install or change may take to become ready before it is `Failed`: 10 to
+    /// 86400 (default 600).
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<u32>,
 }
 
 /// Installs a standalone addon in a project (members).
@@ -223,6 +230,7 @@ pub async fn create(
     };
     check_version(body.version.as_ref())?;
     check_values(&definition, &body.values)?;
+    let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
     let mut addon = AddonInstance::new(
         &body.name,
         AddonInstanceSpec {
@@ -230,7 +238,7 @@ pub async fn create(
             definition: body.definition,
             version: body.version,
             values: body.values,
-            progress_deadline_seconds: kubenest_crds::common::DEFAULT_PROGRESS_DEADLINE_SECONDS,
+            progress_deadline_seconds: deadline,
         },
     );
     addon.metadata.annotations = Some(actor_annotations(&caller));

@@ -43,6 +43,8 @@ pub struct ProjectResponse {
     pub registry_secret: Option<String>,
     pub members: Vec<MemberBody>,
     pub created_at: Option<String>,
+    /// Seconds the cluster may take to confirm the namespace.
+    pub progress_deadline_seconds: u32,
 }
 
 /// The API shape of a project.
@@ -68,6 +70,7 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         registry_secret: project.spec.registry_secret.clone(),
         members: project.spec.members.iter().map(MemberBody::from).collect(),
         created_at: k8s::created(project),
+        progress_deadline_seconds: project.spec.progress_deadline_seconds,
     }
 }
 
@@ -84,6 +87,10 @@ pub struct NewProjectBody {
     /// A registry pull secret to keep in the namespace.
     #[serde(default)]
     pub registry_secret: Option<String>,
+    /// Seconds the cluster may take to confirm the namespace before the project is `Failed`:
+    /// 10 to 86400 (default 600).
+    #[serde(default)]
+    pub progress_deadline_seconds: Option<u32>,
 }
 
 /// Creates a project on a cluster (members of the organization or the cluster).
@@ -127,6 +134,7 @@ pub async fn create(
         ));
     }
     authz::require(role, Need::Write, "cluster")?;
+    let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
     if let Some(other) = view
         .projects
         .iter()
@@ -147,7 +155,7 @@ pub async fn create(
             namespace,
             registry_secret: body.registry_secret,
             members: vec![],
-            progress_deadline_seconds: kubenest_crds::common::DEFAULT_PROGRESS_DEADLINE_SECONDS,
+            progress_deadline_seconds: deadline,
         },
     );
     project.metadata.annotations = Some(actor_annotations(&caller));

@@ -105,7 +105,7 @@ pub(super) async fn check_buildable(
         .map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))
 }
 
-pub(super) fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {
+pub(crate) fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {
     let deadline = deadline.unwrap_or(600);
     if (10..=86400).contains(&deadline) {
         Ok(deadline)

@@ -38,6 +38,7 @@ mod secrets;
 mod views;
 
 pub use actions::{RollbackBody, pause, redeploy, resume, rollback};
+pub(crate) use checks::check_deadline;
 use checks::*;
 pub use history::{DeploymentView, HistoryQuery, deployments};
 pub use list::{AppList, ListQuery, list};
