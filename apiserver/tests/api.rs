@@ -1344,6 +1344,44 @@ async fn standalone_addons_and_projects_take_their_progress_deadline_at_the_door
     assert_eq!(created["progress_deadline_seconds"], 120, "{created}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_past_its_deadline_is_an_alert_event_on_the_organizations_stream() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "alerting", json!([])).await;
+    let app_id = app_in_new_project(&admin, &org, "late").await;
+    let response = admin
+        .http
+        .get(format!("{}/api/v1/events/stream?org={org}", admin.base))
+        .bearer_auth(admin.token.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    let mut stream = Box::pin(response.bytes_stream());
+    let mut buffer = String::new();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // What the controllers write for an App whose rollout missed its deadline.
+    let apps: Api<App> = Api::namespaced(plane().kube().await, &format!("org-{org}"));
+    let failed = json!({"status": {"phase": "Failed", "conditions": [{
+        "type": "Ready", "status": "False", "reason": "ProgressDeadlineExceeded",
+        "message": "revision r1 was not running within 10s",
+        "lastTransitionTime": "2026-12-01T00:00:00Z"}]}});
+    apps.patch_status("late", &PatchParams::default(), &Patch::Merge(&failed))
+        .await
+        .unwrap();
+    let alert = loop {
+        let (_, event) = next_event(&mut stream, &mut buffer).await;
+        if event["kind"] == "alert" {
+            break event;
+        }
+    };
+    assert_eq!(
+        (alert["app_id"].as_str(), alert["state"].as_str()),
+        (Some(app_id.as_str()), Some("open")),
+        "{alert}"
+    );
+    assert_eq!(alert["org"], org.as_str(), "{alert}");
+}
+
 /// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
 async fn redis_definition() {
     let kube = plane().kube().await;

@@ -311,8 +311,8 @@ async function main() {
     await step(admin, "template-deployed");
 
     // An alert: the template's App changed to an image whose pods never become Ready, with a
-    // short deadline, opens a progress-deadline alert; once the API lists it, the fleet page
-    // (loaded again) and the alerts page show it, and a member acknowledges it.
+    // short deadline, opens a progress-deadline alert; the fleet page, open before it, shows it
+    // live from the stream, the alerts page lists it, and a member acknowledges it.
     const failingId = admin.url().split("/").pop();
     const failing = await api.get(token, `/api/v1/apps/${failingId}`);
     const components = failing.components.map((c) => (c.name === "web" ? { ...c, workload_spec: { ...c.workload_spec, image: "nginx:never-ready" } } : c));
@@ -326,7 +326,6 @@ async function main() {
     }, `an open alert for ${fromTemplate}`).catch((e) => {
       throw new Error(`${e.message}; the App: ${JSON.stringify({ phase: seen?.phase, conditions: seen?.conditions, sync: seen?.sync })}`);
     });
-    await admin.reload();
     await admin.getByTestId("open-alerts").filter({ hasText: fromTemplate }).waitFor({ timeout: CONVERGE });
     await step(admin, "fleet-open-alert");
     await admin.getByRole("link", { name: "Alerts" }).click();

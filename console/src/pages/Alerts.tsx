@@ -1,24 +1,49 @@
 // The organization's alerts (a cluster silent past its heartbeat window, an App past its
 // progress deadline): filtered by state, acknowledged by members, live through the stream's
 // `alert` events.
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, ok, type Alert } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
-import { useNewestEvent } from "../live/store";
+import { useNewestEvent, useStore, type LiveEvent } from "../live/store";
 import { canWrite } from "../roles";
 import { Badge, ErrorNote, Head, When } from "../components/ui";
 
 const STATES = ["open", "acknowledged", "resolved"] as const;
 
-/// The open alerts of an organization, kept current by the stream (for the fleet page too).
+/// How often, a second apart, a list that does not show an alert event's change yet is loaded
+/// again.
+const RELOOKS = 5;
+
+/// An organization's alerts, kept current by the stream (for the fleet page too). The stream's
+/// `alert` event is derived from the subject's status as it changes, and the controllers write
+/// the alert's row within a couple of seconds of it, so a list loaded on the event may not show
+/// the change yet: it is loaded again until it does, a few times at most.
 export function useAlerts(org: string, state?: string) {
-  const changed = useNewestEvent((e) => e.kind === "alert" && e.org === org);
-  return useLoad(
+  const newest = useNewestEvent((e) => e.kind === "alert" && e.org === org);
+  const event = useStore((s) => s.events.find((e) => e.id === newest));
+  const [relook, setRelook] = useState(0);
+  useEffect(() => setRelook(0), [newest]);
+  const loaded = useLoad(
     async () => ok(await api.GET("/api/v1/orgs/{org}/alerts", { params: { path: { org }, query: { state: state || undefined } } })),
-    [org, state, changed],
+    [org, state, newest, relook],
   );
+  const shown = !event || !loaded.data || (state !== "" && state !== undefined && state !== "open") || showsChange(loaded.data, event);
+  useEffect(() => {
+    if (shown || loaded.loading || relook >= RELOOKS) return;
+    const timer = setTimeout(() => setRelook((n) => n + 1), 1000);
+    return () => clearTimeout(timer);
+  }, [shown, loaded.loading, relook]);
+  return loaded;
+}
+
+/// Whether `alerts` shows what the event says of its subject: opened (an unresolved alert is
+/// listed) or resolved (none is open any more).
+function showsChange(alerts: Alert[], event: LiveEvent): boolean {
+  const subject = event.app_id ?? event.cluster_id;
+  const unresolved = alerts.some((a) => a.subject_id === subject && a.state !== "resolved");
+  return event.state === "open" ? unresolved : !alerts.some((a) => a.subject_id === subject && a.state === "open");
 }
 
 function Subject({ alert: a }: { alert: Alert }) {
