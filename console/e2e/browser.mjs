@@ -1,6 +1,6 @@
 // Debian's Chromium driven by playwright-core, with what every browser test checks: no
 // console error or page error, axe-core on every page, a screenshot of every step.
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -10,6 +10,10 @@ const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 export const ARTIFACTS = process.env.KUBENEST_ARTIFACTS ?? new URL("../test-results/", import.meta.url).pathname;
 mkdirSync(ARTIFACTS, { recursive: true });
+// Each run's screenshots only: an earlier run's (other step numbers) are removed first.
+for (const name of readdirSync(ARTIFACTS)) {
+  if (/^(\d\d-|failed-).*\.png$/.test(name)) rmSync(join(ARTIFACTS, name));
+}
 
 const FLAGS = [
   "--headless",
