@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::eventually;
+use common::rest::Rest;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -24,41 +25,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(120);
-
-struct Rest {
-    base: String,
-    http: reqwest::Client,
-    token: String,
-}
-
-impl Rest {
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn expect(&self, method: Method, path: &str, body: Option<Value>, want: u16) -> Value {
-        let (status, value) = self.call(method.clone(), path, body).await;
-        assert_eq!(status, want, "{method} {path}: {value}");
-        value
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        self.expect(Method::GET, path, None, 200).await
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back() {

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::eventually;
+use common::rest::Rest;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kubenest_apiserver::limits::LimitsConfig;
@@ -28,41 +29,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(120);
-
-struct Rest {
-    base: String,
-    http: reqwest::Client,
-    token: String,
-}
-
-impl Rest {
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn expect(&self, method: Method, path: &str, body: Option<Value>, want: u16) -> Value {
-        let (status, value) = self.call(method.clone(), path, body).await;
-        assert_eq!(status, want, "{method} {path}: {value}");
-        value
-    }
-
-    async fn get(&self, path: &str) -> Value {
-        self.expect(Method::GET, path, None, 200).await
-    }
-}
 
 fn ready_of(conditions: &Value) -> (String, String) {
     conditions

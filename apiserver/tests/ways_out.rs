@@ -222,7 +222,7 @@ async fn a_failed_standalone_addon_takes_a_rollback_or_a_real_change_and_refuses
     let path = format!("/api/v1/addon-instances/{id}");
     let api: Api<AddonInstance> = Api::namespaced(kube, &format!("org-{org}"));
     let mut revision = 0;
-    common::eventually("revision 1 is recorded", 30, async || {
+    common::eventually("revision 1 is recorded", 90, async || {
         let addon = api.get("cache").await.unwrap();
         revision = addon.status.and_then(|s| s.revision).unwrap_or(0);
         revision >= 1

@@ -16,6 +16,8 @@ use kubenest_hub_client::{HubClient, HubClientConfig};
 
 use tokio_util::sync::CancellationToken;
 
+pub mod rest;
+
 pub const SYSTEM: &str = "kubenest-system";
 
 /// Polls `check` every 100 ms until it holds, for at most `within`.

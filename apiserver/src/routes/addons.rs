@@ -211,6 +211,7 @@ pub struct NewInstanceBody {
     /// Seconds an install or change may take to become ready before it is `Failed`: 10 to
     /// 86400 (default 600).
     #[serde(default)]
+    #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
 }
 

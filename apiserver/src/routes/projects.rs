@@ -90,6 +90,7 @@ pub struct NewProjectBody {
     /// Seconds the cluster may take to confirm the namespace before the project is `Failed`:
     /// 10 to 86400 (default 600).
     #[serde(default)]
+    #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
 }
 

@@ -59,7 +59,9 @@ pub struct NewAppBody {
     pub name: String,
     #[schemars(length(min = 1, max = 64))]
     pub components: Vec<ComponentBody>,
-    /// Seconds components may take to become ready before the App is Failed (default 600).
+    /// Seconds a revision may take, from when the cluster holds it, to become ready before the
+    /// App is Failed (10 to 86400, default 600). A revision the cluster has not received yet is
+    /// never failed by it: it is still delivered, and `Ready` says `DeliveryDelayed`.
     #[serde(default)]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
@@ -139,7 +141,9 @@ pub struct PatchAppBody {
     /// The new components (the whole list).
     #[serde(default)]
     pub components: Option<Vec<ComponentBody>>,
+    /// A new progress deadline (see the App's create body).
     #[serde(default)]
+    #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
 }
 
