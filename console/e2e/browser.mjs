@@ -10,9 +10,13 @@ const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 export const ARTIFACTS = process.env.KUBENEST_ARTIFACTS ?? new URL("../test-results/", import.meta.url).pathname;
 mkdirSync(ARTIFACTS, { recursive: true });
-// Each run's screenshots only: an earlier run's (other step numbers) are removed first.
-for (const name of readdirSync(ARTIFACTS)) {
-  if (/^(\d\d-|failed-).*\.png$/.test(name)) rmSync(join(ARTIFACTS, name));
+
+/// Removes an earlier run's step screenshots (their step numbers differ), so the folder holds
+/// this run's only.
+export function clearScreenshots() {
+  for (const name of readdirSync(ARTIFACTS)) {
+    if (/^(\d\d-|failed-).*\.png$/.test(name)) rmSync(join(ARTIFACTS, name));
+  }
 }
 
 const FLAGS = [

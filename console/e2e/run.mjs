@@ -8,7 +8,7 @@
 // their slots), an App past its deadline raising an alert that is acknowledged, and the same
 // pages as the viewer sees them.
 import { api, login } from "./api.mjs";
-import { ARTIFACTS, launch, openPage, step } from "./browser.mjs";
+import { ARTIFACTS, clearScreenshots, launch, openPage, step } from "./browser.mjs";
 import { kubectl } from "./kube.mjs";
 import { startProxy } from "./proxy.mjs";
 
@@ -69,6 +69,7 @@ async function confirm(page, label) {
 const heading = (page, text) => page.locator("h1", { hasText: text });
 
 async function main() {
+  clearScreenshots();
   const token = await login(ADMIN, PASSWORD);
   const suffix = Math.random().toString(36).slice(2, 7);
   const viewer = `viewer-${suffix}`;
