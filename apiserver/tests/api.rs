@@ -1382,6 +1382,80 @@ async fn an_app_past_its_deadline_is_an_alert_event_on_the_organizations_stream(
     assert_eq!(alert["org"], org.as_str(), "{alert}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_addon_is_recorded_soon_after_its_definition_reaches_the_catalog() {
+    let admin = Client::admin().await;
+    let org = org(&admin, "late-catalog", json!([])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    let kube = plane().kube().await;
+    // The project as the status router leaves it once the agent took its namespace.
+    let projects: Api<kubenest_crds::project::Project> =
+        Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let name = project["name"].as_str().unwrap();
+    let generation = projects
+        .get(name)
+        .await
+        .unwrap()
+        .metadata
+        .generation
+        .unwrap();
+    let taken = json!({"status": {"clusterPhase": "Ready", "ensuredGeneration": generation}});
+    projects
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&taken))
+        .await
+        .unwrap();
+    let path = format!("/api/v1/projects/{}", project["id"].as_str().unwrap());
+    common::eventually("the project is Ready", 30, async || {
+        admin.get(&path).await.1["phase"] == "Ready"
+    })
+    .await;
+    // An addon in the organization's namespace of a definition that only comes later (an
+    // organization's own catalog entry, written with kubectl after the addon).
+    let addons: Api<kubenest_crds::addon::AddonInstance> =
+        Api::namespaced(kube.clone(), &format!("org-{org}"));
+    addons
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+                "metadata": {"name": "queue"},
+                "spec": {"project": name, "definition": "late-queue"}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    common::eventually("the addon waits for its definition", 30, async || {
+        let addon = addons.get("queue").await.unwrap();
+        addon.status.is_some_and(|s| s.phase.is_some())
+    })
+    .await;
+    let definitions = Api::<kubenest_crds::addon::AddonDefinition>::namespaced(
+        kube.clone(),
+        &format!("org-{org}"),
+    );
+    definitions
+        .patch(
+            "late-queue",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "late-queue"},
+                "spec": {"displayName": "Queue",
+                    "chart": {"repository": "charts/addons", "name": "redis", "version": "1.0.0"},
+                    "exports": {"host": "{release}.{namespace}.svc"}}
+            })),
+        )
+        .await
+        .unwrap();
+    // Before, the addon looked again after a minute; the definition's arrival now wakes it.
+    common::eventually("revision 1 is recorded", 30, async || {
+        let addon = addons.get("queue").await.unwrap();
+        addon.status.and_then(|s| s.revision) == Some(1)
+    })
+    .await;
+}
+
 /// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
 async fn redis_definition() {
     let kube = plane().kube().await;

@@ -156,6 +156,17 @@ impl Caches {
             .collect()
     }
 
+    /// The AddonInstances that name AddonDefinition `definition` (in any organization: a
+    /// definition of the system namespace serves them all).
+    pub fn addons_using(&self, definition: &str) -> Vec<ObjectRef<AddonInstance>> {
+        self.addons
+            .state()
+            .iter()
+            .filter(|a| a.spec.definition == definition)
+            .map(|a| ObjectRef::from_obj(&**a))
+            .collect()
+    }
+
     /// The Projects on Cluster `cluster` in `namespace`.
     pub fn projects_on(&self, namespace: &str, cluster: &str) -> Vec<ObjectRef<Project>> {
         self.projects

@@ -20,8 +20,10 @@ use kubenest_store::{NewAddonRevision, StoreError};
 
 /// How long an addon that cannot be placed waits before it is looked at again.
 const UNPLACED_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
-/// How long an addon whose definition is missing waits before it is looked at again.
-const NO_DEFINITION_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long an addon whose definition is missing waits before it is looked at again. A
+/// definition added to the catalog also wakes its addons (the controller watches them); this
+/// covers the definition cache catching up after that wake-up.
+const NO_DEFINITION_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) async fn apply(
     addon: &AddonInstance,

@@ -26,7 +26,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kubenest_contracts as wire;
-use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
+use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceStatus};
 use kubenest_crds::common::ProgressClock;
 use kubenest_crds::names::finalizers;
 use kubenest_crds::project::Project;
@@ -103,7 +103,14 @@ async fn reconcile(addon: Arc<AddonInstance>, plane: Arc<Plane>) -> Result<Actio
 pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let addons: Api<AddonInstance> = Api::all(plane.client.clone());
     let caches = plane.caches.clone();
+    let by_definition = plane.caches.clone();
     Controller::new(addons, watcher::Config::default())
+        // A definition added to (or changed in) the catalog moves the addons that name it on.
+        .watches(
+            Api::<AddonDefinition>::all(plane.client.clone()),
+            watcher::Config::default(),
+            move |definition| by_definition.addons_using(&definition.name_any()),
+        )
         // A project turning Ready (or going away) moves its addons on.
         .watches(
             Api::<Project>::all(plane.client.clone()),
