@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::eventually;
@@ -16,12 +15,9 @@ use common::rest::Rest;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kubenest_apiserver::limits::LimitsConfig;
-use kubenest_apiserver::run::{Config, HubConfig};
-use kubenest_apiserver::state::Settings;
 use kubenest_store::{DatabaseUrl, History};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(120);
@@ -65,57 +61,15 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
     common::postgres_definition(&client).await;
 
     // The API server, with a hub session of its own for component secrets.
-    let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
-        .unwrap()
-        .serialize_pem();
-    let state = kubenest_apiserver::run::start(
-        Config {
-            client: client.clone(),
-            database_url: url.clone(),
-            signing_key_pem: api_key,
-            issuer: "kubenest".into(),
-            admin: Some(("admin".into(), "admin-password-e2e".into())),
-            hub: Some(HubConfig {
-                urls: vec![hub_url.clone()],
-                signer: Arc::clone(&signer),
-                session_namespace: common::SYSTEM.into(),
-            }),
-            settings: Settings {
-                public_hub_url: hub_url.clone(),
-                agent_chart: "charts/kubenest-agent".into(),
-                system_namespace: common::SYSTEM.into(),
-                secure_cookies: false,
-                mint_timeout: Duration::from_secs(30),
-                event_buffer: 4096,
-                console_dir: None,
-            },
-            limits: LimitsConfig::default(),
-        },
+    let rest = Rest::start(
+        &client,
+        &url,
+        &hub_url,
+        &signer,
+        "admin-password-e2e",
         &shutdown,
     )
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let stop = shutdown.clone();
-    tokio::spawn(kubenest_apiserver::serve(listener, state, async move {
-        stop.cancelled().await
-    }));
-    let http = reqwest::Client::new();
-    let login: Value = http
-        .post(format!("{base}/api/v1/login"))
-        .json(&json!({"username": "admin", "password": "admin-password-e2e"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let rest = Rest {
-        base,
-        http,
-        token: login["access_token"].as_str().unwrap().to_owned(),
-    };
+    .await;
 
     // Register the cluster and install its agent with the response's token.
     let org = format!("rest-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);

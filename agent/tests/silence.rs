@@ -17,9 +17,6 @@ use common::eventually;
 use common::rest::Rest;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use kubenest_apiserver::limits::LimitsConfig;
-use kubenest_apiserver::run::{Config, HubConfig};
-use kubenest_apiserver::state::Settings;
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
@@ -126,58 +123,16 @@ async fn a_silent_cluster_shows_unknown_and_alerts_until_it_reports_again() {
         },
         shutdown.clone(),
     ));
-    let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
-        .unwrap()
-        .serialize_pem();
-    let state = kubenest_apiserver::run::start(
-        Config {
-            client: client.clone(),
-            database_url: url.clone(),
-            signing_key_pem: api_key,
-            issuer: "kubenest".into(),
-            admin: Some(("admin".into(), "admin-password-silence".into())),
-            hub: Some(HubConfig {
-                urls: vec![hub_url.clone()],
-                signer: Arc::clone(&signer),
-                session_namespace: common::SYSTEM.into(),
-            }),
-            settings: Settings {
-                public_hub_url: hub_url.clone(),
-                agent_chart: "charts/kubenest-agent".into(),
-                system_namespace: common::SYSTEM.into(),
-                secure_cookies: false,
-                mint_timeout: Duration::from_secs(30),
-                event_buffer: 4096,
-                console_dir: None,
-            },
-            limits: LimitsConfig::default(),
-        },
+    let rest = Rest::start(
+        &client,
+        &url,
+        &hub_url,
+        &signer,
+        "admin-password-silence",
         &shutdown,
     )
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let stop = shutdown.clone();
-    tokio::spawn(kubenest_apiserver::serve(listener, state, async move {
-        stop.cancelled().await
-    }));
-    let http = reqwest::Client::new();
-    let login: Value = http
-        .post(format!("{base}/api/v1/login"))
-        .json(&json!({"username": "admin", "password": "admin-password-silence"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = login["access_token"].as_str().unwrap().to_owned();
-    let rest = Rest {
-        base: base.clone(),
-        http,
-        token: token.clone(),
-    };
+    .await;
+    let (base, token) = (rest.base.clone(), rest.token.clone());
 
     // A registered cluster with its agent, a project and a Running App.
     let org = format!("quiet-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
