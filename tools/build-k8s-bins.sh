@@ -14,6 +14,7 @@ cache=${KUBENEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubenest}
 k8s_dir=$cache/k8s/$K8S_VERSION
 kwok_dir=$cache/kwok/$KWOK_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
+coredns_dir=$cache/coredns/$COREDNS_VERSION
 # Named by revision: a change to the stages below must not be hidden by a cached older file.
 stages_file=stages-2.yaml
 
@@ -22,6 +23,7 @@ if [[ ${1:-} == --print-env ]]; then
   echo "KUBENEST_KWOK_BIN=$kwok_dir/kwok"
   echo "KUBENEST_KWOK_STAGES=$kwok_dir/$stages_file"
   echo "KUBENEST_HELM_BIN=$helm_dir/helm"
+  echo "KUBENEST_COREDNS_BIN=$coredns_dir/coredns"
   exit 0
 fi
 
@@ -90,7 +92,8 @@ kwok_stages() {
   mv "$kwok_dir/$stages_file.tmp" "$kwok_dir/$stages_file"
 }
 
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+# kubelet and kube-proxy are for the real node (tests/testkit/src/node); same module, same tag.
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
   step "$cmd $K8S_VERSION" "$k8s_dir/$cmd" build_k8s "$cmd" "$k8s_dir/$cmd"
 done
 step "kwok $KWOK_VERSION" "$kwok_dir/kwok" go_install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "$kwok_dir" \
@@ -98,3 +101,7 @@ step "kwok $KWOK_VERSION" "$kwok_dir/kwok" go_install "sigs.k8s.io/kwok/cmd/kwok
 step "kwok stages" "$kwok_dir/$stages_file" kwok_stages
 step "helm $HELM_VERSION" "$helm_dir/helm" go_install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_dir" \
   "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+# The real node's cluster DNS: CoreDNS runs as a host process with its kubernetes plugin. Its
+# module has no replace directives, so `go install` builds it straight from the module proxy.
+step "coredns $COREDNS_VERSION" "$coredns_dir/coredns" go_install "github.com/coredns/coredns@$COREDNS_VERSION" \
+  "$coredns_dir" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"

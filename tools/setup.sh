@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests and `make dev` need on a fresh Debian machine, and caches it:
 # Debian packages (PostgreSQL server, git, Chromium for the console's browser test), the
-# Go-built upstream Kubernetes binaries, schemathesis (the API's property-based test) in a
+# Go-built upstream Kubernetes binaries (and the real node's kubelet, kube-proxy, CoreDNS and pod
+# sandbox image), schemathesis (the API's property-based test) in a
 # virtualenv, and the console's npm packages.
 # Safe to run again: each step is skipped when its result is already there.
 set -euo pipefail
@@ -12,6 +13,16 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_pkgs+=(postgres
 command -v git >/dev/null || need_pkgs+=(git)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v npm >/dev/null || need_pkgs+=(nodejs npm)
+# The real node (tests/testkit/src/node): container runtime, CNI plugins, kube-proxy's and the
+# cleanup's iptables/conntrack, buildah for the pod sandbox image, gcc for its static program.
+command -v containerd >/dev/null || need_pkgs+=(containerd)
+command -v runc >/dev/null || need_pkgs+=(runc)
+[[ -x /usr/lib/cni/bridge ]] || need_pkgs+=(containernetworking-plugins)
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v conntrack >/dev/null || need_pkgs+=(conntrack)
+command -v buildah >/dev/null || need_pkgs+=(buildah)
+[[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need_pkgs+=(busybox-static)
+command -v gcc >/dev/null || need_pkgs+=(gcc libc6-dev)
 if ((${#need_pkgs[@]})); then
   start=$SECONDS
   echo "[setup] installing Debian packages: ${need_pkgs[*]}" >&2
@@ -23,5 +34,6 @@ if ((${#need_pkgs[@]})); then
 fi
 
 "$here/build-k8s-bins.sh"
+"$here/build-pause.sh"
 "$here/install-schemathesis.sh"
 "$here/install-console.sh"

@@ -29,7 +29,8 @@ pub fn pinned_version(key: &str) -> Option<&'static str> {
     })
 }
 
-fn cache_root() -> PathBuf {
+/// The cache root: `$KUBENEST_CACHE`, else `$XDG_CACHE_HOME/kubenest` or `~/.cache/kubenest`.
+pub(crate) fn cache_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("KUBENEST_CACHE") {
         return dir.into();
     }

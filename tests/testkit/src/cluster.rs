@@ -2,8 +2,11 @@
 //!
 //! A management cluster is kube-apiserver + kube-controller-manager (namespaces, garbage
 //! collection, service accounts). A workload cluster adds kube-scheduler and kwok, which plays
-//! the kubelet for fake nodes so Deployments get Ready pods.
+//! the kubelet for fake nodes so Deployments get Ready pods. A real-node cluster has instead one
+//! real node ([`crate::node`]): containerd, a kubelet, kube-proxy and CoreDNS, where pods really
+//! run; its API server serves on the node's bridge address, which pods reach.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -18,6 +21,7 @@ use kube::{Client, Config};
 use serde_json::json;
 
 use crate::namespace::TestNamespace;
+use crate::node::RealNode;
 use crate::pki::Pki;
 use crate::process::{ManagedProcess, tail};
 use crate::{Binaries, Error, wait};
@@ -54,6 +58,15 @@ pub enum ClusterRole {
     Management,
     /// Also a scheduler and kwok with these fake nodes.
     Workload(NodePool),
+    /// Also a scheduler and one real node where pods run (root only; one per machine).
+    RealNode,
+}
+
+impl ClusterRole {
+    /// True for the roles that run pods (on fake or real nodes).
+    pub fn is_workload(&self) -> bool {
+        matches!(self, Self::Workload(_) | Self::RealNode)
+    }
 }
 
 /// A running cluster.
@@ -65,6 +78,7 @@ pub struct Cluster {
     kubeconfig_path: PathBuf,
     kubeconfig_yaml: String,
     processes: Mutex<Vec<ManagedProcess>>,
+    node: Option<RealNode>,
 }
 
 impl Cluster {
@@ -78,9 +92,16 @@ impl Cluster {
         dir: &Path,
     ) -> Result<Self, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create cluster dir", e))?;
-        let pki = Pki::generate(&dir.join("pki"), name)?;
+        let node = match role {
+            ClusterRole::RealNode => Some(RealNode::prepare(name, bins, dir).await?),
+            _ => None,
+        };
+        let identity = node.as_ref().map(RealNode::identity);
+        let pki = Pki::generate_for(&dir.join("pki"), name, identity.as_ref())?;
         let port = wait::free_port()?;
-        let url = format!("https://127.0.0.1:{port}");
+        // A real node's pods reach the API server on the node's address; kwok's pods need none.
+        let host = identity.map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |n| n.ip);
+        let url = format!("https://{host}:{port}");
         let kubeconfig_yaml = kubeconfig_yaml(name, &url, &pki);
         let kubeconfig_path = dir.join("kubeconfig");
         std::fs::write(&kubeconfig_path, &kubeconfig_yaml)
@@ -93,8 +114,9 @@ impl Cluster {
             kubeconfig_path,
             kubeconfig_yaml,
             processes: Mutex::new(Vec::new()),
+            node,
         };
-        match cluster.boot(bins, etcd, dir, &pki, port).await {
+        match cluster.boot(bins, etcd, dir, &pki, port, host).await {
             Ok(()) => {
                 tracing::info!(cluster = name, url = %cluster.url, "cluster ready");
                 Ok(cluster)
@@ -114,13 +136,14 @@ impl Cluster {
         dir: &Path,
         pki: &Pki,
         port: u16,
+        host: IpAddr,
     ) -> Result<(), Error> {
         let name = self.name.as_str();
-        self.spawn(
-            "kube-apiserver",
-            apiserver_command(bins, name, port, etcd, pki),
-            dir,
-        )?;
+        let mut apiserver = apiserver_command(bins, name, port, etcd, pki, host);
+        if self.node.is_some() {
+            real_node_apiserver_args(&mut apiserver, pki);
+        }
+        self.spawn("kube-apiserver", apiserver, dir)?;
         let client = self.client().await?;
         self.wait_until_ready("kube-apiserver /readyz", || {
             let client = client.clone();
@@ -153,7 +176,7 @@ impl Cluster {
             .args(["--kube-api-qps=200", "--kube-api-burst=400"]);
         self.spawn("kube-controller-manager", kcm, dir)?;
 
-        if let ClusterRole::Workload(pool) = &self.role {
+        if self.role.is_workload() {
             let mut scheduler = Command::new(&bins.kube_scheduler);
             scheduler
                 .arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
@@ -161,7 +184,12 @@ impl Cluster {
                 .arg("--secure-port=0")
                 .args(["--kube-api-qps=200", "--kube-api-burst=400"]);
             self.spawn("kube-scheduler", scheduler, dir)?;
-
+        }
+        if let Some(node) = &self.node {
+            node.join(&client, &self.url, pki, &self.kubeconfig_path)
+                .await?;
+        }
+        if let ClusterRole::Workload(pool) = &self.role {
             let mut kwok = Command::new(&bins.kwok);
             kwok.arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
                 .arg(format!("--config={}", bins.kwok_stages.display()))
@@ -206,7 +234,8 @@ impl Cluster {
     pub fn check_running(&self) -> Result<(), Error> {
         self.lock()
             .iter_mut()
-            .try_for_each(ManagedProcess::check_running)
+            .try_for_each(ManagedProcess::check_running)?;
+        self.node.as_ref().map_or(Ok(()), RealNode::check_running)
     }
 
     async fn wait_until_ready<C, F>(&self, what: &str, check: C) -> Result<(), Error>
@@ -289,6 +318,27 @@ impl Cluster {
         &self.url
     }
 
+    /// The host's address as this cluster's pods see it (the real node's bridge gateway), for
+    /// servers a test runs on the host (hub, PostgreSQL): they must listen on this address (or
+    /// put a [`crate::TcpProxy`] on it), since a pod cannot reach the host's loopback. `None`
+    /// for clusters without a real node.
+    pub fn pod_reachable_host(&self) -> Option<IpAddr> {
+        self.node.as_ref().map(|n| n.identity().ip)
+    }
+
+    /// Imports an OCI archive into the real node's containerd (namespace `k8s.io`), so pods
+    /// can run its image with `imagePullPolicy: Never` or `IfNotPresent`. Errs on a cluster
+    /// without a real node.
+    pub async fn import_image(&self, archive: &Path) -> Result<(), Error> {
+        match &self.node {
+            Some(node) => node.import_image(archive).await,
+            None => Err(Error::ImageImport {
+                archive: archive.to_owned(),
+                reason: format!("cluster {} has no real node", self.name),
+            }),
+        }
+    }
+
     /// An admin kubeconfig (client certificate in `system:masters`) for kubectl and clients.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
@@ -321,39 +371,59 @@ impl Cluster {
 
     /// Process ids of every process of this cluster.
     pub fn pids(&self) -> Vec<u32> {
-        self.lock().iter().map(ManagedProcess::pid).collect()
+        let mut pids: Vec<u32> = self.lock().iter().map(ManagedProcess::pid).collect();
+        if let Some(node) = &self.node {
+            pids.extend(node.processes(ManagedProcess::pid));
+        }
+        pids
     }
 
     /// Resident memory per process (name, bytes).
     pub fn resident_memory(&self) -> Vec<(String, u64)> {
-        self.lock()
-            .iter()
-            .map(|p| (p.name().to_owned(), p.resident_bytes()))
-            .collect()
+        let measure = |p: &ManagedProcess| (p.name().to_owned(), p.resident_bytes());
+        let mut all: Vec<(String, u64)> = self.lock().iter().map(measure).collect();
+        if let Some(node) = &self.node {
+            all.extend(node.processes(measure));
+        }
+        all
     }
 
     /// The last `lines` lines of every process log of this cluster, for a failure report.
     pub fn log_tails(&self, lines: usize) -> String {
-        self.lock()
-            .iter()
-            .map(|p| {
-                format!(
-                    "----- {} ({}) -----\n{}\n",
-                    p.name(),
-                    p.log_path().display(),
-                    tail(p.log_path(), lines)
-                )
-            })
-            .collect()
+        let show = |p: &ManagedProcess| {
+            format!(
+                "----- {} ({}) -----\n{}\n",
+                p.name(),
+                p.log_path().display(),
+                tail(p.log_path(), lines)
+            )
+        };
+        let mut text: String = self.lock().iter().map(show).collect();
+        if let Some(node) = &self.node {
+            text.extend(node.processes(show));
+            text.push_str(&format!(
+                "----- {}/node-guard -----\n{}\n",
+                self.name,
+                node.guard_log_tail(lines)
+            ));
+        }
+        text
     }
 
     /// Asks every process of the cluster to exit, without waiting.
     pub fn terminate(&self) {
+        if let Some(node) = &self.node {
+            node.terminate();
+        }
         self.lock().iter().for_each(ManagedProcess::terminate);
     }
 
-    /// Stops every process of the cluster: all are asked at once, then each is waited for.
+    /// Stops every process of the cluster: all are asked at once, then each is waited for. A
+    /// real node goes first (while its API server still answers) and cleans the host.
     pub fn stop(&self) {
+        if let Some(node) = &self.node {
+            node.stop();
+        }
         let mut processes = self.lock();
         processes.iter().for_each(ManagedProcess::terminate);
         while let Some(mut p) = processes.pop() {
@@ -368,18 +438,25 @@ impl Drop for Cluster {
     }
 }
 
-fn node_is_ready(node: &Node) -> bool {
+pub(crate) fn node_is_ready(node: &Node) -> bool {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-fn apiserver_command(bins: &Binaries, name: &str, port: u16, etcd: &str, pki: &Pki) -> Command {
+fn apiserver_command(
+    bins: &Binaries,
+    name: &str,
+    port: u16,
+    etcd: &str,
+    pki: &Pki,
+    host: IpAddr,
+) -> Command {
     let mut cmd = Command::new(&bins.kube_apiserver);
     cmd.arg(format!("--etcd-servers={etcd}"))
         .arg(format!("--etcd-prefix=/clusters/{name}"))
-        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--bind-address={host}"))
         .arg(format!("--secure-port={port}"))
         .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
         .arg(format!(
@@ -398,20 +475,60 @@ fn apiserver_command(bins: &Binaries, name: &str, port: u16, etcd: &str, pki: &P
         .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
         // Room for thousands of Services (benchmarks run hundreds of Apps).
         .arg("--service-cluster-ip-range=10.96.0.0/16")
-        .arg("--authorization-mode=RBAC")
         .arg("--allow-privileged=true")
-        // The `kubernetes` Service cannot point at a loopback address; nothing needs it here.
-        .arg("--endpoint-reconciler-type=none")
         // Fairness queues cost CPU and only matter under contention we never create.
         .arg("--enable-priority-and-fairness=false")
         .arg("--profiling=false");
+    if host.is_loopback() {
+        cmd.arg("--authorization-mode=RBAC")
+            // The `kubernetes` Service cannot point at a loopback address; nothing needs it.
+            .arg("--endpoint-reconciler-type=none");
+    } else {
+        cmd.arg(format!("--advertise-address={host}"));
+    }
     cmd
 }
 
+/// A real node's API server: it advertises its (pod-reachable) bind address, so the
+/// `kubernetes` Service's endpoints are reconciled to it and in-cluster clients work; the
+/// kubelet is authorized as a node (Node authorizer, NodeRestriction), and the API server
+/// dials the kubelet (logs, exec) with the admin certificate.
+fn real_node_apiserver_args(cmd: &mut Command, pki: &Pki) {
+    cmd.arg("--authorization-mode=Node,RBAC")
+        .arg("--enable-admission-plugins=NodeRestriction")
+        .arg(format!(
+            "--kubelet-client-certificate={}",
+            pki.admin_cert.display()
+        ))
+        .arg(format!("--kubelet-client-key={}", pki.admin_key.display()))
+        .arg(format!(
+            "--kubelet-certificate-authority={}",
+            pki.ca_cert.display()
+        ))
+        .arg("--kubelet-preferred-address-types=InternalIP");
+}
+
 fn kubeconfig_yaml(name: &str, url: &str, pki: &Pki) -> String {
-    let ca = BASE64.encode(&pki.ca_pem);
-    let cert = BASE64.encode(&pki.admin_cert_pem);
-    let key = BASE64.encode(&pki.admin_key_pem);
+    kubeconfig_yaml_with(
+        name,
+        url,
+        &pki.ca_pem,
+        &pki.admin_cert_pem,
+        &pki.admin_key_pem,
+    )
+}
+
+/// A kubeconfig for `url` with this client certificate (PEM).
+pub(crate) fn kubeconfig_yaml_with(
+    name: &str,
+    url: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> String {
+    let ca = BASE64.encode(ca_pem);
+    let cert = BASE64.encode(cert_pem);
+    let key = BASE64.encode(key_pem);
     format!(
         "apiVersion: v1
 kind: Config

@@ -30,6 +30,13 @@ impl EnvironmentBuilder {
         self
     }
 
+    /// Adds a workload cluster with one real node, where pods really run (see [`crate::node`]:
+    /// root only, one per machine; its images come from [`Cluster::import_image`]).
+    pub fn real_node(mut self, name: &str) -> Self {
+        self.clusters.push((name.to_owned(), ClusterRole::RealNode));
+        self
+    }
+
     /// Adds a PostgreSQL server.
     pub fn postgres(mut self) -> Self {
         self.postgres = true;
@@ -143,11 +150,9 @@ impl Environment {
             .find(|c| *c.role() == ClusterRole::Management)
     }
 
-    /// The workload clusters.
+    /// The workload clusters (kwok and real-node ones).
     pub fn workloads(&self) -> impl Iterator<Item = &Cluster> {
-        self.clusters
-            .iter()
-            .filter(|c| matches!(c.role(), ClusterRole::Workload(_)))
+        self.clusters.iter().filter(|c| c.role().is_workload())
     }
 
     /// The PostgreSQL server, if one was asked for.
@@ -243,4 +248,14 @@ pub async fn shared_postgres() -> Result<&'static Postgres, Error> {
     let env = shared_in(&SHARED, || Environment::builder().postgres()).await?;
     env.postgres()
         .ok_or_else(|| Error::Shared("postgres missing".into()))
+}
+
+/// A real-node cluster `edge` shared by every test of one test binary (see
+/// [`EnvironmentBuilder::real_node`]). Started on first use; it ends, and the host is cleaned,
+/// when the test binary exits.
+pub async fn shared_real_node() -> Result<&'static Cluster, Error> {
+    static SHARED: OnceCell<Result<Environment, String>> = OnceCell::const_new();
+    let env = shared_in(&SHARED, || Environment::builder().real_node("edge")).await?;
+    env.cluster("edge")
+        .ok_or_else(|| Error::Shared("edge missing".into()))
 }

@@ -3,6 +3,8 @@
 //!
 //! Everything here is a real upstream process: etcd, kube-apiserver, kube-controller-manager,
 //! kube-scheduler and kwok (which plays the kubelet for fake nodes), and Debian's PostgreSQL.
+//! A real-node cluster ([`EnvironmentBuilder::real_node`], module [`node`]) has instead a real
+//! kubelet with containerd, CNI networking, kube-proxy and CoreDNS, where pods really run.
 //! The binaries come from `tools/build-k8s-bins.sh` (see [`Binaries`]); etcd comes from the
 //! `etcd-bin-vendored-linux-amd64` crate.
 //!
@@ -25,6 +27,7 @@ mod cluster;
 mod env;
 mod etcd;
 mod namespace;
+pub mod node;
 mod pki;
 mod postgres;
 pub mod process;
@@ -36,10 +39,12 @@ use std::path::PathBuf;
 
 pub use bins::{Binaries, pinned_version};
 pub use cluster::{Cluster, ClusterRole, NodePool};
-pub use env::{Environment, EnvironmentBuilder, shared, shared_management, shared_postgres};
+pub use env::{
+    Environment, EnvironmentBuilder, shared, shared_management, shared_postgres, shared_real_node,
+};
 pub use etcd::Etcd;
 pub use namespace::TestNamespace;
-pub use pki::Pki;
+pub use pki::{NodeCerts, NodeIdentity, Pki};
 pub use postgres::{Postgres, TestDatabase};
 pub use process::ManagedProcess;
 pub use proxy::{LinkMode, TcpProxy};
@@ -69,6 +74,12 @@ pub enum Error {
         source: Box<Error>,
         logs: String,
     },
+    #[error("the real node cannot start here: {0}")]
+    RealNodeUnavailable(String),
+    #[error("another real node runs on this machine (lock {lock}): {holder}")]
+    RealNodeBusy { lock: PathBuf, holder: String },
+    #[error("cannot import image archive {}: {reason}", archive.display())]
+    ImageImport { archive: PathBuf, reason: String },
     #[error("pki: {0}")]
     Pki(String),
     #[error("kubernetes: {0}")]

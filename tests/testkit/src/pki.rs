@@ -1,5 +1,7 @@
 //! Per-cluster PKI: a CA, the API server's serving certificate, an admin client certificate in
-//! `system:masters`, and the service-account signing key, written as PEM files.
+//! `system:masters`, and the service-account signing key, written as PEM files. A cluster with
+//! a real node also gets the kubelet's client certificate (its node identity) and serving
+//! certificate, and the API server's certificate names the address pods reach it on.
 
 use std::path::{Path, PathBuf};
 
@@ -10,12 +12,14 @@ use rcgen::{
 
 use crate::Error;
 
-/// Names the serving certificate is valid for: loopback plus the in-cluster service names.
+/// Names the serving certificate is valid for: loopback plus the in-cluster service names and
+/// the `kubernetes` Service's address (the first IP of the service range, 10.96.0.0/16).
 const SERVING_NAMES: &[&str] = &[
     "localhost",
     "127.0.0.1",
     "::1",
     "10.0.0.1",
+    "10.96.0.1",
     "kubernetes",
     "kubernetes.default",
     "kubernetes.default.svc",
@@ -35,6 +39,28 @@ pub struct Pki {
     pub ca_pem: String,
     pub admin_cert_pem: String,
     pub admin_key_pem: String,
+    /// The real node's certificates, when the cluster has one.
+    pub node: Option<NodeCerts>,
+}
+
+/// Who a real node is: its name (`system:node:{name}` to the API server) and its IP.
+#[derive(Debug, Clone)]
+pub struct NodeIdentity {
+    pub name: String,
+    pub ip: std::net::IpAddr,
+}
+
+/// A real node's PEM files: the kubelet's client certificate (`system:node:{name}` in
+/// `system:nodes`, which the Node authorizer and NodeRestriction know) and its serving
+/// certificate for the node's name and IP (the API server dials it for logs and exec).
+#[derive(Debug, Clone)]
+pub struct NodeCerts {
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+    pub serving_cert: PathBuf,
+    pub serving_key: PathBuf,
 }
 
 fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
@@ -44,6 +70,16 @@ fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> Error + '_ {
 impl Pki {
     /// Generates a fresh PKI (ECDSA P-256 throughout) into `dir`.
     pub fn generate(dir: &Path, cluster: &str) -> Result<Self, Error> {
+        Self::generate_for(dir, cluster, None)
+    }
+
+    /// Like [`generate`](Self::generate), plus the certificates of a real node; the API
+    /// server's certificate then also names the node's IP, which it serves on.
+    pub fn generate_for(
+        dir: &Path,
+        cluster: &str,
+        node: Option<&NodeIdentity>,
+    ) -> Result<Self, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create pki dir", e))?;
 
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("ca"))?;
@@ -59,7 +95,8 @@ impl Pki {
         let ca_key = KeyPair::generate().map_err(pki_err("ca key"))?;
         let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(pki_err("ca cert"))?;
 
-        let names: Vec<String> = SERVING_NAMES.iter().map(|s| (*s).to_owned()).collect();
+        let mut names: Vec<String> = SERVING_NAMES.iter().map(|s| (*s).to_owned()).collect();
+        names.extend(node.map(|n| n.ip.to_string()));
         let mut serving = CertificateParams::new(names).map_err(pki_err("serving"))?;
         serving
             .distinguished_name
@@ -93,6 +130,10 @@ impl Pki {
             std::fs::write(&path, pem).map_err(|e| Error::io(format!("write {name}"), e))?;
             Ok(path)
         };
+        let node = match node {
+            Some(identity) => Some(node_certs(identity, &ca, &write)?),
+            None => None,
+        };
         let ca_pem = ca.pem();
         let admin_cert_pem = admin_cert.pem();
         let admin_key_pem = admin_key.serialize_pem();
@@ -107,6 +148,53 @@ impl Pki {
             ca_pem,
             admin_cert_pem,
             admin_key_pem,
+            node,
         })
     }
+}
+
+fn node_certs(
+    node: &NodeIdentity,
+    ca: &CertifiedIssuer<'_, KeyPair>,
+    write: &dyn Fn(&str, &str) -> Result<PathBuf, Error>,
+) -> Result<NodeCerts, Error> {
+    let mut client = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("kubelet"))?;
+    client
+        .distinguished_name
+        .push(DnType::CommonName, format!("system:node:{}", node.name));
+    client
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:nodes");
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let client_key = KeyPair::generate().map_err(pki_err("kubelet key"))?;
+    let client_cert = client
+        .signed_by(&client_key, ca)
+        .map_err(pki_err("kubelet"))?;
+
+    let names = vec![node.name.clone(), node.ip.to_string()];
+    let mut serving = CertificateParams::new(names).map_err(pki_err("kubelet serving"))?;
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, node.name.clone());
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    serving.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let serving_key = KeyPair::generate().map_err(pki_err("kubelet serving key"))?;
+    let serving_cert = serving
+        .signed_by(&serving_key, ca)
+        .map_err(pki_err("kubelet serving"))?;
+
+    let client_cert_pem = client_cert.pem();
+    let client_key_pem = client_key.serialize_pem();
+    Ok(NodeCerts {
+        client_cert: write("kubelet-client.crt", &client_cert_pem)?,
+        client_key: write("kubelet-client.key", &client_key_pem)?,
+        client_cert_pem,
+        client_key_pem,
+        serving_cert: write("kubelet.crt", &serving_cert.pem())?,
+        serving_key: write("kubelet.key", &serving_key.serialize_pem())?,
+    })
 }

@@ -1,0 +1,329 @@
+//! A real node for a workload cluster: containerd + runc with CNI bridge networking, a kubelet
+//! joined to the cluster's API server, kube-proxy (iptables) and CoreDNS, all as host processes.
+//!
+//! Pods really run here: their images come from OCI archives imported into containerd
+//! ([`crate::Cluster::import_image`]; no registry is reachable), their sandbox image is the
+//! kit's own (tools/build-pause.sh).
+//!
+//! The network: a bridge [`config::BRIDGE`] on [`config::SUBNET`], created before anything
+//! starts; its gateway [`config::GATEWAY`] is the host as pods see it. The API server, the
+//! kubelet and CoreDNS serve on that address; a test's own servers (hub, PostgreSQL) must too
+//! (or a [`crate::TcpProxy`] bound to it), since loopback is not reachable from a pod.
+//!
+//! One real node per machine: the bridge, its subnet and iptables are the host's. A guard
+//! process holds the lock file [`host::LOCK_FILE`] for the node's life (a second start fails
+//! naming the holder) and, when the node ends however it ends (stop, drop, the test binary
+//! killed), kills the pods' containers, unmounts their mounts, removes the iptables chains,
+//! conntrack entries, the bridge and the node's runtime files under [`host::STATE_DIR`].
+
+mod config;
+mod host;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+
+pub use config::{BRIDGE, GATEWAY, SUBNET};
+pub use host::{LOCK_FILE, NodeBinaries, STATE_DIR};
+
+use crate::pki::{NodeIdentity, Pki};
+use crate::process::{ManagedProcess, tail};
+use crate::{Binaries, Error, wait};
+use config::Layout;
+use host::{Guard, run};
+
+/// How long the node may take to register and become Ready on a busy machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The node side of a real-node cluster.
+#[derive(Debug)]
+pub struct RealNode {
+    cluster: String,
+    bins: NodeBinaries,
+    layout: Layout,
+    logs: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    // Stopped in reverse order of start: the kubelet before containerd.
+    processes: Vec<ManagedProcess>,
+    guard: Guard,
+}
+
+impl RealNode {
+    /// Takes the machine's real-node lock, creates the bridge and starts containerd with the
+    /// pod sandbox image. Configuration and logs go under `dir`.
+    pub async fn prepare(cluster: &str, bins: &Binaries, dir: &Path) -> Result<Self, Error> {
+        let node_bins = NodeBinaries::locate(bins)?;
+        let config_dir = dir.join("node");
+        std::fs::create_dir_all(&config_dir).map_err(|e| Error::io("create node dir", e))?;
+        let layout = Layout {
+            node_name: format!("{cluster}-node"),
+            state: STATE_DIR.into(),
+            config: config_dir.clone(),
+            kubelet_port: wait::free_port()?,
+            kubelet_healthz_port: wait::free_port()?,
+            proxy_healthz_port: wait::free_port()?,
+            proxy_metrics_port: wait::free_port()?,
+            dns_ready_port: wait::free_port()?,
+        };
+        let guard_log = dir.join("node-guard.log");
+        let guard = tokio::task::spawn_blocking(move || Guard::acquire(&config_dir, &guard_log))
+            .await
+            .map_err(|e| Error::Process(format!("the guard's task: {e}")))??;
+        let node = Self {
+            cluster: cluster.to_owned(),
+            bins: node_bins,
+            layout,
+            logs: dir.to_owned(),
+            state: Mutex::new(State {
+                processes: Vec::new(),
+                guard,
+            }),
+        };
+        host::bridge_up()?;
+        node.start_containerd().await?;
+        Ok(node)
+    }
+
+    /// The node's name and IP, for its certificates.
+    pub fn identity(&self) -> NodeIdentity {
+        NodeIdentity {
+            name: self.layout.node_name.clone(),
+            ip: IpAddr::V4(GATEWAY),
+        }
+    }
+
+    fn write(&self, name: &str, text: &str) -> Result<PathBuf, Error> {
+        let path = self.layout.file(name);
+        std::fs::write(&path, text).map_err(|e| Error::io(format!("write {name}"), e))?;
+        Ok(path)
+    }
+
+    fn spawn(&self, component: &str, command: Command) -> Result<(), Error> {
+        let name = format!("{}/{component}", self.cluster);
+        let log = self.logs.join(format!("{component}.log"));
+        let process = ManagedProcess::spawn(&name, command, log)?;
+        let mut state = self.lock();
+        state.guard.register(process.pid())?;
+        state.processes.push(process);
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere; the state is still valid.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn start_containerd(&self) -> Result<(), Error> {
+        std::fs::create_dir_all(self.layout.cni_conf_dir())
+            .map_err(|e| Error::io("create cni conf dir", e))?;
+        self.write(
+            "cni/10-kubenest.conflist",
+            &config::cni_conflist(&self.layout),
+        )?;
+        let conf = self.write(
+            "containerd.toml",
+            &config::containerd(&self.layout, &self.bins.pause_image),
+        )?;
+        let mut containerd = Command::new(&self.bins.containerd);
+        containerd.arg("--config").arg(conf);
+        self.spawn("containerd", containerd)?;
+        let socket = self.layout.containerd_socket();
+        wait::until(
+            "containerd's socket",
+            READY_TIMEOUT,
+            || self.check_running(),
+            || {
+                let ready = socket.exists();
+                async move { Ok(ready) }
+            },
+        )
+        .await?;
+        self.import_image(&self.bins.pause_archive).await
+    }
+
+    /// Imports an OCI archive (e.g. `buildah push IMAGE oci-archive:FILE:IMAGE`) into
+    /// containerd's `k8s.io` namespace, unpacked for its snapshotter; pods then run the image
+    /// with `imagePullPolicy: Never` or `IfNotPresent`.
+    pub async fn import_image(&self, archive: &Path) -> Result<(), Error> {
+        let ctr = self.bins.ctr.clone();
+        let socket = self.layout.containerd_socket().display().to_string();
+        let archive_arg = archive.display().to_string();
+        tokio::task::spawn_blocking(move || {
+            run(
+                &ctr,
+                &[
+                    "--address",
+                    &socket,
+                    "--namespace",
+                    "k8s.io",
+                    "images",
+                    "import",
+                    "--snapshotter",
+                    "native",
+                    &archive_arg,
+                ],
+            )
+        })
+        .await
+        .map_err(|e| Error::Process(format!("the image import's task: {e}")))?
+        .map(|_| ())
+        .map_err(|e| Error::ImageImport {
+            archive: archive.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Joins the node to the cluster: the kubelet (node identity from `pki`), kube-proxy and
+    /// CoreDNS against `url`; waits until the node is Ready and DNS answers.
+    pub async fn join(
+        &self,
+        client: &kube::Client,
+        url: &str,
+        pki: &Pki,
+        admin_kubeconfig: &Path,
+    ) -> Result<(), Error> {
+        let certs = pki
+            .node
+            .as_ref()
+            .ok_or_else(|| Error::Pki("no node certificates for a real node".into()))?;
+        let kubelet_kubeconfig = self.write(
+            "kubelet.kubeconfig",
+            &crate::cluster::kubeconfig_yaml_with(
+                &self.cluster,
+                url,
+                &pki.ca_pem,
+                &certs.client_cert_pem,
+                &certs.client_key_pem,
+            ),
+        )?;
+        let kubelet_conf = self.write(
+            "kubelet.json",
+            &config::kubelet(
+                &self.layout,
+                &pki.ca_cert,
+                &certs.serving_cert,
+                &certs.serving_key,
+            ),
+        )?;
+        let mut kubelet = Command::new(&self.bins.kubelet);
+        kubelet
+            .arg(format!("--config={}", kubelet_conf.display()))
+            .arg(format!("--kubeconfig={}", kubelet_kubeconfig.display()))
+            .arg(format!(
+                "--root-dir={}",
+                self.layout.kubelet_root().display()
+            ))
+            .arg(format!("--hostname-override={}", self.layout.node_name))
+            .arg(format!("--node-ip={GATEWAY}"))
+            .arg("--v=1");
+        self.spawn("kubelet", kubelet)?;
+
+        let proxy_conf = self.write(
+            "kube-proxy.json",
+            &config::kube_proxy(&self.layout, admin_kubeconfig),
+        )?;
+        let mut proxy = Command::new(&self.bins.kube_proxy);
+        proxy.arg(format!("--config={}", proxy_conf.display()));
+        self.spawn("kube-proxy", proxy)?;
+
+        let corefile = self.write(
+            "Corefile",
+            &config::corefile(&self.layout, admin_kubeconfig, &self.cluster),
+        )?;
+        let mut dns = Command::new(&self.bins.coredns);
+        dns.arg("-conf").arg(corefile);
+        self.spawn("coredns", dns)?;
+
+        self.wait_ready(client).await
+    }
+
+    async fn wait_ready(&self, client: &kube::Client) -> Result<(), Error> {
+        let nodes: Api<Node> = Api::all(client.clone());
+        let name = self.layout.node_name.clone();
+        wait::until(
+            &format!("node {name} to be Ready"),
+            READY_TIMEOUT,
+            || self.check_running(),
+            || {
+                let (nodes, name) = (nodes.clone(), name.clone());
+                async move {
+                    match nodes.get_opt(&name).await {
+                        Ok(Some(node)) if crate::cluster::node_is_ready(&node) => Ok(true),
+                        Ok(Some(_)) => Err("registered, not Ready".into()),
+                        Ok(None) => Err("not registered".into()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await?;
+        let ready_url = format!("http://127.0.0.1:{}/ready", self.layout.dns_ready_port);
+        let http = reqwest::Client::new();
+        wait::until(
+            "CoreDNS to be ready",
+            READY_TIMEOUT,
+            || self.check_running(),
+            || {
+                let request = http.get(&ready_url).send();
+                async move {
+                    match request.await {
+                        Ok(r) => Ok(r.status().is_success()),
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+            },
+        )
+        .await
+    }
+
+    /// `Err` naming the first of the node's processes that has exited.
+    pub fn check_running(&self) -> Result<(), Error> {
+        self.lock()
+            .processes
+            .iter_mut()
+            .try_for_each(ManagedProcess::check_running)
+    }
+
+    /// Process ids, resident memory and log tails, as [`crate::Cluster`] reports its own.
+    pub fn processes<T>(&self, f: impl Fn(&ManagedProcess) -> T) -> Vec<T> {
+        self.lock().processes.iter().map(f).collect()
+    }
+
+    /// The last lines of the guard's log (its cleanup output).
+    pub fn guard_log_tail(&self, lines: usize) -> String {
+        tail(&self.logs.join("node-guard.log"), lines)
+    }
+
+    /// Asks every node process to exit, without waiting.
+    pub fn terminate(&self) {
+        self.lock()
+            .processes
+            .iter()
+            .for_each(ManagedProcess::terminate);
+    }
+
+    /// Stops the node: the kubelet, kube-proxy, CoreDNS and containerd, then the guard cleans
+    /// the host (containers, mounts, iptables, bridge, files) and releases the lock. Idempotent.
+    pub fn stop(&self) {
+        let mut state = self.lock();
+        while let Some(mut p) = state.processes.pop() {
+            p.stop();
+        }
+        state.guard.release();
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
