@@ -1,5 +1,6 @@
 //! `kubenest-dev up`: the whole kubenest on loopback until Ctrl-C or SIGTERM — a management
-//! cluster, workload clusters with kwok nodes, PostgreSQL, two hub replicas, two leader-elected
+//! cluster, workload clusters with kwok nodes and one with a real node (`edge`, when this
+//! machine can run it: root), PostgreSQL, two hub replicas, two leader-elected
 //! controllers replicas, the API server with a bootstrap admin, and one agent per workload
 //! cluster registered through the API — and the `dev.env` that says where everything is.
 
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
+use kubenest_testkit::node::NodeBinaries;
 use kubenest_testkit::{Binaries, Environment, NodePool};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::signal::unix::{SignalKind, signal};
@@ -33,6 +35,10 @@ pub struct UpArgs {
     /// Fake (kwok) nodes per workload cluster.
     #[arg(long, default_value_t = 3)]
     pub nodes: u32,
+    /// Name of the workload cluster on a real node, where pods really run (empty: none). It
+    /// needs root; without it `up` says why and goes on without that cluster.
+    #[arg(long, default_value = "edge")]
+    pub real_node: String,
     /// The bootstrap admin's password (default: a random one, written to `dev.env`).
     #[arg(long, env = "KUBENEST_ADMIN_PASSWORD", hide_env_values = true)]
     pub admin_password: Option<String>,
@@ -40,16 +46,25 @@ pub struct UpArgs {
 
 /// Starts the local environment in the foreground and stops it on Ctrl-C or SIGTERM.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    up(&args.dir, &args.workloads, args.nodes, args.admin_password).await
+    let real_node = (!args.real_node.is_empty()).then_some(args.real_node.as_str());
+    up(
+        &args.dir,
+        &args.workloads,
+        real_node,
+        args.nodes,
+        args.admin_password,
+    )
+    .await
 }
 
 async fn up(
     dir: &Path,
     workloads: &[String],
+    real_node: Option<&str>,
     nodes: u32,
     admin_password: Option<String>,
 ) -> anyhow::Result<()> {
-    for name in workloads {
+    for name in workloads.iter().map(String::as_str).chain(real_node) {
         anyhow::ensure!(
             !name.is_empty()
                 && name
@@ -68,10 +83,19 @@ async fn up(
             .with_context(|| format!("clear {}", run_dir.display()))?;
     }
 
+    // The real node needs root, its packages and binaries: without them, say why and go on.
+    let real_node = match real_node.map(|name| (name, NodeBinaries::locate(&bins))) {
+        Some((name, Ok(_))) => Some(name),
+        Some((name, Err(why))) => {
+            eprintln!("no real-node cluster {name}: {why}");
+            None
+        }
+        None => None,
+    };
     let started = Instant::now();
     eprintln!(
         "starting etcd, PostgreSQL, cluster mgmt and {} workload cluster(s)...",
-        workloads.len()
+        workloads.len() + usize::from(real_node.is_some())
     );
     let mut builder = Environment::builder()
         .dir(&run_dir)
@@ -83,6 +107,9 @@ async fn up(
     };
     for name in workloads {
         builder = builder.workload(name, pool.clone());
+    }
+    if let Some(name) = real_node {
+        builder = builder.real_node(name);
     }
     let env = builder.start().await?;
     eprintln!(
