@@ -205,6 +205,8 @@ build() {
     echo "$version"
     [[ $name == base ]] || stored_inputs "$(image_of base)"
   ) | sha256sum | cut -c1-64)
+  # The context is rebuilt on every run; it only has to outlive this build.
+  trap 'rm -rf "$out/context"' EXIT
   if [[ $name == base ]]; then
     if [[ $(stored_inputs "$image") == "$hash" ]]; then
       log "base: unchanged ($image)"

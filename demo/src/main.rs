@@ -12,6 +12,8 @@ async fn main() -> anyhow::Result<ExitCode> {
         Some(Command::Get(get)) => Ok(kubenest_demo::client::main(get).await),
         None => {
             tracing_subscriber::fmt()
+                // Colours only on a terminal: a pod's log is a file.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_default_env()
                         .unwrap_or_else(|_| "info".into()),
