@@ -169,7 +169,8 @@ check_image() {
   local -a cmds
   case $name in
     agent) cmds=("kubenest-agent --version" "helm version --short" "git --version"
-      "test -f /opt/kubenest/charts/addons/postgres/Chart.yaml && echo catalog present") ;;
+      "helm template check /opt/kubenest/charts/addons/postgres --set kubenest.exportSecret=s |
+       grep -c '^kind:' | sed 's/\$/ objects rendered from the catalog/'") ;;
     postgres) cmds=("postgres --version" "pg_isready --version"
       "export POSTGRES_USER=app POSTGRES_DB=app POSTGRES_PASSWORD=check PGDATA=/tmp/check/data
        mkdir -p /tmp/check; postgres-entrypoint -c listen_addresses= -c unix_socket_directories=/tmp/check >/dev/null 2>&1 &
