@@ -81,9 +81,15 @@ impl Images {
                 IMAGE_NAMES.join(", ")
             )));
         }
-        let output = tokio::process::Command::new("bash")
-            .arg(SCRIPT)
-            .args(names)
+        let mut command = tokio::process::Command::new("bash");
+        command.arg(SCRIPT).args(names);
+        if std::env::var_os("CARGO_TARGET_DIR").is_none()
+            && let Some(target) = own_target_dir()
+        {
+            // The binaries this test was built with, not a second build somewhere else.
+            command.env("CARGO_TARGET_DIR", target);
+        }
+        let output = command
             .output()
             .await
             .map_err(|e| Error::io("run tools/build-images.sh", e))?;
@@ -129,6 +135,14 @@ impl Images {
     pub fn all(&self) -> impl Iterator<Item = &ImageArchive> {
         self.archives.values()
     }
+}
+
+/// The target directory of the running test binary (`<target>/debug/deps/<test>`).
+fn own_target_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    (deps.file_name()? == "deps").then_some(())?;
+    Some(deps.parent()?.parent()?.to_owned())
 }
 
 /// The images named in `--print-env` output (`KUBENEST_IMAGE_DEMO=…`,
