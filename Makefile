@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev tour test setup console fmt lint bench fuzz
+.PHONY: dev tour test setup console images fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
@@ -23,6 +23,12 @@ PROGRAMS := -p kubenest-cli -p kubenest-hub -p kubenest-controllers -p kubenest-
 # Its browser test is devenv/tests/console.rs, part of `cargo test`.
 console: setup
 	cd console && npm run build && npm test
+
+# Every image (images/), built by buildah without a Docker daemon into OCI archives under
+# $(KUBENEST_CACHE)/images; unchanged images are skipped. `tools/build-images.sh --print-env`
+# says where each archive is.
+images: setup
+	@tools/build-images.sh
 
 dev: setup
 	cd console && npm run build

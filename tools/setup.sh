@@ -10,6 +10,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 need_pkgs=()
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_pkgs+=(postgresql)
+# The images (tools/build-images.sh): buildah, debootstrap for their Debian base; and the
+# redis-server the demo app's test runs.
+command -v buildah >/dev/null || need_pkgs+=(buildah)
+command -v debootstrap >/dev/null || need_pkgs+=(debootstrap)
+command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v npm >/dev/null || need_pkgs+=(nodejs npm)

@@ -26,6 +26,7 @@ mod bins;
 mod cluster;
 mod env;
 mod etcd;
+mod images;
 mod namespace;
 pub mod node;
 mod pki;
@@ -43,6 +44,7 @@ pub use env::{
     Environment, EnvironmentBuilder, shared, shared_management, shared_postgres, shared_real_node,
 };
 pub use etcd::Etcd;
+pub use images::{IMAGE_NAMES, ImageArchive, Images};
 pub use namespace::TestNamespace;
 pub use pki::{NodeCerts, NodeIdentity, Pki};
 pub use postgres::{Postgres, TestDatabase};
@@ -60,6 +62,10 @@ pub enum Error {
     },
     #[error("{} not found: run `tools/setup.sh` (or `make test`, which runs it)", .0.display())]
     MissingBinary(PathBuf),
+    #[error("image archive {} not found: run `make images` (tools/build-images.sh)", .0.display())]
+    MissingImage(PathBuf),
+    #[error("images: {0}")]
+    ImageBuild(String),
     #[error("process: {0}")]
     Process(String),
     #[error("{name} exited ({status}); last log lines:\n{log_tail}")]
