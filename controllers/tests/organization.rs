@@ -16,8 +16,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use kubenest_controllers::organization;
-use kubenest_crds::common::{Member, Role};
+use kubenest_crds::common::{Member, Role, kubernetes_user};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
+/// Whether the kubenest user `user` (of id `id-<user>`, so the Kubernetes user
+/// `kubenest:id-<user>`) may `verb` `resource` in `namespace`.
 async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
     let (resource, subresource) = match resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_owned())),
@@ -25,7 +27,7 @@ async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace:
     };
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(user.into()),
+            user: Some(kubernetes_user(&format!("id-{user}"))),
             resource_attributes: Some(ResourceAttributes {
                 namespace: Some(namespace.into()),
                 verb: Some(verb.into()),
@@ -54,6 +56,7 @@ fn org(name: &str, members: &[(&str, Role)]) -> Organization {
                 .iter()
                 .map(|(u, r)| Member {
                     user: (*u).into(),
+                    user_id: Some(format!("id-{u}")),
                     role: *r,
                 })
                 .collect(),
@@ -151,7 +154,7 @@ async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
     assert!(!can(&client, "alice", "patch", "apps/status", &acme_ns).await);
 
     // Removing a member takes the rights away.
-    let keep = serde_json::json!({ "spec": { "members": [{ "user": "alice", "role": "admin" }] } });
+    let keep = serde_json::json!({ "spec": { "members": [{ "user": "alice", "userId": "id-alice", "role": "admin" }] } });
     orgs.patch(&acme, &PatchParams::default(), &Patch::Merge(&keep))
         .await
         .unwrap();

@@ -48,17 +48,25 @@ pub fn namespace_of(org: &str) -> Result<String, Error> {
     kubenest_domain::names::namespace_of(org).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-/// Subjects per role, from the members list (pure).
+/// Kubernetes subjects per role, from the members list (pure): each member with a user id is the
+/// Kubernetes user `kubenest:<id>`; a member without one binds nobody.
 pub fn bindings(org: &Organization) -> BTreeMap<Role, Vec<String>> {
+    by_role(&org.spec.members)
+}
+
+/// Kubernetes user names per role of a members list (pure), every role present.
+pub fn by_role(members: &[kubenest_crds::common::Member]) -> BTreeMap<Role, Vec<String>> {
     let mut by_role: BTreeMap<Role, Vec<String>> = [Role::Admin, Role::Member, Role::Viewer]
         .into_iter()
         .map(|r| (r, Vec::new()))
         .collect();
-    for member in &org.spec.members {
-        by_role
-            .entry(member.role)
-            .or_default()
-            .push(member.user.clone());
+    for member in members {
+        if let Some(id) = &member.user_id {
+            by_role
+                .entry(member.role)
+                .or_default()
+                .push(kubenest_crds::common::kubernetes_user(id));
+        }
     }
     for users in by_role.values_mut() {
         users.sort();
@@ -132,6 +140,7 @@ mod tests {
     fn members_are_grouped_by_role_without_duplicates() {
         let member = |user: &str, role| Member {
             user: user.into(),
+            user_id: Some(user.into()),
             role,
         };
         let org = Organization::new(
@@ -143,13 +152,18 @@ mod tests {
                     member("alice", Role::Admin),
                     member("bob", Role::Member),
                     member("carol", Role::Viewer),
+                    Member {
+                        user: "by-hand".into(),
+                        user_id: None,
+                        role: Role::Admin,
+                    },
                 ],
             },
         );
         let b = bindings(&org);
-        assert_eq!(b[&Role::Admin], ["alice"]);
-        assert_eq!(b[&Role::Member], ["bob"]);
-        assert_eq!(b[&Role::Viewer], ["carol"]);
+        assert_eq!(b[&Role::Admin], ["kubenest:alice"]);
+        assert_eq!(b[&Role::Member], ["kubenest:bob"]);
+        assert_eq!(b[&Role::Viewer], ["kubenest:carol"]);
         assert_eq!(namespace_of("acme").unwrap(), "org-acme");
         assert!(matches!(
             namespace_of(&"x".repeat(60)),
