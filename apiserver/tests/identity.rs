@@ -47,7 +47,12 @@ async fn a_deleted_user_loses_everything_at_once_and_a_recreated_name_holds_noth
 
     // Disabled: no token, no login, no refresh; enabled again, she logs in.
     let disabled = admin
-        .expect(Method::POST, &format!("/api/v1/users/{ivy}/disable"), None, 200)
+        .expect(
+            Method::POST,
+            &format!("/api/v1/users/{ivy}/disable"),
+            None,
+            200,
+        )
         .await;
     assert_eq!(disabled["disabled"], true);
     let (status, body) = session.get(&format!("/api/v1/orgs/{acme}")).await;
@@ -60,7 +65,12 @@ async fn a_deleted_user_loses_everything_at_once_and_a_recreated_name_holds_noth
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     admin
-        .expect(Method::POST, &format!("/api/v1/users/{ivy}/enable"), None, 200)
+        .expect(
+            Method::POST,
+            &format!("/api/v1/users/{ivy}/enable"),
+            None,
+            200,
+        )
         .await;
 
     // Her own new password ends her sessions, this one included.

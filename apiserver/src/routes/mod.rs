@@ -84,7 +84,12 @@ impl From<&Member> for MemberView {
 
 /// The membership of the user named `name` with `role`, or a 422 on `field` if there is no
 /// such user (or it is disabled).
-pub async fn new_member(state: &AppState, field: &str, name: &str, role: Role) -> ApiResult<Member> {
+pub async fn new_member(
+    state: &AppState,
+    field: &str,
+    name: &str,
+    role: Role,
+) -> ApiResult<Member> {
     let user = if session::is_username(name) {
         state.accounts().user(name).await?
     } else {
@@ -96,7 +101,10 @@ pub async fn new_member(state: &AppState, field: &str, name: &str, role: Role) -
             user_id: Some(user.id.to_string()),
             role,
         }),
-        Some(_) => Err(ApiError::invalid(field, format!("user {name:?} is disabled"))),
+        Some(_) => Err(ApiError::invalid(
+            field,
+            format!("user {name:?} is disabled"),
+        )),
         None => Err(ApiError::invalid(field, format!("no user named {name:?}"))),
     }
 }

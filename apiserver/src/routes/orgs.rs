@@ -77,7 +77,15 @@ pub async fn create(
     }
     let mut members = Vec::new();
     for (i, member) in body.members.iter().enumerate() {
-        members.push(new_member(&state, &format!("members[{i}].user"), &member.user, member.role).await?);
+        members.push(
+            new_member(
+                &state,
+                &format!("members[{i}].user"),
+                &member.user,
+                member.role,
+            )
+            .await?,
+        );
     }
     let org = Organization::new(
         &body.name,

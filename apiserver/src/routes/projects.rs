@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use super::removal::{DeleteQuery, RemovalResponse, force_project, waiting_for};
 use super::{
-    IdPath, MemberBody, MemberPath, MemberView, OrgPath, actor_annotations, change_member, check_dns_label,
-    org_view, post_params,
+    IdPath, MemberBody, MemberPath, MemberView, OrgPath, actor_annotations, change_member,
+    check_dns_label, org_view, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};

@@ -147,6 +147,9 @@ pub async fn password(global: &Global, args: PasswordArgs) -> anyhow::Result<()>
         let session = fresh.login(&me, &password).await?;
         session.save(&global.session_path())?;
     }
-    global.done(&json!({"user": user}), &format!("password of {user} changed"));
+    global.done(
+        &json!({"user": user}),
+        &format!("password of {user} changed"),
+    );
     Ok(())
 }
