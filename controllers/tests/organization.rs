@@ -230,7 +230,7 @@ async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
 
     // A member creating a project with themselves as its admin, through kubectl: the
     // admission policy refuses the members (only admins at a scope change its members).
-    let bob = impersonating(&mgmt, "bob").await;
+    let bob = impersonating(mgmt, "bob").await;
     let escalation = project("grab", &[("bob", Role::Admin)]);
     let refused = Api::<Project>::namespaced(bob.clone(), &acme_ns)
         .create(&PostParams::default(), &escalation)
