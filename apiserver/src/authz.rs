@@ -4,6 +4,10 @@
 //! inside it: an organization role for all its clusters and projects, a cluster role for the
 //! projects on that cluster. Platform administrators hold every role everywhere.
 //!
+//! Memberships name a user by their immutable id (`Member::user_id`), never by name: a user
+//! deleted and created again under the same name holds nothing, and a member written without
+//! an id (by hand, with kubectl) binds nobody.
+//!
 //! An object on which the caller holds no role does not exist for them (404); a role too weak
 //! for the operation is a 403.
 
@@ -17,7 +21,10 @@ use crate::error::ApiError;
 /// The authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
+    /// The user name (for people: history, audit, messages).
     pub user: String,
+    /// The immutable user id, which memberships name.
+    pub id: String,
     pub platform_admin: bool,
 }
 
@@ -44,12 +51,12 @@ fn strongest(roles: impl IntoIterator<Item = Option<Role>>) -> Option<Role> {
     roles.into_iter().flatten().max_by_key(|r| rank(*r))
 }
 
-/// The strongest role of `user` in a members list.
-pub fn member_role(members: &[Member], user: &str) -> Option<Role> {
+/// The strongest role of the user of id `user_id` in a members list.
+pub fn member_role(members: &[Member], user_id: &str) -> Option<Role> {
     strongest(
         members
             .iter()
-            .filter(|m| m.user == user)
+            .filter(|m| m.user_id.as_deref() == Some(user_id))
             .map(|m| Some(m.role)),
     )
 }
@@ -76,9 +83,9 @@ pub fn role_at(
         return Some(Role::Admin);
     }
     strongest([
-        member_role(&org.spec.members, &caller.user),
-        cluster.and_then(|c| member_role(&c.spec.members, &caller.user)),
-        project.and_then(|p| member_role(&p.spec.members, &caller.user)),
+        member_role(&org.spec.members, &caller.id),
+        cluster.and_then(|c| member_role(&c.spec.members, &caller.id)),
+        project.and_then(|p| member_role(&p.spec.members, &caller.id)),
     ])
 }
 
@@ -90,13 +97,13 @@ pub fn sees_org(
     projects: &[Project],
 ) -> bool {
     caller.platform_admin
-        || member_role(&org.spec.members, &caller.user).is_some()
+        || member_role(&org.spec.members, &caller.id).is_some()
         || clusters
             .iter()
-            .any(|c| member_role(&c.spec.members, &caller.user).is_some())
+            .any(|c| member_role(&c.spec.members, &caller.id).is_some())
         || projects
             .iter()
-            .any(|p| member_role(&p.spec.members, &caller.user).is_some())
+            .any(|p| member_role(&p.spec.members, &caller.id).is_some())
 }
 
 /// Checks `need` against a role the caller may not hold: no role is a 404 for `what`.
@@ -133,6 +140,7 @@ mod tests {
     fn member(user: &str, role: Role) -> Member {
         Member {
             user: user.into(),
+            user_id: Some(format!("id-{user}")),
             role,
         }
     }
@@ -168,6 +176,7 @@ mod tests {
         );
         let vic = Caller {
             user: "vic".into(),
+            id: "id-vic".into(),
             platform_admin: false,
         };
         assert_eq!(role_at(&vic, &org, None, None), Some(Role::Viewer));
@@ -181,11 +190,18 @@ mod tests {
         );
         let pam = Caller {
             user: "pam".into(),
+            id: "id-pam".into(),
             platform_admin: false,
         };
         assert_eq!(role_at(&pam, &org, Some(&cluster), None), None);
         assert!(sees_org(&pam, &org, &[], std::slice::from_ref(&project)));
-        assert!(!sees_org(&pam, &org, &[cluster], &[]));
+        assert!(!sees_org(&pam, &org, std::slice::from_ref(&cluster), &[]));
+        // The name alone binds nothing: another user of the same name is another id.
+        let new_vic = Caller {
+            id: "id-vic-again".into(),
+            ..vic.clone()
+        };
+        assert_eq!(role_at(&new_vic, &org, Some(&cluster), None), None);
         assert!(allows(Role::Admin, Need::Admin) && allows(Role::Member, Need::Write));
         assert!(!allows(Role::Member, Need::Admin) && !allows(Role::Viewer, Need::Write));
         assert_eq!(require(None, Need::Read, "app").unwrap_err().status, 404);

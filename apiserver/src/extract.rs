@@ -1,5 +1,8 @@
 //! Extractors with the API's own errors: a JSON body whose errors name the field, and the
-//! authenticated caller (bearer access token, per-user rate limits).
+//! authenticated caller (bearer access token, per-user rate limits). Every request checks the
+//! token's user against PostgreSQL: a deleted or disabled user, one created again under the
+//! same name (another id) or a token from before a password change (an older token epoch) is
+//! refused at once, on every replica; the platform-administrator flag is the current one.
 
 use aide::OperationInput;
 use aide::generate::GenContext;
@@ -99,9 +102,24 @@ impl FromRequestParts<AppState> for Caller {
             .map_or_else(|| parts.uri.path().to_owned(), |m| m.as_str().to_owned());
         let endpoint = format!("{} {route}", parts.method);
         state.limits().check_user(&claims.sub, &endpoint, write)?;
+        let user = state
+            .accounts()
+            .user_by_id(claims.uid)
+            .await?
+            .filter(|u| u.username == claims.sub)
+            .ok_or_else(|| ApiError::unauthenticated("this user no longer exists; log in"))?;
+        if user.disabled_at.is_some() {
+            return Err(ApiError::unauthenticated("this account is disabled"));
+        }
+        if user.token_epoch != claims.epo {
+            return Err(ApiError::unauthenticated(
+                "this session ended (the password changed); log in",
+            ));
+        }
         Ok(Caller {
-            user: claims.sub,
-            platform_admin: claims.adm,
+            user: user.username,
+            id: user.id.to_string(),
+            platform_admin: user.platform_admin,
         })
     }
 }

@@ -47,7 +47,9 @@ use axum::{Json, Router};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::routes::{addons, alerts, apps, clusters, orgs, projects, session, stream, templates};
+use crate::routes::{
+    addons, alerts, apps, clusters, orgs, projects, session, stream, templates, users,
+};
 use crate::state::AppState;
 
 /// Largest request body accepted (an App with 64 components and Helm values fits easily).
@@ -82,7 +84,9 @@ fn api_routes() -> ApiRouter<AppState> {
             "/api/v1/users",
             get(session::list_users).post(session::create_user),
         )
-        .api_route("/api/v1/users/{username}", delete(session::delete_user))
+        .api_route("/api/v1/users/{username}", delete(users::delete_user))
+        .api_route("/api/v1/users/{username}/disable", post(users::disable))
+        .api_route("/api/v1/users/{username}/enable", post(users::enable))
         .api_route(
             "/api/v1/users/{username}/password",
             put(session::set_password),

@@ -7,7 +7,13 @@ import { MemoryRouter, Route, Routes } from "react-router";
 import { AccountContext, type Account } from "./account";
 
 export const account: Account = {
-  me: { username: "ana", platform_admin: false, created_at: "2026-01-01T00:00:00Z" },
+  me: {
+    username: "ana",
+    id: "00000000-0000-0000-0000-000000000001",
+    platform_admin: false,
+    disabled: false,
+    created_at: "2026-01-01T00:00:00Z",
+  },
   orgs: [{ name: "acme", display_name: "Acme", role: "member" }],
   org: "acme",
   setOrg: () => undefined,

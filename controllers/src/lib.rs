@@ -34,6 +34,7 @@ pub mod organization;
 pub mod patch;
 pub mod placement;
 pub mod plane;
+pub mod policies;
 pub mod project;
 pub mod rbac;
 pub mod reach;

@@ -4,8 +4,16 @@
 //! | role   | kubenest objects in the organization's namespace |
 //! |--------|---------------------------------------------------|
 //! | viewer | get, list, watch everything                       |
-//! | member | also create/update/patch/delete apps, standalone addons and templates; create/update/patch projects |
-//! | admin  | everything, including deleting projects and clusters and changing clusters (node count, token rotation) |
+//! | member | also create/update/patch/delete apps, standalone addons and templates; create projects; `deploy` into every project |
+//! | admin  | everything, including changing and deleting projects and clusters and `manage-members` |
+//!
+//! Two verbs are kubenest's own, checked by the admission policies
+//! (`charts/kubenest/templates/kubenest-policies.yaml`) with the authorizer: `deploy` on a
+//! project (writing its Apps and standalone addons) and `manage-members` on an organization,
+//! cluster or project (changing `spec.members`). A member may create a project but not change
+//! one, nor its members: that was an escalation (a member adding themselves as project admin).
+//! Cluster- and project-scope memberships get Roles of their own with `resourceNames`
+//! ([`crate::organization::scopes`]).
 //!
 //! No role may write `status`: that belongs to the controllers.
 
@@ -25,6 +33,10 @@ const ALL: &[&str] = &[
 ];
 const READ: &[&str] = &["get", "list", "watch"];
 const WRITE: &[&str] = &["create", "update", "patch", "delete"];
+/// The verb on a project that lets one write its Apps and standalone addons.
+pub const DEPLOY: &str = "deploy";
+/// The verb on an organization, cluster or project that lets one change its members.
+pub const MANAGE_MEMBERS: &str = "manage-members";
 
 /// The ClusterRole name of a kubenest role.
 pub fn cluster_role_name(role: Role) -> &'static str {
@@ -35,7 +47,7 @@ pub fn cluster_role_name(role: Role) -> &'static str {
     }
 }
 
-fn rule(resources: &[&str], verbs: &[&str]) -> PolicyRule {
+pub(crate) fn rule(resources: &[&str], verbs: &[&str]) -> PolicyRule {
     PolicyRule {
         api_groups: Some(vec![kubenest_crds::GROUP.to_owned()]),
         resources: Some(resources.iter().map(|s| (*s).to_owned()).collect()),
@@ -52,13 +64,19 @@ pub fn rules(role: Role) -> Vec<PolicyRule> {
         Role::Member => vec![
             read,
             rule(&["apps", "addoninstances", "stacktemplates"], WRITE),
-            rule(&["projects"], &["create", "update", "patch"]),
+            rule(&["projects"], &["create", DEPLOY]),
         ],
-        Role::Admin => vec![read, rule(ALL, WRITE)],
+        Role::Admin => vec![
+            read,
+            rule(ALL, WRITE),
+            rule(&["projects"], &[DEPLOY]),
+            rule(&["clusters", "projects"], &[MANAGE_MEMBERS]),
+        ],
     }
 }
 
-/// Applies the three ClusterRoles.
+/// Applies the three ClusterRoles and the admission policies that check kubenest's own verbs
+/// ([`crate::policies`]).
 pub async fn ensure_cluster_roles(client: &kube::Client) -> Result<(), kube::Error> {
     let api: Api<ClusterRole> = Api::all(client.clone());
     let params = PatchParams::apply(field_managers::CONTROLLERS).force();
@@ -66,7 +84,7 @@ pub async fn ensure_cluster_roles(client: &kube::Client) -> Result<(), kube::Err
         let name = object.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&object)).await?;
     }
-    Ok(())
+    crate::policies::ensure_policies(client).await
 }
 
 /// The ClusterRoles of the kubenest roles (viewer, member, admin), bound per organization,

@@ -16,8 +16,12 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use kubenest_controllers::organization;
-use kubenest_crds::common::{Member, Role};
+use kubenest_crds::Project;
+use kubenest_crds::common::{Member, Role, kubernetes_user};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
+use kubenest_crds::project::ProjectSpec;
+/// Whether the kubenest user `user` (of id `id-<user>`, so the Kubernetes user
+/// `kubenest:id-<user>`) may `verb` `resource` in `namespace`.
 async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
     let (resource, subresource) = match resource.split_once('/') {
         Some((r, s)) => (r, Some(s.to_owned())),
@@ -25,7 +29,7 @@ async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace:
     };
     let review = SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(user.into()),
+            user: Some(kubernetes_user(&format!("id-{user}"))),
             resource_attributes: Some(ResourceAttributes {
                 namespace: Some(namespace.into()),
                 verb: Some(verb.into()),
@@ -45,6 +49,73 @@ async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace:
     reviewed.status.unwrap().allowed
 }
 
+/// [`can`] on one object by name.
+async fn can_named(
+    client: &Client,
+    user: &str,
+    verb: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(kubernetes_user(&format!("id-{user}"))),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.into()),
+                verb: Some(verb.into()),
+                group: Some("kubenest.io".into()),
+                resource: Some(resource.into()),
+                name: Some(name.into()),
+                ..ResourceAttributes::default()
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    Api::<SubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .allowed
+}
+
+/// A client of the management cluster acting as kubenest user `user` (id `id-<user>`).
+async fn impersonating(mgmt: &kubenest_testkit::Cluster, user: &str) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(mgmt.kubeconfig_path()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(kubernetes_user(&format!("id-{user}")));
+    Client::try_from(config).unwrap()
+}
+
+fn members(members: &[(&str, Role)]) -> Vec<Member> {
+    members
+        .iter()
+        .map(|(u, r)| Member {
+            user: (*u).into(),
+            user_id: Some(format!("id-{u}")),
+            role: *r,
+        })
+        .collect()
+}
+
+fn project(name: &str, of: &[(&str, Role)]) -> Project {
+    Project::new(
+        name,
+        ProjectSpec {
+            cluster: "east".into(),
+            namespace: name.into(),
+            registry_secret: None,
+            members: members(of),
+            progress_deadline_seconds: 600,
+        },
+    )
+}
+
 fn org(name: &str, members: &[(&str, Role)]) -> Organization {
     Organization::new(
         name,
@@ -54,6 +125,7 @@ fn org(name: &str, members: &[(&str, Role)]) -> Organization {
                 .iter()
                 .map(|(u, r)| Member {
                     user: (*u).into(),
+                    user_id: Some(format!("id-{u}")),
                     role: *r,
                 })
                 .collect(),
@@ -124,6 +196,12 @@ async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
         ("bob", "delete", "apps", true),
         ("bob", "create", "projects", true),
         ("bob", "delete", "projects", false),
+        // A member once could patch Projects, and so make themselves project admin.
+        ("bob", "patch", "projects", false),
+        ("bob", "update", "projects", false),
+        ("bob", "deploy", "projects", true),
+        ("bob", "manage-members", "projects", false),
+        ("alice", "manage-members", "projects", true),
         ("bob", "patch", "clusters", false),
         ("bob", "delete", "clusters", false),
         ("carol", "list", "apps", true),
@@ -150,8 +228,38 @@ async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
     // Status belongs to the controllers, even for admins.
     assert!(!can(&client, "alice", "patch", "apps/status", &acme_ns).await);
 
+    // A member creating a project with themselves as its admin, through kubectl: the
+    // admission policy refuses the members (only admins at a scope change its members).
+    let bob = impersonating(mgmt, "bob").await;
+    let escalation = project("grab", &[("bob", Role::Admin)]);
+    let refused = Api::<Project>::namespaced(bob.clone(), &acme_ns)
+        .create(&PostParams::default(), &escalation)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("spec.members"), "{refused}");
+    // Without members the same project is fine for him; changing its members afterwards is not.
+    let plain = project("grab", &[]);
+    Api::<Project>::namespaced(bob.clone(), &acme_ns)
+        .create(&PostParams::default(), &plain)
+        .await
+        .unwrap();
+
+    // A project-scope viewer gets that project only, by name, through a Role of its own.
+    let shop = project("shop", &[("erin", Role::Viewer)]);
+    Api::<Project>::namespaced(client.clone(), &acme_ns)
+        .create(&PostParams::default(), &shop)
+        .await
+        .unwrap();
+    eventually("erin's project Role", async || {
+        can_named(&client, "erin", "get", "projects", &acme_ns, "shop").await
+    })
+    .await;
+    assert!(!can_named(&client, "erin", "get", "projects", &acme_ns, "grab").await);
+    assert!(!can_named(&client, "erin", "patch", "projects", &acme_ns, "shop").await);
+    assert!(!can(&client, "erin", "list", "apps", &acme_ns).await);
+
     // Removing a member takes the rights away.
-    let keep = serde_json::json!({ "spec": { "members": [{ "user": "alice", "role": "admin" }] } });
+    let keep = serde_json::json!({ "spec": { "members": [{ "user": "alice", "userId": "id-alice", "role": "admin" }] } });
     orgs.patch(&acme, &PatchParams::default(), &Patch::Merge(&keep))
         .await
         .unwrap();

@@ -20,12 +20,32 @@ pub enum Role {
 }
 
 /// A user's role on the object that lists it (organization, cluster or project).
+///
+/// The membership binds the user's immutable id, never the name: a user deleted and created
+/// again under the same name is another id and holds nothing. A member without `userId` binds
+/// nobody (the REST API always fills it in). On the management cluster the member is the
+/// Kubernetes user [`kubernetes_user`] of that id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Member {
-    /// The kubenest user name (also the Kubernetes user kubectl authenticates as).
+    /// The kubenest user name when the role was given (for people; binds nothing).
     #[schemars(length(min = 1, max = 253))]
     pub user: String,
+    /// The user's immutable id (`kubenest users list`), which the role binds.
+    #[serde(rename = "userId", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub user_id: Option<String>,
     pub role: Role,
+}
+
+/// The prefix of every kubenest user's Kubernetes user name.
+pub const KUBERNETES_USER_PREFIX: &str = "kubenest:";
+
+/// The Kubernetes user a kubenest user of id `user_id` is on the management cluster
+/// (`kubenest:<id>`): the subject of the RoleBindings the controllers generate from
+/// memberships, and the name the management cluster's authenticator must map a kubenest user
+/// to (for example a JWT authenticator with `claims.uid` and the prefix `kubenest:`).
+pub fn kubernetes_user(user_id: &str) -> String {
+    format!("{KUBERNETES_USER_PREFIX}{user_id}")
 }
 
 /// A pinned Helm chart.

@@ -16,7 +16,7 @@ pub enum Rotation {
         username: String,
         platform_admin: bool,
     },
-    /// Unknown, expired or revoked.
+    /// Unknown, expired or revoked, or its user is disabled.
     Invalid,
     /// Already used once: its whole family is now revoked.
     Reused { username: String, family: Uuid },
@@ -66,7 +66,7 @@ impl RefreshTokens {
             "SELECT t.family_id, t.username, u.platform_admin, t.used_at IS NOT NULL,
                     t.revoked_at IS NOT NULL, t.expires_at < now()
              FROM refresh_tokens t JOIN users u ON u.username = t.username
-             WHERE t.token_hash = $1 FOR UPDATE OF t",
+             WHERE t.token_hash = $1 AND u.disabled_at IS NULL FOR UPDATE OF t",
         )
         .bind(used)
         .fetch_optional(&mut *tx)

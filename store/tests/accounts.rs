@@ -44,9 +44,13 @@ async fn a_second_user_of_the_same_name_is_refused_as_existing() {
         .map(|u| u.username)
         .collect();
     assert_eq!(names, ["alice", "root"]);
-    assert!(users.delete("alice").await.unwrap());
-    assert!(!users.delete("alice").await.unwrap());
+    let deleted = users.delete("alice").await.unwrap().unwrap();
+    assert_eq!(deleted.id, alice.id);
+    assert!(users.delete("alice").await.unwrap().is_none());
     assert_eq!(users.get("alice").await.unwrap(), None);
+    // The same name again is another id.
+    let again = users.create("alice", "hash-5", false).await.unwrap();
+    assert_ne!(again.id, alice.id);
 }
 
 #[tokio::test]

@@ -20,13 +20,9 @@ pub const MAX_FAILURES_PER_ADDRESS: i64 = 20;
 /// What a refresh attempt found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refresh {
-    /// The token was current: here is its successor, for `username`.
-    Rotated {
-        username: String,
-        platform_admin: bool,
-        token: String,
-    },
-    /// Unknown, expired or revoked.
+    /// The token was current: here is its successor, for `user`.
+    Rotated { user: Box<User>, token: String },
+    /// Unknown, expired or revoked, or its user is disabled.
     Invalid,
     /// Already used once: its whole family is now revoked.
     Reused,
@@ -123,14 +119,29 @@ impl Accounts {
         self.users.get(username).await
     }
 
+    /// The user of that id, if any.
+    pub async fn user_by_id(&self, id: uuid::Uuid) -> Result<Option<User>, StoreError> {
+        self.users.by_id(id).await
+    }
+
+    /// The users of these ids that exist.
+    pub async fn users_by_ids(&self, ids: &[uuid::Uuid]) -> Result<Vec<User>, StoreError> {
+        self.users.by_ids(ids).await
+    }
+
     /// Every user, by name.
     pub async fn users(&self) -> Result<Vec<User>, StoreError> {
         self.users.list().await
     }
 
-    /// Deletes a user and, with them, every refresh token.
-    pub async fn delete_user(&self, username: &str) -> Result<bool, StoreError> {
+    /// Deletes a user and, with them, every refresh token; the deleted user, if there was one.
+    pub async fn delete_user(&self, username: &str) -> Result<Option<User>, StoreError> {
         self.users.delete(username).await
+    }
+
+    /// Disables a user (their sessions and access tokens end) or enables them again.
+    pub async fn set_disabled(&self, username: &str, disabled: bool) -> Result<bool, StoreError> {
+        self.users.set_disabled(username, disabled).await
     }
 
     /// Sets a user's password and ends every session started with the old one.
@@ -203,13 +214,13 @@ impl Accounts {
             )
             .await?;
         Ok(match rotation {
-            Rotation::Rotated {
-                username,
-                platform_admin,
-            } => Refresh::Rotated {
-                username,
-                platform_admin,
-                token: next,
+            Rotation::Rotated { username, .. } => match self.users.get(&username).await? {
+                Some(user) => Refresh::Rotated {
+                    user: Box::new(user),
+                    token: next,
+                },
+                // Deleted since the rotation began: its tokens went with it.
+                None => Refresh::Invalid,
             },
             Rotation::Invalid => Refresh::Invalid,
             Rotation::Reused { username, family } => {

@@ -19,9 +19,34 @@ pub struct AccessClaims {
     pub iat: i64,
     pub exp: i64,
     pub jti: String,
-    /// The user is a platform administrator.
+    /// The user is a platform administrator (when issued; requests read the current flag).
     #[serde(default)]
     pub adm: bool,
+    /// The user's immutable id: a user deleted and created again under the same name is
+    /// another id, so the old tokens do not speak for the new user.
+    pub uid: uuid::Uuid,
+    /// The user's token epoch when issued; a changed password or a disabled account raises it.
+    pub epo: i32,
+}
+
+/// Who a token is issued to.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    pub username: &'a str,
+    pub id: uuid::Uuid,
+    pub token_epoch: i32,
+    pub platform_admin: bool,
+}
+
+impl<'a> From<&'a kubenest_store::User> for Subject<'a> {
+    fn from(user: &'a kubenest_store::User) -> Self {
+        Self {
+            username: &user.username,
+            id: user.id,
+            token_epoch: user.token_epoch,
+            platform_admin: user.platform_admin,
+        }
+    }
 }
 
 /// Signs and verifies access tokens.
@@ -70,16 +95,18 @@ impl AccessTokens {
     }
 
     /// A fresh access token for `user`, and when it expires.
-    pub fn issue(&self, user: &str, admin: bool) -> Result<(String, i64), TokenError> {
+    pub fn issue(&self, user: Subject<'_>) -> Result<(String, i64), TokenError> {
         let now = chrono::Utc::now().timestamp();
         let claims = AccessClaims {
-            sub: user.to_owned(),
+            sub: user.username.to_owned(),
             iss: self.issuer.clone(),
             aud: AUDIENCE.to_owned(),
             iat: now,
             exp: now + ACCESS_TTL.num_seconds(),
             jti: uuid::Uuid::new_v4().to_string(),
-            adm: admin,
+            adm: user.platform_admin,
+            uid: user.id,
+            epo: user.token_epoch,
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &self.encoding)
             .map_err(|e| TokenError::Invalid(e.to_string()))?;
@@ -93,6 +120,7 @@ impl AccessTokens {
         validation.set_audience(&[AUDIENCE]);
         validation.set_issuer(&[&self.issuer]);
         validation.set_required_spec_claims(&["exp", "iat", "sub", "iss", "aud"]);
+        // `uid` and `epo` are required by the claims' type: older tokens are refused.
         validation.leeway = 30;
         jsonwebtoken::decode::<AccessClaims>(token, &self.decoding, &validation)
             .map(|data| data.claims)
@@ -106,6 +134,15 @@ mod tests {
     use base64::Engine;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+    fn ada(admin: bool) -> Subject<'static> {
+        Subject {
+            username: "ada",
+            id: uuid::Uuid::nil(),
+            token_epoch: 1,
+            platform_admin: admin,
+        }
+    }
+
     fn key() -> String {
         rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
             .unwrap()
@@ -115,7 +152,7 @@ mod tests {
     #[test]
     fn a_token_verifies_with_its_key_issuer_and_audience_only() {
         let tokens = AccessTokens::from_pem(&key(), "kubenest").unwrap();
-        let (token, _) = tokens.issue("ada", false).unwrap();
+        let (token, _) = tokens.issue(ada(false)).unwrap();
         assert_eq!(tokens.verify(&token).unwrap().sub, "ada");
         let other_key = AccessTokens::from_pem(&key(), "kubenest").unwrap();
         assert!(other_key.verify(&token).is_err());
@@ -129,7 +166,7 @@ mod tests {
     #[test]
     fn alg_none_is_refused() {
         let tokens = AccessTokens::from_pem(&key(), "kubenest").unwrap();
-        let (token, _) = tokens.issue("ada", true).unwrap();
+        let (token, _) = tokens.issue(ada(true)).unwrap();
         let payload = token.split('.').nth(1).unwrap();
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         assert!(tokens.verify(&format!("{header}.{payload}.")).is_err());

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::removal::{DeleteQuery, RemovalResponse, force_cluster};
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, Scoped, actor_annotations, change_member,
+    IdPath, MemberBody, MemberPath, MemberView, OrgPath, Scoped, actor_annotations, change_member,
     check_dns_label, org_view, patch_params, post_params,
 };
 use crate::authz::{self, Caller, Need};
@@ -64,7 +64,7 @@ pub struct ClusterResponse {
     pub agent_version: Option<String>,
     pub kubernetes_version: Option<String>,
     pub created_at: Option<String>,
-    pub members: Vec<MemberBody>,
+    pub members: Vec<MemberView>,
 }
 
 fn text<T: Serialize>(value: T) -> String {
@@ -109,7 +109,7 @@ pub fn response(cluster: &Cluster) -> ClusterResponse {
         agent_version: status.agent_version,
         kubernetes_version: status.kubernetes_version,
         created_at: k8s::created(cluster),
-        members: cluster.spec.members.iter().map(MemberBody::from).collect(),
+        members: cluster.spec.members.iter().map(MemberView::from).collect(),
     }
 }
 
@@ -440,7 +440,7 @@ pub async fn put_member(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<MemberBody>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
     change_member(
         &state,
@@ -459,7 +459,7 @@ pub async fn delete_member(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<MemberPath>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
     change_member(&state, &scoped, "cluster", &path.user, None, |c| {
         &mut c.spec.members

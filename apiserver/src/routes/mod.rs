@@ -11,6 +11,7 @@ pub mod removal;
 pub mod session;
 pub mod stream;
 pub mod templates;
+pub mod users;
 pub mod ways_out;
 
 use std::collections::BTreeMap;
@@ -50,21 +51,61 @@ pub struct MemberPath {
     pub user: String,
 }
 
-/// A member and their role at a scope.
+/// A role to give a user at a scope.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberBody {
+    /// The user's name.
     pub user: String,
     /// `admin`, `member` or `viewer`.
     pub role: Role,
 }
 
-impl From<&Member> for MemberBody {
+/// A member and their role at a scope.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MemberView {
+    /// The user's name.
+    pub user: String,
+    /// The user's immutable id, which the role binds (none: written by hand, binds nobody).
+    pub user_id: Option<String>,
+    /// `admin`, `member` or `viewer`.
+    pub role: Role,
+}
+
+impl From<&Member> for MemberView {
     fn from(member: &Member) -> Self {
         Self {
             user: member.user.clone(),
+            user_id: member.user_id.clone(),
             role: member.role,
         }
+    }
+}
+
+/// The membership of the user named `name` with `role`, or a 422 on `field` if there is no
+/// such user (or it is disabled).
+pub async fn new_member(
+    state: &AppState,
+    field: &str,
+    name: &str,
+    role: Role,
+) -> ApiResult<Member> {
+    let user = if session::is_username(name) {
+        state.accounts().user(name).await?
+    } else {
+        None
+    };
+    match user {
+        Some(user) if user.disabled_at.is_none() => Ok(Member {
+            user: user.username,
+            user_id: Some(user.id.to_string()),
+            role,
+        }),
+        Some(_) => Err(ApiError::invalid(
+            field,
+            format!("user {name:?} is disabled"),
+        )),
+        None => Err(ApiError::invalid(field, format!("no user named {name:?}"))),
     }
 }
 
@@ -306,6 +347,9 @@ pub fn check_dns_label(field: &str, value: &str) -> ApiResult<()> {
 
 /// Sets (or with `role: None` removes) a member on an object's `members`, retrying on a
 /// concurrent change so no other membership change is lost.
+///
+/// `user` is a user name (or, to remove, a member's user id). Giving a role replaces the user's
+/// earlier one at this scope; removing takes every entry of that name or id.
 pub async fn set_member<K>(
     state: &AppState,
     api: &Api<K>,
@@ -313,35 +357,32 @@ pub async fn set_member<K>(
     user: &str,
     role: Option<Role>,
     members: impl Fn(&mut K) -> &mut Vec<Member>,
-) -> ApiResult<Vec<MemberBody>>
+) -> ApiResult<Vec<MemberView>>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    if !session::is_username(user) {
-        return Err(if role.is_some() {
-            ApiError::invalid("user", "not a user name")
-        } else {
-            ApiError::not_found("member")
-        });
-    }
-    if role.is_some() && state.accounts().user(user).await?.is_none() {
-        return Err(ApiError::invalid("user", format!("no user named {user:?}")));
-    }
+    let new = match role {
+        Some(role) => Some(new_member(state, "user", user, role).await?),
+        None => None,
+    };
     for _ in 0..5 {
         let mut object = api.get(name).await?;
         let list = members(&mut object);
         let before = list.len();
-        list.retain(|m| m.user != user);
-        if let Some(role) = role {
-            list.push(Member {
-                user: user.to_owned(),
-                role,
-            });
-        } else if list.len() == before {
-            return Err(ApiError::not_found("member"));
+        match &new {
+            Some(new) => {
+                list.retain(|m| m.user_id != new.user_id && m.user != new.user);
+                list.push(new.clone());
+            }
+            None => {
+                list.retain(|m| m.user != user && m.user_id.as_deref() != Some(user));
+                if list.len() == before {
+                    return Err(ApiError::not_found("member"));
+                }
+            }
         }
         list.sort_by(|a, b| a.user.cmp(&b.user));
-        let result: Vec<MemberBody> = list.iter().map(MemberBody::from).collect();
+        let result: Vec<MemberView> = list.iter().map(MemberView::from).collect();
         match api.replace(name, &post_params(), &object).await {
             Ok(_) => return Ok(result),
             Err(kube::Error::Api(status)) if status.code == 409 => continue,
@@ -362,7 +403,7 @@ pub async fn change_member<K>(
     user: &str,
     role: Option<Role>,
     members: impl Fn(&mut K) -> &mut Vec<Member>,
-) -> ApiResult<Vec<MemberBody>>
+) -> ApiResult<Vec<MemberView>>
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
         + Clone

@@ -9,7 +9,10 @@ use kubenest_crds::organization::{Organization, OrganizationSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{MemberBody, OrgPath, OrgView, check_dns_label, org_view, post_params, set_member};
+use super::{
+    MemberBody, MemberView, OrgPath, OrgView, check_dns_label, new_member, org_view, post_params,
+    set_member,
+};
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
@@ -72,28 +75,23 @@ pub async fn create(
     if body.display_name.trim().is_empty() || body.display_name.len() > 253 {
         return Err(ApiError::invalid("display_name", "1 to 253 characters"));
     }
+    let mut members = Vec::new();
     for (i, member) in body.members.iter().enumerate() {
-        if !super::session::is_username(&member.user)
-            || state.accounts().user(&member.user).await?.is_none()
-        {
-            return Err(ApiError::invalid(
-                format!("members[{i}].user"),
-                format!("no user named {:?}", member.user),
-            ));
-        }
+        members.push(
+            new_member(
+                &state,
+                &format!("members[{i}].user"),
+                &member.user,
+                member.role,
+            )
+            .await?,
+        );
     }
     let org = Organization::new(
         &body.name,
         OrganizationSpec {
             display_name: body.display_name,
-            members: body
-                .members
-                .iter()
-                .map(|m| kubenest_crds::common::Member {
-                    user: m.user.clone(),
-                    role: m.role,
-                })
-                .collect(),
+            members,
         },
     );
     let api: Api<Organization> = Api::all(state.client().clone());
@@ -179,10 +177,10 @@ pub async fn members(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<OrgPath>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     Ok(Json(
-        view.org.spec.members.iter().map(MemberBody::from).collect(),
+        view.org.spec.members.iter().map(MemberView::from).collect(),
     ))
 }
 
@@ -192,7 +190,7 @@ pub async fn put_member(
     caller: Caller,
     Path(path): Path<OrgPath>,
     Body(body): Body<MemberBody>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     require_org_admin(&caller, &view)?;
     let api: Api<Organization> = Api::all(state.client().clone());
@@ -215,7 +213,7 @@ pub async fn delete_member(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<OrgMemberPath>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     require_org_admin(&caller, &view)?;
     let api: Api<Organization> = Api::all(state.client().clone());

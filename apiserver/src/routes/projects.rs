@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use super::removal::{DeleteQuery, RemovalResponse, force_project, waiting_for};
 use super::{
-    IdPath, MemberBody, MemberPath, OrgPath, actor_annotations, change_member, check_dns_label,
-    org_view, post_params,
+    IdPath, MemberBody, MemberPath, MemberView, OrgPath, actor_annotations, change_member,
+    check_dns_label, org_view, post_params,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -41,7 +41,7 @@ pub struct ProjectResponse {
     /// phase is as of then.
     pub last_observation: Option<String>,
     pub registry_secret: Option<String>,
-    pub members: Vec<MemberBody>,
+    pub members: Vec<MemberView>,
     pub created_at: Option<String>,
     /// Seconds the cluster may take to confirm the namespace.
     pub progress_deadline_seconds: u32,
@@ -68,7 +68,7 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         message,
         last_observation: status.last_observation,
         registry_secret: project.spec.registry_secret.clone(),
-        members: project.spec.members.iter().map(MemberBody::from).collect(),
+        members: project.spec.members.iter().map(MemberView::from).collect(),
         created_at: k8s::created(project),
         progress_deadline_seconds: project.spec.progress_deadline_seconds,
     }
@@ -328,7 +328,7 @@ pub async fn put_member(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<MemberBody>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     change_member(
         &state,
@@ -347,7 +347,7 @@ pub async fn delete_member(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<MemberPath>,
-) -> ApiResult<Json<Vec<MemberBody>>> {
+) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     change_member(&state, &scoped, "project", &path.user, None, |p| {
         &mut p.spec.members

@@ -37,6 +37,8 @@ pub struct TokenResponse {
     /// Seconds until the access token expires.
     pub expires_in: i64,
     pub username: String,
+    /// Your immutable user id (what memberships name).
+    pub user_id: String,
 }
 
 fn cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
@@ -62,16 +64,17 @@ fn refresh_cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
-fn issued(state: &AppState, username: String, admin: bool, refresh: &str) -> ApiResult<Response> {
+fn issued(state: &AppState, user: &User, refresh: &str) -> ApiResult<Response> {
     let (access_token, expires_at) = state
         .tokens()
-        .issue(&username, admin)
+        .issue(user.into())
         .map_err(ApiError::internal)?;
     let body = TokenResponse {
         access_token,
         token_type: "Bearer",
         expires_in: expires_at - chrono::Utc::now().timestamp(),
-        username,
+        username: user.username.clone(),
+        user_id: user.id.to_string(),
     };
     let mut response = Json(body).into_response();
     response.headers_mut().insert(
@@ -112,8 +115,14 @@ pub async fn login(
     else {
         return Err(ApiError::unauthenticated("invalid username or password"));
     };
+    // Told only to whoever knows the password.
+    if user.disabled_at.is_some() {
+        return Err(ApiError::unauthenticated(
+            "this account is disabled; ask a platform administrator",
+        ));
+    }
     let refresh = accounts.start_family(&user.username).await?;
-    issued(&state, user.username, user.platform_admin, &refresh)
+    issued(&state, &user, &refresh)
 }
 
 /// Exchanges the refresh cookie for a new access token and a new refresh cookie. Using a
@@ -122,11 +131,7 @@ pub async fn refresh(State(state): State<AppState>, headers: HeaderMap) -> ApiRe
     let token = refresh_cookie(&headers)
         .ok_or_else(|| ApiError::unauthenticated("no refresh cookie; log in"))?;
     match state.accounts().refresh(&token).await? {
-        Refresh::Rotated {
-            username,
-            platform_admin,
-            token,
-        } => issued(&state, username, platform_admin, &token),
+        Refresh::Rotated { user, token } => issued(&state, &user, &token),
         Refresh::Invalid => Err(ApiError::unauthenticated(
             "the refresh token is unknown, expired or revoked; log in",
         )),
@@ -152,7 +157,11 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct UserView {
     pub username: String,
+    /// Immutable: what memberships bind (and the Kubernetes user `kubenest:<id>`).
+    pub id: String,
     pub platform_admin: bool,
+    /// Disabled users can neither log in nor use their tokens.
+    pub disabled: bool,
     pub created_at: String,
 }
 
@@ -160,7 +169,9 @@ impl From<User> for UserView {
     fn from(user: User) -> Self {
         Self {
             username: user.username,
+            id: user.id.to_string(),
             platform_admin: user.platform_admin,
+            disabled: user.disabled_at.is_some(),
             created_at: user.created_at.to_rfc3339(),
         }
     }
@@ -273,26 +284,6 @@ pub struct UserPath {
     pub username: String,
 }
 
-/// Deletes a user and ends their sessions (platform administrators only).
-pub async fn delete_user(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(path): Path<UserPath>,
-) -> ApiResult<StatusCode> {
-    require_platform_admin(&caller)?;
-    if !is_username(&path.username) {
-        return Err(ApiError::not_found("user"));
-    }
-    if path.username == caller.user {
-        return Err(ApiError::conflict("self", "you cannot delete yourself"));
-    }
-    if state.accounts().delete_user(&path.username).await? {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found("user"))
-    }
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PasswordBody {
@@ -300,8 +291,8 @@ pub struct PasswordBody {
     pub password: String,
 }
 
-/// Sets a password: your own, or anyone's as a platform administrator. Ends the user's other
-/// sessions.
+/// Sets a password: your own, or anyone's as a platform administrator. Ends every session of
+/// the user and refuses every access token issued before, this caller's included: log in again.
 pub async fn set_password(
     State(state): State<AppState>,
     caller: Caller,

@@ -1,14 +1,16 @@
 //! The user commands over the REST API: `login`, `logout`, `orgs`, `clusters`, `projects`,
-//! `apps`, `templates`, `alerts`. Each prints a table for people or, with `-o json`, the API's JSON for
+//! `apps`, `templates`, `alerts`, `users`, `members`, `password`. Each prints a table for people or, with `-o json`, the API's JSON for
 //! scripts. Objects are named by id or by name (names are looked up in the organization, and an
 //! App's name in its project).
 
 mod alerts;
 mod apps;
 mod clusters;
+mod members;
 mod projects;
 mod table;
 mod templates;
+mod users;
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -143,6 +145,15 @@ pub enum ApiCommand {
     },
     /// Alerts: silent clusters and Apps past their progress deadline; `ack ID` acknowledges.
     Alerts(alerts::AlertsArgs),
+    /// Users (platform administrators): create, list, disable, enable, delete.
+    Users {
+        #[command(subcommand)]
+        command: users::UsersCommand,
+    },
+    /// Members and their roles at organization, cluster or project scope.
+    Members(members::MembersArgs),
+    /// Change your password (or, as a platform administrator, anyone's).
+    Password(users::PasswordArgs),
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +197,9 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
         ApiCommand::Apps { command } => apps::run(global, command).await,
         ApiCommand::Templates { command } => templates::run(global, command).await,
         ApiCommand::Alerts(args) => alerts::run(global, args).await,
+        ApiCommand::Users { command } => users::run(global, command).await,
+        ApiCommand::Members(args) => members::run(global, args).await,
+        ApiCommand::Password(args) => users::password(global, args).await,
     }
 }
 

@@ -125,6 +125,7 @@ mod tests {
                 display_name: "ACME".into(),
                 members: vec![Member {
                     user: "alice".into(),
+                    user_id: Some("id-alice".into()),
                     role: Role::Admin,
                 }],
             },
@@ -144,7 +145,10 @@ mod tests {
         assert_eq!(owned.role_bindings.len(), 3);
         let admin = &owned.role_bindings[0];
         assert_eq!(admin.metadata.name.as_deref(), Some("kubenest-org-admin"));
-        assert_eq!(admin.subjects.as_ref().unwrap()[0].name, "alice");
+        assert_eq!(
+            admin.subjects.as_ref().unwrap()[0].name,
+            "kubenest:id-alice"
+        );
         let mut anonymous = org();
         anonymous.metadata.uid = None;
         assert!(matches!(

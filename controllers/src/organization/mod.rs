@@ -3,6 +3,7 @@
 //! users get exactly the rights their kubenest role gives them.
 
 mod desired;
+pub mod scopes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,14 +11,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::rbac::v1::{Role as KubeRole, RoleBinding};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kubenest_crds::common::Role;
 use kubenest_crds::names::{field_managers, labels};
 use kubenest_crds::organization::Organization;
+use kubenest_crds::{AddonInstance, App, Cluster, Project};
 
 use crate::patch::merge_status;
 
@@ -48,17 +51,25 @@ pub fn namespace_of(org: &str) -> Result<String, Error> {
     kubenest_domain::names::namespace_of(org).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-/// Subjects per role, from the members list (pure).
+/// Kubernetes subjects per role, from the members list (pure): each member with a user id is the
+/// Kubernetes user `kubenest:<id>`; a member without one binds nobody.
 pub fn bindings(org: &Organization) -> BTreeMap<Role, Vec<String>> {
+    by_role(&org.spec.members)
+}
+
+/// Kubernetes user names per role of a members list (pure), every role present.
+pub fn by_role(members: &[kubenest_crds::common::Member]) -> BTreeMap<Role, Vec<String>> {
     let mut by_role: BTreeMap<Role, Vec<String>> = [Role::Admin, Role::Member, Role::Viewer]
         .into_iter()
         .map(|r| (r, Vec::new()))
         .collect();
-    for member in &org.spec.members {
-        by_role
-            .entry(member.role)
-            .or_default()
-            .push(member.user.clone());
+    for member in members {
+        if let Some(id) = &member.user_id {
+            by_role
+                .entry(member.role)
+                .or_default()
+                .push(kubenest_crds::common::kubernetes_user(id));
+        }
     }
     for users in by_role.values_mut() {
         users.sort();
@@ -82,11 +93,78 @@ async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, 
             .patch(&name, &params, &Patch::Apply(binding))
             .await?;
     }
+    scope_bindings(&ctx.client, &org.name_any(), &namespace, &params).await?;
     if let Some(status) = desired::status(&org, &namespace) {
         let api = Api::<Organization>::all(ctx.client.clone());
         merge_status(&api, &org.name_any(), &status).await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Applies the Roles and RoleBindings of cluster- and project-scope memberships and deletes
+/// those of memberships that are gone.
+async fn scope_bindings(
+    client: &kube::Client,
+    org: &str,
+    namespace: &str,
+    params: &PatchParams,
+) -> Result<(), Error> {
+    let all = ListParams::default();
+    let clusters = Api::<Cluster>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?
+        .items;
+    let projects = Api::<Project>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?
+        .items;
+    let apps = Api::<App>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?
+        .items;
+    let addons = Api::<AddonInstance>::namespaced(client.clone(), namespace)
+        .list(&all)
+        .await?
+        .items;
+    let objects = scopes::Objects {
+        clusters: &clusters,
+        projects: &projects,
+        apps: &apps,
+        addons: &addons,
+    };
+    let wanted = scopes::scope_roles(namespace, org, &objects);
+    let roles: Api<KubeRole> = Api::namespaced(client.clone(), namespace);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    let mut names = std::collections::BTreeSet::new();
+    for (role, binding) in &wanted {
+        let name = role.metadata.name.clone().unwrap_or_default();
+        roles.patch(&name, params, &Patch::Apply(role)).await?;
+        bindings
+            .patch(&name, params, &Patch::Apply(binding))
+            .await?;
+        names.insert(name);
+    }
+    let ours = ListParams::default().labels(scopes::SCOPE_LABEL);
+    for binding in bindings.list(&ours).await?.items {
+        let name = binding.name_any();
+        if !names.contains(&name) {
+            bindings.delete(&name, &DeleteParams::default()).await?;
+        }
+    }
+    for role in roles.list(&ours).await?.items {
+        let name = role.name_any();
+        if !names.contains(&name) {
+            roles.delete(&name, &DeleteParams::default()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The organization an object in an organization's namespace belongs to.
+fn org_of<K: ResourceExt>(object: K) -> Option<ObjectRef<Organization>> {
+    let namespace = object.namespace()?;
+    let org = namespace.strip_prefix("org-")?;
+    Some(ObjectRef::new(org))
 }
 
 fn error_policy(_org: Arc<Organization>, error: &Error, _ctx: Arc<Context>) -> Action {
@@ -106,10 +184,17 @@ fn error_policy(_org: Arc<Organization>, error: &Error, _ctx: Arc<Context>) -> A
 pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let orgs: Api<Organization> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    Controller::new(orgs, watcher::Config::default())
-        .owns(
-            namespaces,
-            watcher::Config::default().labels(labels::ORGANIZATION),
+    let config = watcher::Config::default;
+    Controller::new(orgs, config())
+        .owns(namespaces, config().labels(labels::ORGANIZATION))
+        // Scope roles name the objects each membership reaches.
+        .watches(Api::<Cluster>::all(client.clone()), config(), org_of)
+        .watches(Api::<Project>::all(client.clone()), config(), org_of)
+        .watches(Api::<App>::all(client.clone()), config(), org_of)
+        .watches(Api::<AddonInstance>::all(client.clone()), config(), org_of)
+        // Apps change status often: a burst is one reconcile.
+        .with_config(
+            kube::runtime::controller::Config::default().debounce(Duration::from_millis(500)),
         )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, Arc::new(Context { client }))
@@ -132,6 +217,7 @@ mod tests {
     fn members_are_grouped_by_role_without_duplicates() {
         let member = |user: &str, role| Member {
             user: user.into(),
+            user_id: Some(user.into()),
             role,
         };
         let org = Organization::new(
@@ -143,13 +229,18 @@ mod tests {
                     member("alice", Role::Admin),
                     member("bob", Role::Member),
                     member("carol", Role::Viewer),
+                    Member {
+                        user: "by-hand".into(),
+                        user_id: None,
+                        role: Role::Admin,
+                    },
                 ],
             },
         );
         let b = bindings(&org);
-        assert_eq!(b[&Role::Admin], ["alice"]);
-        assert_eq!(b[&Role::Member], ["bob"]);
-        assert_eq!(b[&Role::Viewer], ["carol"]);
+        assert_eq!(b[&Role::Admin], ["kubenest:alice"]);
+        assert_eq!(b[&Role::Member], ["kubenest:bob"]);
+        assert_eq!(b[&Role::Viewer], ["kubenest:carol"]);
         assert_eq!(namespace_of("acme").unwrap(), "org-acme");
         assert!(matches!(
             namespace_of(&"x".repeat(60)),
