@@ -67,7 +67,6 @@ pub fn bindings(org: &Organization) -> BTreeMap<Role, Vec<String>> {
     by_role
 }
 
-#[tracing::instrument(skip(org, ctx), fields(org = %org.name_any()))]
 async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = namespace_of(&org.name_any())?;
     let desired = desired::desired(&org, &namespace)?;
@@ -112,7 +111,13 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
             watcher::Config::default().labels(labels::ORGANIZATION),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(Context { client }))
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("organization", reconcile),
+            error_policy,
+            Arc::new(Context { client }),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile");
