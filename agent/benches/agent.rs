@@ -160,7 +160,11 @@ async fn main() {
         .arg(format!("--token-file={}", token_file.display()))
         .arg(format!("--catalog={}", common::catalog().display()))
         .arg(format!("--helm={}", bins.helm.display()))
-        .args(["--install-crds", "--heartbeat-seconds=5"])
+        .args([
+            "--install-crds",
+            "--heartbeat-seconds=5",
+            "--admin-listen=127.0.0.1:0",
+        ])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())

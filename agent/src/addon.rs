@@ -368,7 +368,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
     Controller::new(releases, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("addon", reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "addon release reconcile");

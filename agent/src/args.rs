@@ -10,7 +10,8 @@ use crate::uplink::UplinkConfig;
 use crate::{Config, token_identity};
 
 /// The per-cluster kubenest agent. It needs access to its own cluster's API server only and
-/// never listens on a port: it dials out to the hub.
+/// accepts no connection from the hub's side: it dials out to the hub. Its one port is the
+/// admin endpoint, for its own cluster's probes and scrapes.
 #[derive(Debug, clap::Parser)]
 #[command(name = "kubenest-agent", version)]
 pub struct Args {
@@ -89,6 +90,22 @@ pub struct Args {
     /// Apply the agent's CRDs at start (the chart does this in production).
     #[arg(long)]
     install_crds: bool,
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz). The agent's only listener:
+    /// it is for the cluster's own probes and scrapes, the hub is still dialled out to.
+    #[arg(
+        long,
+        env = "KUBENEST_AGENT_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    pub admin_listen: std::net::SocketAddr,
+    /// Log lines as `json` (for collectors) or `text` (for people).
+    #[arg(
+        long,
+        env = "KUBENEST_AGENT_LOG_FORMAT",
+        value_enum,
+        default_value_t = kubenest_runtime::logs::LogFormat::Json
+    )]
+    pub log_format: kubenest_runtime::logs::LogFormat,
 }
 
 /// Why the settings do not make a [`Config`].

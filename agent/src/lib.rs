@@ -44,6 +44,7 @@ pub mod exports;
 pub mod finalizer;
 pub mod gitops;
 pub mod helm;
+pub mod metrics;
 pub mod project;
 pub mod readiness;
 pub mod render;
@@ -140,6 +141,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         .map(|v| v.git_version)
         .unwrap_or_else(|_| "unknown".into());
     let (reporter, events, connected) = Reporter::new();
+    metrics::metrics().report_through(&reporter);
     let ctx = Arc::new(Context {
         client: client.clone(),
         namespace: config.namespace.clone(),

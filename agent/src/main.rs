@@ -5,8 +5,13 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = kubenest_agent::args::Args::parse();
-    kubenest_runtime::logs::init_json("info")?;
+    kubenest_runtime::logs::init(args.log_format, "info")?;
+    let admin_listen = args.admin_listen;
     let config = args.config().await?;
-    kubenest_agent::run(config, kubenest_runtime::shutdown::on_signal()).await?;
+    let shutdown = kubenest_runtime::shutdown::on_signal();
+    kubenest_agent::metrics::admin(&config.client)
+        .bind(admin_listen, shutdown.clone())
+        .await?;
+    kubenest_agent::run(config, shutdown).await?;
     Ok(())
 }

@@ -105,3 +105,26 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
         "{stdout}"
     );
 }
+
+#[test]
+fn the_chart_exposes_the_agents_metrics_and_a_service_monitor_only_when_asked() {
+    let chart = chart();
+    let render = |extra: &[&str]| {
+        let mut args = vec!["template", "kubenest-agent", chart.to_str().unwrap()];
+        args.extend(VALUES);
+        args.extend(extra);
+        let out = helm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = render(&[]);
+    assert!(plain.contains("name: kubenest-agent-metrics\n"), "{plain}");
+    assert!(!plain.contains("kind: ServiceMonitor"), "rendered unasked");
+    let monitored = render(&["--set", "metrics.serviceMonitor.enabled=true"]);
+    assert!(monitored.contains("kind: ServiceMonitor\n"), "{monitored}");
+    assert!(monitored.contains("port: metrics"), "{monitored}");
+}

@@ -174,6 +174,7 @@ fn spawn_agent(
             "--heartbeat-seconds=2",
             "--backoff-max-seconds=2",
             "--install-crds",
+            "--admin-listen=127.0.0.1:0",
         ])
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())

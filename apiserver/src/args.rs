@@ -70,6 +70,21 @@ pub struct Args {
     /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
     #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
     console_dir: Option<std::path::PathBuf>,
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz).
+    #[arg(
+        long,
+        env = "KUBENEST_APISERVER_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    admin_listen: std::net::SocketAddr,
+    /// Log lines as `json` (for collectors) or `text` (for people).
+    #[arg(
+        long,
+        env = "KUBENEST_APISERVER_LOG_FORMAT",
+        value_enum,
+        default_value_t = kubenest_runtime::logs::LogFormat::Json
+    )]
+    pub log_format: kubenest_runtime::logs::LogFormat,
 }
 
 /// Why the server could not start, or stopped serving.
@@ -137,6 +152,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         },
     };
     let state = start(config, &shutdown).await?;
+    crate::metrics::admin(state.client(), state.history())
+        .bind(args.admin_listen, shutdown.clone())
+        .await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     tracing::info!(address = %listener.local_addr()?, "kubenest-apiserver listening");
     crate::serve(listener, state, async move { shutdown.cancelled().await }).await?;

@@ -27,6 +27,7 @@ pub mod events;
 pub mod extract;
 pub mod k8s;
 pub mod limits;
+pub mod metrics;
 pub mod model;
 pub mod routes;
 pub mod run;
@@ -249,6 +250,7 @@ pub fn app(state: AppState) -> Router {
     // One pass over the routes gives both the router and its document.
     let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
+    let routes = metrics::metrics().http.instrument(routes);
     let document = Arc::new(api);
     let routes = match &state.settings().console_dir {
         Some(dir) => routes.fallback_service(console::router(dir)),

@@ -6,6 +6,9 @@ use std::time::Duration;
 use kube::api::Api;
 use kubenest_contracts::{TokenError, TokenSigner};
 
+use kubenest_runtime::admin::Admin;
+use kubenest_runtime::logs::LogFormat;
+
 use crate::leader::Election;
 use crate::run::{Config, run};
 use kubenest_store::{DatabaseUrl, History, StoreError};
@@ -50,6 +53,21 @@ pub struct Args {
     /// Apply the CRDs and ClusterRoles at start (charts do this in production).
     #[arg(long)]
     install_crds: bool,
+    /// Address of the admin endpoint (/metrics, /healthz, /readyz).
+    #[arg(
+        long,
+        env = "KUBENEST_CONTROLLERS_ADMIN_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
+    admin_listen: std::net::SocketAddr,
+    /// Log lines as `json` (for collectors) or `text` (for people).
+    #[arg(
+        long,
+        env = "KUBENEST_CONTROLLERS_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Json
+    )]
+    pub log_format: LogFormat,
 }
 
 /// Why a replica could not start, or stopped.
@@ -70,6 +88,9 @@ pub enum ReplicaError {
     /// The signing key is not an Ed25519 PKCS#8 PEM.
     #[error(transparent)]
     SigningKey(#[from] TokenError),
+    /// The admin endpoint cannot listen on `--admin-listen`.
+    #[error("admin endpoint: {0}")]
+    Admin(std::io::Error),
     /// Another replica took the Lease while this one led.
     #[error("leadership lost; exiting so a fresh process stands for election")]
     LeadershipLost,
@@ -80,6 +101,8 @@ pub enum ReplicaError {
 pub struct Replica {
     election: Election,
     config: Config,
+    /// Served from [`Replica::run`] on, by leader and standby alike.
+    admin: (Admin, std::net::SocketAddr),
 }
 
 impl Replica {
@@ -104,6 +127,7 @@ impl Replica {
             "kubenest-controllers",
             &identity,
         );
+        let admin = (crate::metrics::admin(&client, &history), args.admin_listen);
         let config = Config {
             client,
             history,
@@ -113,7 +137,11 @@ impl Replica {
             system_namespace: args.system_namespace,
             heartbeat_window: chrono::Duration::seconds(i64::from(args.heartbeat_window_seconds)),
         };
-        Ok(Self { election, config })
+        Ok(Self {
+            election,
+            config,
+            admin,
+        })
     }
 
     /// Stands for election and runs the controllers while leading, until `shutdown`. Fails when
@@ -122,6 +150,11 @@ impl Replica {
         self,
         shutdown: tokio_util::sync::CancellationToken,
     ) -> Result<(), ReplicaError> {
+        let (admin, address) = self.admin;
+        admin
+            .bind(address, shutdown.clone())
+            .await
+            .map_err(ReplicaError::Admin)?;
         let config = self.config;
         let lost = self
             .election

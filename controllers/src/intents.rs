@@ -57,6 +57,20 @@ pub enum Sent {
     },
 }
 
+impl Sent {
+    /// The uid of the object the command is for.
+    pub fn uid(&self) -> &str {
+        let key = match self {
+            Sent::AppDeploy { app, .. }
+            | Sent::AppRedeploy { app, .. }
+            | Sent::AppDelete { app } => app,
+            Sent::ProjectEnsure { project, .. } | Sent::ProjectDelete { project } => project,
+            Sent::AddonApply { addon, .. } | Sent::AddonDelete { addon } => addon,
+        };
+        key.uid.as_str()
+    }
+}
+
 /// What the agent's last snapshot said about an App.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Held {
@@ -133,6 +147,11 @@ impl Intents {
         if let Some(backoff) = lock(&self.attempts).get_mut(uid) {
             backoff.next_at = backoff.next_at.max(backoff.sent_at + at_least);
         }
+    }
+
+    /// Whether `uid`'s command was sent before and has not settled since (a send now repeats it).
+    pub fn unsettled(&self, uid: &str) -> bool {
+        lock(&self.attempts).get(uid).is_some_and(|b| b.attempt > 0)
     }
 
     /// How long until `uid`'s command may be sent again (zero when due).

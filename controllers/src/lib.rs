@@ -30,6 +30,7 @@ pub mod deadline;
 pub mod finalizer;
 pub mod intents;
 pub mod leader;
+pub mod metrics;
 pub mod organization;
 pub mod patch;
 pub mod placement;

@@ -61,8 +61,17 @@ impl Plane {
     ) -> Result<(), DispatchError> {
         let envelope = Envelope::new(payload)
             .for_cluster(Id::new(&placement.cluster_id), Id::new(&placement.org_id));
+        let r#type = envelope.message_type().as_str();
+        let resend = self.intents.unsettled(what.uid());
+        // The command id ties this line (and the reconcile span's revision) to the hub's and
+        // the agent's lines about the same command.
+        tracing::info!(command_id = %envelope.id, kind = r#type, resend, "command sent");
         self.intents.sent(envelope.id, what);
-        self.hub.dispatch(envelope).await
+        let metrics = crate::metrics::metrics();
+        metrics.sent(r#type, resend);
+        let routed = self.hub.dispatch(envelope).await;
+        metrics.routed(r#type, routed.as_ref().err().map(|e| unrouted(e).0));
+        routed
     }
 }
 

@@ -70,6 +70,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
     )?;
     let (triggers, trigger_rx) = mpsc::channel(4096);
     let (project_triggers, project_trigger_rx) = mpsc::channel(4096);
+    let metrics = crate::metrics::metrics();
+    metrics.lead_with(Some(hub.clone()));
+    metrics.watch_queue("app_triggers", &triggers);
+    metrics.watch_queue("project_triggers", &project_triggers);
     let (caches, app_stream) = Caches::start(&client, &shutdown).await;
     let plane = Arc::new(Plane {
         client: client.clone(),
@@ -127,6 +131,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             &shutdown
         ),
     );
+    metrics.lead_with(None);
     Ok(())
 }
 

@@ -74,7 +74,9 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
     )
     .graceful_shutdown_on(shutdown)
     .run(
-        reconcile,
+        crate::metrics::metrics()
+            .reconciles
+            .measure("template", reconcile),
         |_, _, _| Action::requeue(Duration::from_secs(10)),
         Arc::new(client),
     )

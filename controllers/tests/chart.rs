@@ -183,3 +183,45 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
         );
     }
 }
+
+#[test]
+fn the_chart_exposes_every_programs_metrics_and_a_service_monitor_only_when_asked() {
+    let chart = chart();
+    let render = |extra: &[&str]| {
+        let mut args = vec!["template", "kubenest", chart.to_str().unwrap()];
+        args.extend(VALUES);
+        args.extend(extra);
+        let out = helm(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = render(&[]);
+    for program in ["hub", "controllers", "apiserver"] {
+        assert!(
+            plain.contains(&format!("name: kubenest-{program}-metrics\n")),
+            "no metrics Service for {program}"
+        );
+    }
+    assert!(!plain.contains("kind: ServiceMonitor"), "rendered unasked");
+    let monitored = render(&[
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.labels.release=prometheus",
+    ]);
+    assert!(monitored.contains("kind: ServiceMonitor\n"), "{monitored}");
+    assert!(monitored.contains("release: prometheus"), "{monitored}");
+    let mut args = vec!["lint", chart.to_str().unwrap(), "--strict"];
+    args.extend(VALUES);
+    args.extend(["--set", "metrics.serviceMonitor.enabled=true"]);
+    let lint = helm(&args);
+    assert!(
+        lint.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lint.stdout)
+    );
+}

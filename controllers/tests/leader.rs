@@ -50,6 +50,8 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() {
             .arg(format!("--session-namespace={}", ns.name()))
             .arg(format!("--system-namespace={}", ns.name()))
             .arg(format!("--identity={identity}"))
+            // Several replicas on one host: each admin endpoint on a port of its own.
+            .arg("--admin-listen=127.0.0.1:0")
             .env("RUST_LOG", "info");
         ManagedProcess::spawn(
             identity,

@@ -203,6 +203,16 @@ fn dev_env(env: &Environment, bins: &Binaries, system: &System) -> anyhow::Resul
         writeln!(out, "KUBENEST_CONSOLE={console}")?;
     }
     writeln!(out, "KUBENEST_HUB={}", system.public_hub_url())?;
+    // Every program's admin endpoint (/metrics, /healthz, /readyz): all in one list, and one
+    // key each (`KUBENEST_ADMIN_URL_HUB_0`, `..._CONTROLLERS_0`, `..._APISERVER`,
+    // `..._AGENT_EAST`).
+    let admins = system.admin_urls();
+    let list: Vec<String> = admins.iter().map(|(n, u)| format!("{n}={u}")).collect();
+    writeln!(out, "KUBENEST_ADMIN_URLS={}", list.join(","))?;
+    for (name, url) in &admins {
+        let key = name.to_uppercase().replace('-', "_");
+        writeln!(out, "KUBENEST_ADMIN_URL_{key}={url}")?;
+    }
     let options = system.options();
     writeln!(out, "KUBENEST_ADMIN_USER={}", options.admin_user)?;
     writeln!(out, "KUBENEST_ADMIN_PASSWORD={}", options.admin_password)?;
@@ -249,12 +259,7 @@ async fn print_summary(
     }
     println!("  postgres       {}", system.database_url());
     for hub in &system.hubs {
-        println!(
-            "  {:<14} {}  (metrics: http://{}/metrics)",
-            hub.service.name(),
-            hub.url(),
-            hub.admin
-        );
+        println!("  {:<14} {}", hub.service.name(), hub.url());
     }
     println!("  hub (agents)   {}", system.public_hub_url());
     for service in &system.controllers {
@@ -263,6 +268,9 @@ async fn print_summary(
             service.name(),
             service.log_path().display()
         );
+    }
+    for (name, url) in system.admin_urls() {
+        println!("  {name:<14} admin: {url}/metrics  {url}/readyz");
     }
     println!(
         "  API            {}  (OpenAPI: {}/api/v1/openapi.json)",

@@ -110,11 +110,20 @@ pub struct Args {
     /// Seconds to wait for sessions to close on shutdown.
     #[arg(long = "drain", env = "KUBENEST_HUB_DRAIN", default_value_t = 10)]
     pub drain_secs: u64,
+    /// Log lines as `json` (for collectors) or `text` (for people).
+    #[arg(
+        long,
+        env = "KUBENEST_HUB_LOG_FORMAT",
+        value_enum,
+        default_value_t = kubenest_runtime::logs::LogFormat::Json
+    )]
+    pub log_format: kubenest_runtime::logs::LogFormat,
 }
 
 pub(crate) async fn build_hub(
     args: &Args,
     local: SocketAddr,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) -> Result<Hub, HubError> {
     if args.tls_cert.is_none() && !args.insecure_plaintext {
@@ -159,7 +168,7 @@ pub(crate) async fn build_hub(
         floors: Floors::new(Duration::from_secs(args.floors_max_age_secs)),
         sessions: Sessions::default(),
         leases,
-        metrics: Metrics::default(),
+        metrics,
         settings: SessionSettings {
             agent_queue: args.send_queue.max(1),
             backend_queue: args.backend_send_queue.max(1),

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use kubenest_contracts::{ClientType, Identity};
+use kubenest_runtime::admin::Admin;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -192,58 +193,36 @@ async fn connect(
         .on_upgrade(move |socket| session::run(hub, identity, socket))
 }
 
-pub(crate) async fn serve_admin(
-    hub: Arc<Hub>,
-    listener: std::net::TcpListener,
-    shutdown: CancellationToken,
-) {
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(hub);
-    let Ok(()) = listener.set_nonblocking(true) else {
-        return;
-    };
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await;
-    if let Err(error) = served {
-        tracing::warn!(%error, "admin endpoint failed");
-    }
-}
-
-async fn metrics(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
-    let (agents, backends) = hub.sessions.counts();
-    let gauge = |kind| {
-        hub.metrics
-            .sessions
-            .get_or_create(&crate::metrics::KindLabel { kind })
-            .clone()
-    };
-    gauge("agent").set(agents as i64);
-    gauge("backend").set(backends as i64);
-    hub.metrics
-        .floors_fresh
-        .set(i64::from(hub.floors.is_fresh()));
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        hub.metrics.encode(),
-    )
-}
-
-/// Ready while serving; floors freshness is reported separately (metric `floors_fresh`),
-/// because backends must reach a replica to deliver the floors in the first place.
-async fn readyz(State(hub): State<Arc<Hub>>) -> Response {
-    if hub.shutdown.is_cancelled() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
-    } else {
-        (StatusCode::OK, "ok").into_response()
-    }
+/// The admin endpoint ([`kubenest_runtime::admin`]): the session gauges and floors freshness
+/// read at each scrape, and readiness that fails only while draining — floors freshness is a
+/// metric (`floors_fresh`), not readiness, because backends must reach a replica to deliver the
+/// floors in the first place.
+pub(crate) fn admin(admin: Admin, hub: Arc<Hub>) -> Admin {
+    let scraped = hub.clone();
+    admin
+        .before_scrape(move || {
+            let hub = &scraped;
+            let (agents, backends) = hub.sessions.counts();
+            let gauge = |kind| {
+                hub.metrics
+                    .sessions
+                    .get_or_create(&crate::metrics::KindLabel { kind })
+                    .clone()
+            };
+            gauge("agent").set(i64::try_from(agents).unwrap_or(i64::MAX));
+            gauge("backend").set(i64::try_from(backends).unwrap_or(i64::MAX));
+            hub.metrics
+                .floors_fresh
+                .set(i64::from(hub.floors.is_fresh()));
+        })
+        .check("serving", move || {
+            let draining = hub.shutdown.is_cancelled();
+            async move {
+                if draining {
+                    Err("this hub replica is draining".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
+        })
 }

@@ -89,12 +89,23 @@ pub async fn run(
         context: "listener address",
         source,
     })?;
-    let hub = Arc::new(config::build_hub(&args, local, shutdown.child_token()).await?);
+    let mut endpoint = kubenest_runtime::admin::Admin::new("kubenest_hub");
+    let metrics = Metrics::new(endpoint.registry());
+    let hub = Arc::new(config::build_hub(&args, local, metrics, shutdown.child_token()).await?);
     let renewals = tokio::spawn({
         let (leases, stop) = (hub.leases.clone(), hub.shutdown.clone());
         async move { leases.renew_until(stop).await }
     });
-    let admin_server = tokio::spawn(http::serve_admin(hub.clone(), admin, shutdown.clone()));
+    admin.set_nonblocking(true).map_err(|source| HubError::Io {
+        context: "admin listener",
+        source,
+    })?;
+    let admin = tokio::net::TcpListener::from_std(admin).map_err(|source| HubError::Io {
+        context: "admin listener",
+        source,
+    })?;
+    let endpoint = http::admin(endpoint, hub.clone());
+    let admin_server = tokio::spawn(endpoint.serve(admin, shutdown.clone()));
     tracing::info!(%local, replica = %args.replica, "hub listening");
     let served = http::serve(hub.clone(), &args, listener, shutdown).await;
     renewals.abort();

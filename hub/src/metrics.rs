@@ -1,4 +1,5 @@
-//! Prometheus metrics of a hub replica, served on the admin port.
+//! Prometheus metrics of a hub replica (all named `kubenest_hub_...`), served on the admin port
+//! ([`crate::http::admin`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,7 +26,6 @@ pub struct ReasonLabel {
 /// Every metric of the hub.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
     pub sessions: Family<KindLabel, Gauge>,
     pub frames_in: Family<TypeLabel, Counter>,
     pub frames_out: Family<TypeLabel, Counter>,
@@ -34,9 +34,9 @@ pub struct Metrics {
     pub floors_fresh: Gauge,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut registry = Registry::with_prefix("kubenest_hub");
+impl Metrics {
+    /// The metrics, registered in `registry`.
+    pub fn new(registry: &mut Registry) -> Self {
         let sessions = Family::<KindLabel, Gauge>::default();
         registry.register(
             "sessions",
@@ -75,7 +75,6 @@ impl Default for Metrics {
             floors_fresh.clone(),
         );
         Self {
-            registry,
             sessions,
             frames_in,
             frames_out,
@@ -90,12 +89,5 @@ impl Metrics {
     /// Counts a refusal.
     pub fn reject(&self, reason: &'static str) {
         self.rejections.get_or_create(&ReasonLabel { reason }).inc();
-    }
-
-    /// The text exposition format.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
     }
 }

@@ -168,6 +168,7 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         _ => None,
     };
     if let Some((reason, message)) = refusal {
+        tracing::debug!(command_id = %command.id, %cluster_id, ?reason, "command not routed");
         if reason == NackReason::OrgMismatch {
             hub.metrics.reject("org_mismatch");
         }
@@ -180,6 +181,9 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         started,
     };
     let kind = command.message_type.as_str();
+    // The payload (and its revision) is opaque here: the command id links this line to the
+    // controllers' `command sent` and the agent's `command` span, which name the revision.
+    tracing::debug!(command_id = %command.id, %cluster_id, kind, "command routed");
     match agent.outbox.send(Outbound {
         text,
         kind,

@@ -3,13 +3,21 @@
 //!
 //! - [`shutdown::on_signal`]: one [`CancellationToken`](tokio_util::sync::CancellationToken),
 //!   cancelled on SIGINT or SIGTERM, that the program fans out to every task;
-//! - [`logs::init_json`]: JSON logs on standard output, filtered by `RUST_LOG`;
+//! - [`logs::init`]: JSON (default) or text logs on standard output, filtered by `RUST_LOG`
+//!   (`--log-format`, [`logs::LogFormat`]);
 //! - [`kube::client`]: the Kubernetes client from a kubeconfig file, or the in-cluster (or
-//!   `$KUBECONFIG`) configuration when none is given.
+//!   `$KUBECONFIG`) configuration when none is given;
+//! - [`admin::Admin`]: the admin endpoint (`/healthz`, `/readyz` with the program's dependency
+//!   checks, `/metrics`) on its own port; [`http_metrics::HttpMetrics`] counts an axum
+//!   server's requests by route template and status; [`reconciles::Reconciles`] measures and
+//!   traces every controller's reconciles.
 //!
 //! The programs' settings and their `run` entry points live in each program's library; this
 //! crate knows nothing of them.
 
+pub mod admin;
+pub mod http_metrics;
 pub mod kube;
 pub mod logs;
+pub mod reconciles;
 pub mod shutdown;

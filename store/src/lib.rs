@@ -47,6 +47,7 @@ pub use history::{
     History, NewAddonRevision, NewAuditEntry, NewDeployment, Operation,
 };
 pub use login_failures::{FailureCounts, LoginFailures};
+pub use pool::PoolUse;
 pub use refresh_tokens::{RefreshTokens, Rotation};
 pub use url::DatabaseUrl;
 pub use users::{User, Users};

@@ -16,3 +16,31 @@ pub(crate) async fn connect(url: &DatabaseUrl, max_connections: u32) -> Result<P
     sqlx::migrate!("./migrations").run(&pool).await?;
     Ok(pool)
 }
+
+/// How much of a pool is in use, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUse {
+    /// Connections open now (idle or in use).
+    pub size: u32,
+    /// Open connections waiting for work.
+    pub idle: u32,
+    /// The most the pool opens.
+    pub max: u32,
+}
+
+pub(crate) fn pool_use(pool: &PgPool) -> PoolUse {
+    PoolUse {
+        size: pool.size(),
+        idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+        max: pool.options().get_max_connections(),
+    }
+}
+
+/// One round trip to the server on a pooled connection, for readiness checks.
+pub(crate) async fn ping(pool: &PgPool) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1")
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(StoreError::Database)
+}

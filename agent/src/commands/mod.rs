@@ -23,6 +23,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use kubenest_contracts::{self as wire, Envelope, Message, RejectReason};
+use tracing::Instrument as _;
 
 use crate::boundary::Refusal;
 use crate::context::Context;
@@ -61,10 +62,16 @@ impl Commands {
                 async move {
                     while let Some(Pending { envelope, replies }) = queue.pop().await {
                         let kind = envelope.message_type();
-                        let outcome = handle(&ctx, envelope.message).await;
+                        let span = command_span(&envelope);
+                        let outcome = handle(&ctx, envelope.message)
+                            .instrument(span.clone())
+                            .await;
                         if matches!(kind, wire::MessageType::ResyncRequest) {
                             continue;
                         }
+                        let _in_span = span.enter();
+                        crate::metrics::metrics()
+                            .handled(kind, outcome.as_ref().err().map(|r| r.reason));
                         for (command_id, reply) in replies {
                             let answer = match &outcome {
                                 Ok(()) => {
@@ -128,6 +135,33 @@ impl Commands {
     pub async fn heartbeat(&self) -> Result<wire::Heartbeat, kube::Error> {
         crate::capacity::heartbeat(&self.ctx.client).await
     }
+}
+
+/// The span of a command's handling: its id (the controllers' and hub's lines name it too),
+/// type, and for App and addon commands the object and revision.
+fn command_span(envelope: &Envelope) -> tracing::Span {
+    let span = tracing::info_span!(
+        "command",
+        command_id = %envelope.id,
+        kind = envelope.message_type().as_str(),
+        namespace = tracing::field::Empty,
+        name = tracing::field::Empty,
+        revision = tracing::field::Empty,
+    );
+    match &envelope.message {
+        Message::AppDeploy(c) => {
+            span.record("namespace", c.app.namespace.as_str());
+            span.record("name", c.app.name.as_str());
+            span.record("revision", c.revision.as_str());
+        }
+        Message::AddonApply(c) => {
+            span.record("namespace", c.addon.namespace.as_str());
+            span.record("name", c.addon.name.as_str());
+            span.record("revision", c.revision);
+        }
+        _ => {}
+    }
+    span
 }
 
 async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {

@@ -73,6 +73,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         return cleanup::cleanup(&ctx, &api, &held).await;
     }
     let deploy = &held.spec.deploy;
+    tracing::Span::current().record("revision", deploy.revision.as_str());
     finalizer::hold(
         &api,
         &held.name_any(),
@@ -84,7 +85,12 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
 
     let facts = Facts::gather(&ctx, &held).await?;
     let plan = plan::plan(&facts);
+    let applying = std::time::Instant::now();
     let answers = rollout::apply(&ctx, &plan).await?;
+    let metrics = crate::metrics::metrics();
+    metrics
+        .apply_duration
+        .observe(applying.elapsed().as_secs_f64());
     let pass = assess::assess(&plan, &answers, deploy.paused);
     if facts.rejection.is_none() {
         let app = &deploy.app;
@@ -93,6 +99,12 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
             .await?;
     }
     let decision = decide::decide(&facts, pass);
+    if let Some(drift) = &decision.drift
+        && drift.class == wire::DriftClass::Recoverable
+    {
+        // Found before the apply and applied back by it.
+        metrics.drift_heals.inc_by(drift.details.len() as u64);
+    }
     write(&ctx, &api, &held, &facts.old, decision).await
 }
 
@@ -173,7 +185,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             move |b| owner(&ns3, b.labels()),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("stack", reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "stack deploy reconcile");

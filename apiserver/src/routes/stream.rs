@@ -123,6 +123,8 @@ struct Feed {
     /// Ids the replay sent that may still arrive live.
     replayed: HashSet<i64>,
     heartbeat: tokio::time::Interval,
+    /// Counts the stream in `sse_subscribers` until the client leaves.
+    _subscriber: crate::metrics::Subscriber,
 }
 
 impl Feed {
@@ -270,6 +272,7 @@ pub async fn stream(
         replaying: resume.is_some(),
         replayed: HashSet::new(),
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
+        _subscriber: crate::metrics::Subscriber::open(),
     };
     // The body polls the feed itself: an event wakes each subscriber's connection once, and
     // every subscriber writes the same pre-rendered bytes.

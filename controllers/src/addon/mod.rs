@@ -121,7 +121,13 @@ pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + 
             },
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy::<AddonInstance>, plane)
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("addon", reconcile),
+            error_policy::<AddonInstance>,
+            plane,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "addon reconcile");

@@ -20,7 +20,6 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{error_policy, key_of};
 
-#[tracing::instrument(skip(app, plane), fields(app = %app.name_any()))]
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
     let key = key_of(&*app)?;
     if app.metadata.deletion_timestamp.is_none() {
@@ -62,7 +61,13 @@ pub async fn run(
         )
         .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy::<App>, plane)
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("app", reconcile),
+            error_policy::<App>,
+            plane,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "app reconcile");

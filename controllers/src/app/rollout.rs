@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kubenest_crds::app::App;
 use kubenest_crds::names::annotations;
-use kubenest_domain::app::{AppIdentity, build_deploy};
+use kubenest_domain::app::{AppIdentity, Outcome, build_deploy};
 
 use super::decide::{self, Pass};
 use super::record::{finish, record, write_status};
@@ -21,6 +21,21 @@ use crate::plane::Plane;
 use crate::reach;
 use crate::reconcile::Error;
 use crate::rfc3339;
+
+/// Records in `revision_confirmation_seconds` how long the revision took from its deployment
+/// row (`started`, RFC 3339) to its outcome.
+fn confirmed(outcome: Outcome, started: Option<&str>) {
+    let Some(started) = started.and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok()) else {
+        return;
+    };
+    let seconds = (Utc::now() - started.with_timezone(&Utc)).as_seconds_f64();
+    let outcome = match outcome {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+    };
+    tracing::info!(outcome, seconds, "revision confirmed");
+    crate::metrics::metrics().confirmed(outcome, seconds);
+}
 
 /// Rolls out the App's current generation (or carries out a rollback request first).
 pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
@@ -56,6 +71,7 @@ pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<A
         }
     };
     let revision = deploy.revision.clone();
+    tracing::Span::current().record("revision", revision.as_str());
     let mut status = old.clone();
 
     // 1. The deployment row, before anything is sent.
@@ -147,6 +163,9 @@ pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<A
         // A restarted controller records each outcome once more; a finished row keeps its own.
         if conclusion.changed || !plane.intents.outcome_recorded(&key.uid, id) {
             finish(plane, &placement.org_id, id, outcome, &assessment.message).await?;
+            if !plane.intents.outcome_recorded(&key.uid, id) {
+                confirmed(outcome, conclusion.status.rollout_started_at.as_deref());
+            }
             plane.intents.record_outcome(&key.uid, id);
         }
     }

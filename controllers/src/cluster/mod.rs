@@ -77,7 +77,6 @@ pub fn floors(clusters: &[Cluster], org_of_namespace: &BTreeMap<String, String>)
         .collect()
 }
 
-#[tracing::instrument(skip(cluster, ctx), fields(cluster = %cluster.name_any()))]
 async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = cluster
         .namespace()
@@ -183,7 +182,13 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
             Some(kube::runtime::reflector::ObjectRef::new(&project.spec.cluster).within(&namespace))
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(ctx))
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("cluster", reconcile),
+            error_policy,
+            Arc::new(ctx),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile");

@@ -78,7 +78,6 @@ pub fn by_role(members: &[kubenest_crds::common::Member]) -> BTreeMap<Role, Vec<
     by_role
 }
 
-#[tracing::instrument(skip(org, ctx), fields(org = %org.name_any()))]
 async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = namespace_of(&org.name_any())?;
     let desired = desired::desired(&org, &namespace)?;
@@ -197,7 +196,13 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
             kube::runtime::controller::Config::default().debounce(Duration::from_millis(500)),
         )
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, Arc::new(Context { client }))
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("organization", reconcile),
+            error_policy,
+            Arc::new(Context { client }),
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "reconcile");

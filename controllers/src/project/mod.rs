@@ -268,7 +268,13 @@ pub async fn run(
         )
         .reconcile_on(tokio_stream::wrappers::ReceiverStream::new(triggers))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy::<Project>, plane)
+        .run(
+            crate::metrics::metrics()
+                .reconciles
+                .measure("project", reconcile),
+            error_policy::<Project>,
+            plane,
+        )
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "project reconcile");

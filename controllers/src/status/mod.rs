@@ -130,6 +130,7 @@ impl Router {
         let lanes: Vec<mpsc::Sender<Envelope>> = (0..LANES)
             .map(|_| {
                 let (lane, mut events) = mpsc::channel::<Envelope>(LANE_DEPTH);
+                crate::metrics::metrics().watch_queue("status_events", &lane);
                 let router = router.clone();
                 tokio::spawn(async move {
                     while let Some(envelope) = events.recv().await {
@@ -198,9 +199,11 @@ impl Router {
                 patch_status(client, &*addon, &observed).await
             }
             Message::CommandAccepted(accepted) => {
+                crate::metrics::metrics().answered("accepted");
                 self.answered(cluster_id, accepted.command_id, None).await
             }
             Message::CommandRejected(rejected) => {
+                crate::metrics::metrics().answered("rejected");
                 let command_id = rejected.command_id;
                 self.answered(cluster_id, command_id, Some(rejected)).await
             }

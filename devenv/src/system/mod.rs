@@ -166,7 +166,7 @@ impl System {
             let name = format!("hub-{i}");
             let service = Service::new(&name, &programs.hub, &dir)
                 .arg(format!("--listen={address}"))
-                .arg(format!("--admin-listen={admin}"))
+                .admin(admin)
                 .arg(format!("--jwt-public-key={}", public_key.display()))
                 .arg("--insecure-plaintext")
                 .arg(format!("--replica={name}"))
@@ -195,6 +195,7 @@ impl System {
         for i in 0..options.controllers {
             let name = format!("controllers-{i}");
             let mut service = Service::new(&name, &programs.controllers, &dir)
+                .admin(loopback(kubenest_testkit::free_port()?))
                 .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
                 .arg(format!("--hub-url={}", hub_urls.join(",")))
                 .arg(format!("--signing-key={}", signing_key.display()))
@@ -218,6 +219,7 @@ impl System {
         let api_address = loopback(kubenest_testkit::free_port()?);
         let root = repository_root();
         let mut apiserver = Service::new("apiserver", &programs.apiserver, &dir)
+            .admin(loopback(kubenest_testkit::free_port()?))
             .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
             .arg(format!("--listen={api_address}"))
             .arg(format!("--api-signing-key={}", api_key.display()))
@@ -392,6 +394,7 @@ impl System {
         let link =
             TcpProxy::start("127.0.0.1:0", self.hubs.iter().map(|h| h.address).collect()).await?;
         let mut service = Service::new(&format!("agent-{name}"), &self.programs.agent, &self.dir)
+            .admin(loopback(kubenest_testkit::free_port()?))
             .arg(format!(
                 "--kubeconfig={}",
                 std::path::absolute(cluster.kubeconfig_path())?.display()
@@ -459,6 +462,19 @@ impl System {
             }
         }
         Ok(())
+    }
+
+    /// Each program's name and admin endpoint (`http://host:port`): hubs, controllers, the API
+    /// server, agents.
+    pub fn admin_urls(&self) -> Vec<(String, String)> {
+        self.hubs
+            .iter()
+            .map(|h| &h.service)
+            .chain(self.controllers.iter())
+            .chain(std::iter::once(&self.apiserver))
+            .chain(self.agents.values().map(|a| &a.service))
+            .filter_map(|s| Some((s.name().to_owned(), s.admin_url()?)))
+            .collect()
     }
 
     /// Every service, for liveness checks and shutdown.

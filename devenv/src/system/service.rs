@@ -1,6 +1,7 @@
 //! The kubenest programs and one running program of a system.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -66,6 +67,8 @@ pub struct Service {
     args: Vec<OsString>,
     env: Vec<(String, String)>,
     log: PathBuf,
+    /// Where its admin endpoint (`/metrics`, `/healthz`, `/readyz`) listens.
+    admin: Option<SocketAddr>,
     process: Option<ManagedProcess>,
 }
 
@@ -77,8 +80,22 @@ impl Service {
             args: Vec::new(),
             env: Vec::new(),
             log: dir.join(format!("{name}.log")),
+            admin: None,
             process: None,
         }
+        // Logs for people: every program takes the flag (JSON is the charts' default).
+        .arg("--log-format=text")
+    }
+
+    /// Serves the program's admin endpoint on `address`.
+    pub(super) fn admin(mut self, address: SocketAddr) -> Self {
+        self.admin = Some(address);
+        self.arg(format!("--admin-listen={address}"))
+    }
+
+    /// `http://host:port` of its admin endpoint.
+    pub fn admin_url(&self) -> Option<String> {
+        self.admin.map(|address| format!("http://{address}"))
     }
 
     pub(super) fn arg(mut self, arg: impl Into<OsString>) -> Self {

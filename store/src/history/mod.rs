@@ -39,6 +39,16 @@ impl History {
         crate::Alerts::new(self.pool.clone())
     }
 
+    /// One round trip to PostgreSQL, for readiness checks.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        pool::ping(&self.pool).await
+    }
+
+    /// How much of the connection pool is in use, for metrics.
+    pub fn pool_use(&self) -> pool::PoolUse {
+        pool::pool_use(&self.pool)
+    }
+
     /// The history on `pool`, with its deployment recorder started.
     pub(crate) fn start(pool: PgPool) -> Self {
         // Half the connections write deployment batches; the rest stay free for everything else.
