@@ -9,8 +9,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{CONVERGE, Expect, Fixture, converged, create, eventually, run};
 use kubenest_devenv::system::{Options, System};
 use kubenest_testkit::{Binaries, LinkMode, TcpProxy};
