@@ -105,3 +105,10 @@ step "helm $HELM_VERSION" "$helm_dir/helm" go_install "helm.sh/helm/v3/cmd/helm@
 # module has no replace directives, so `go install` builds it straight from the module proxy.
 step "coredns $COREDNS_VERSION" "$coredns_dir/coredns" go_install "github.com/coredns/coredns@$COREDNS_VERSION" \
   "$coredns_dir" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+
+# Every binary is cached above; the Go build cache (~5 GB) only speeds up a rebuild after a
+# version bump, and on a small CI disk it is what runs out. Dropped once everything is built.
+if [[ -z ${KUBENEST_KEEP_GOCACHE:-} && -d $GOCACHE ]]; then
+  echo "[build-k8s-bins] dropping the Go build cache ($GOCACHE); set KUBENEST_KEEP_GOCACHE=1 to keep it" >&2
+  rm -rf "$GOCACHE"
+fi

@@ -159,6 +159,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         reported: Default::default(),
         written: Default::default(),
         stored: Default::default(),
+        events: kubenest_runtime::events::EventSink::start(
+            client.clone(),
+            kubenest_crds::names::field_managers::AGENT,
+            metrics::metrics().events.clone(),
+            shutdown.child_token(),
+        ),
     });
     let commands = commands::Commands::start(ctx.clone());
     let stop = || {

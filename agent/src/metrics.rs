@@ -9,6 +9,8 @@
 //! - `apply_duration_seconds`: one StackDeploy pass's writes to the cluster (its rollout);
 //! - `drift_heals_total`: drifted fields found and re-applied (recoverable drift);
 //! - `hub_connected`: 1 while a hub session is up;
+//! - Kubernetes Events: `events_total{reason, type}`, `events_dropped_total`,
+//!   `events_failed_total`;
 //! - reconciles of the `stack`, `addon` and `build` controllers
 //!   ([`kubenest_runtime::reconciles`]).
 
@@ -16,6 +18,7 @@ use std::sync::{LazyLock, Mutex};
 
 use kubenest_contracts::{MessageType, RejectReason};
 use kubenest_runtime::admin::Admin;
+use kubenest_runtime::events::EventMetrics;
 use kubenest_runtime::reconciles::{Category, Reconciles};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -40,6 +43,8 @@ pub struct Metrics {
     pub apply_duration: Histogram,
     pub drift_heals: Counter,
     pub hub_connected: Gauge,
+    /// The Kubernetes Events written ([`kubenest_runtime::events`]).
+    pub events: EventMetrics,
     /// The reporter of the running agent, whose session state readiness reads.
     reporter: Mutex<Option<Reporter>>,
 }
@@ -51,6 +56,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     apply_duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
     drift_heals: Counter::default(),
     hub_connected: Gauge::default(),
+    events: EventMetrics::default(),
     reporter: Mutex::default(),
 });
 
@@ -103,6 +109,7 @@ pub fn admin(client: &kube::Client) -> Admin {
     let mut admin = Admin::new("kubenest_agent");
     let registry = admin.registry();
     metrics.reconciles.register(registry);
+    metrics.events.register(registry);
     registry.register(
         "commands_handled",
         "Commands answered, by type and outcome (accepted or the reject reason)",

@@ -27,6 +27,7 @@ pub mod caches;
 pub mod cluster;
 pub mod conditions;
 pub mod deadline;
+pub mod events;
 pub mod finalizer;
 pub mod intents;
 pub mod leader;

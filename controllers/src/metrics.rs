@@ -18,6 +18,8 @@
 //!   `rejected`);
 //! - `revision_confirmation_seconds{outcome}`: from a deployment's row (its revision's start)
 //!   to its outcome once the agent reported it (`succeeded`, `failed`);
+//! - Kubernetes Events: `events_total{reason, type}`, `events_dropped_total`,
+//!   `events_failed_total` ([`kubenest_runtime::events`]);
 //! - `hub_replicas_connected`, and the history store's pool (`db_connections{state}`,
 //!   `db_connections_max`).
 
@@ -25,6 +27,7 @@ use std::sync::{LazyLock, Mutex};
 
 use kubenest_hub_client::HubClient;
 use kubenest_runtime::admin::{Admin, PoolGauges};
+use kubenest_runtime::events::EventMetrics;
 use kubenest_runtime::reconciles::{Category, Reconciles};
 use kubenest_store::History;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -80,6 +83,8 @@ pub struct Metrics {
     pub revision_confirmation: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
     pub hub_replicas_connected: Gauge,
     pub pool: PoolGauges,
+    /// The Kubernetes Events written (`events_total{reason, type}`, dropped, failed).
+    pub events: EventMetrics,
     /// What the scrape reads live: the hub client while leading, the queues' senders.
     live: Mutex<Live>,
 }
@@ -116,6 +121,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     revision_confirmation: Family::new_with_constructor(confirmation_histogram),
     hub_replicas_connected: Gauge::default(),
     pool: PoolGauges::default(),
+    events: EventMetrics::default(),
     live: Mutex::default(),
 });
 
@@ -223,6 +229,7 @@ pub fn admin(client: &kube::Client, history: &History) -> Admin {
     let mut admin = Admin::new("kubenest_controllers");
     let registry = admin.registry();
     metrics.reconciles.register(registry);
+    metrics.events.register(registry);
     registry.register(
         "queue_depth",
         "Items waiting in a work queue, by queue",

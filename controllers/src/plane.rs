@@ -1,6 +1,7 @@
 //! What every reconciler of the management plane shares: the API client, the history store,
 //! the hub client and the work in flight.
 
+use kubenest_runtime::events::EventSink;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +30,8 @@ pub struct Plane {
     pub caches: Caches,
     /// Asks the App controller to reconcile an App now (e.g. a snapshot says it differs).
     pub app_triggers: mpsc::Sender<ObjectRef<App>>,
+    /// Where the controllers' Kubernetes Events go.
+    pub events: EventSink,
 }
 
 impl std::fmt::Debug for Plane {

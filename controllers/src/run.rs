@@ -2,6 +2,7 @@
 //! router, the revocation floors and fleet health. [`run`] assumes leadership; the binary wraps
 //! it in [`crate::leader::Election`].
 
+use kubenest_runtime::events::EventSink;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,6 +84,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         system_namespace: config.system_namespace.clone(),
         app_triggers: triggers,
         caches: caches.clone(),
+        events: EventSink::start(
+            client.clone(),
+            kubenest_crds::names::field_managers::CONTROLLERS,
+            metrics.events.clone(),
+            shutdown.child_token(),
+        ),
     });
     let stop = || {
         let shutdown = shutdown.clone();
@@ -125,6 +132,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         push_floors(&hub, &caches, &shutdown),
         fleet_health(
             &client,
+            &plane.events,
             &caches,
             &sessions,
             config.heartbeat_window,
@@ -173,6 +181,7 @@ async fn push_floors(hub: &HubClient, caches: &Caches, shutdown: &CancellationTo
 /// is gone (`disconnected`).
 async fn fleet_health(
     client: &kube::Client,
+    events: &EventSink,
     caches: &Caches,
     sessions: &Api<Lease>,
     window: chrono::Duration,
@@ -181,10 +190,10 @@ async fn fleet_health(
     loop {
         let now = chrono::Utc::now();
         let clusters = caches.clusters.state();
-        if let Err(error) = health::sweep_clusters(client, &clusters, now, window).await {
+        if let Err(error) = health::sweep_clusters(client, events, &clusters, now, window).await {
             tracing::warn!(%error, "fleet health: sweep failed");
         }
-        if let Err(error) = health::sweep_sessions(client, &clusters, sessions, now).await {
+        if let Err(error) = health::sweep_sessions(client, events, &clusters, sessions, now).await {
             tracing::warn!(%error, "fleet health: session sweep failed");
         }
         tokio::select! {

@@ -81,6 +81,30 @@ pub mod field_managers {
     pub const AGENT_REDEPLOY: &str = "kubenest-agent-redeploy";
 }
 
+/// Reasons of the Kubernetes Events the controllers and the agent write beside the condition
+/// reasons (an Event on a turned condition carries the condition's reason).
+pub mod reasons {
+    /// An App's new revision has its deployment row.
+    pub const REVISION_RECORDED: &str = "RevisionRecorded";
+    /// An App's (or StackDeploy's) revision runs: every component is ready.
+    pub const ROLLOUT_SUCCEEDED: &str = "RolloutSucceeded";
+    /// An App's (or StackDeploy's) revision failed; the note says why.
+    pub const ROLLOUT_FAILED: &str = "RolloutFailed";
+    /// The agent took a new revision into its StackDeploy.
+    pub const REVISION_ACCEPTED: &str = "RevisionAccepted";
+    /// A field of an applied object was changed behind the agent's back (the note names the
+    /// field and the manager that changed it).
+    pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// The agent applied the desired value back.
+    pub const DRIFT_HEALED: &str = "DriftHealed";
+    /// The cluster cannot converge (e.g. a missed progress deadline); changes wait.
+    pub const BLOCKED_SYNC: &str = "BlockedSync";
+    /// A Cluster's agent connected to the hub and reports.
+    pub const CLUSTER_CONNECTED: &str = "ClusterConnected";
+    /// A Cluster's agent lost its hub session or fell silent.
+    pub const CLUSTER_DISCONNECTED: &str = "ClusterDisconnected";
+}
+
 /// Condition types and reasons.
 pub mod conditions {
     /// The object is what its spec asks for (`True`), or why not (`False`, with a reason).

@@ -1,6 +1,7 @@
 //! Rollouts that go wrong, end to end on the whole system (the release programs as processes on
 //! real clusters with kwok nodes and PostgreSQL, see `common`): a revision whose new pods never
-//! become Ready is never `Running` nor recorded `succeeded`, and fails at its deadline (and when
+//! become Ready is never `Running` nor recorded `succeeded`, and fails at its deadline, told as
+//! Kubernetes Events on the App and its StackDeploy (and when
 //! they do become Ready after all, the App runs and its row says so); changes
 //! made while an agent's link is cut for longer than the deadline are not lost: the latest runs,
 //! applied once; a standalone addon whose pods never become Ready ends `Failed`.
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::{CONVERGE, Expect, converged, converged_as, eventually, fixture, run, simple_app};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kubenest_cli::api::Client;
 use kubenest_crds::addon::AddonInstance;
@@ -45,6 +46,26 @@ async fn create_with_deadline(
     body["progress_deadline_seconds"] = json!(deadline);
     let app = admin.post("/api/v1/apps", &body).await.unwrap();
     app["id"].as_str().unwrap().to_owned()
+}
+
+/// The Kubernetes Events matching `fields` in any namespace, once one has `reason`.
+async fn events_until(client: &kube::Client, fields: &str, reason: &str) -> Vec<CoreEvent> {
+    let events: Api<CoreEvent> = Api::all(client.clone());
+    let mut found = Vec::new();
+    eventually(
+        &format!("an Event {reason} on {fields}"),
+        Duration::from_secs(30),
+        async || {
+            found = events
+                .list(&ListParams::default().fields(fields))
+                .await
+                .unwrap()
+                .items;
+            found.iter().any(|e| e.reason.as_deref() == Some(reason))
+        },
+    )
+    .await;
+    found
 }
 
 #[test]
@@ -111,6 +132,44 @@ fn an_image_whose_new_pods_never_become_ready_is_never_running_and_fails_at_the_
         );
         let ready = condition(&app, "Ready").unwrap();
         assert!(ready.starts_with("ComponentsFailed"), "{ready}");
+        // The failure is told as Kubernetes Events naming the reason: on the App (management
+        // cluster) and on its StackDeploy (workload cluster), as `kubectl describe` shows them.
+        let mgmt = f.env.management().unwrap().client().await.unwrap();
+        let on_app = format!("involvedObject.uid={id}");
+        let app_events = events_until(&mgmt, &on_app, "RolloutFailed").await;
+        let failed = app_events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("RolloutFailed"));
+        let failed = failed.unwrap();
+        assert_eq!(failed.type_.as_deref(), Some("Warning"));
+        assert!(
+            failed
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("ComponentsFailed"),
+            "{failed:?}"
+        );
+        let reasons: Vec<&str> = app_events
+            .iter()
+            .filter_map(|e| e.reason.as_deref())
+            .collect();
+        assert!(reasons.contains(&"RevisionRecorded"), "{reasons:?}");
+        let on_stack = format!("involvedObject.kind=StackDeploy,involvedObject.name=app-{id}");
+        let east = f.workload("east").await;
+        let stack_events = events_until(&east, &on_stack, "RolloutFailed").await;
+        let failed = stack_events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("RolloutFailed"));
+        assert!(
+            failed
+                .unwrap()
+                .message
+                .as_deref()
+                .unwrap_or("")
+                .contains("web"),
+            "the StackDeploy's failure names the component: {failed:?}"
+        );
         // The old pod still serves: Failed names the rollout, not an outage.
         let deployments: Api<Deployment> = Api::namespaced(f.workload("east").await, &namespace);
         let live = deployments.get("u-web-web").await.unwrap();

@@ -10,12 +10,14 @@
 //! - [`admin::Admin`]: the admin endpoint (`/healthz`, `/readyz` with the program's dependency
 //!   checks, `/metrics`) on its own port; [`http_metrics::HttpMetrics`] counts an axum
 //!   server's requests by route template and status; [`reconciles::Reconciles`] measures and
-//!   traces every controller's reconciles.
+//!   traces every controller's reconciles; [`events::EventSink`] writes Kubernetes Events off
+//!   the reconcile path.
 //!
 //! The programs' settings and their `run` entry points live in each program's library; this
 //! crate knows nothing of them.
 
 pub mod admin;
+pub mod events;
 pub mod http_metrics;
 pub mod kube;
 pub mod logs;

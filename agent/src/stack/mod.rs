@@ -16,7 +16,8 @@
 //! - `plan` (pure): what to apply, in order and with which force, and the drift found;
 //! - `rollout`: applies the plan and returns what the cluster answered;
 //! - `assess` (pure): what the answers add up to, component by component;
-//! - `decide` (pure): the phase, the status to write, the reports and when to look again.
+//! - `decide` (pure): the phase, the status to write, the reports and when to look again;
+//! - `events` (pure): the Kubernetes Events the written status and the drift tell.
 //!
 //! Readiness is judged on the objects as the apply answered them (a changed Deployment is not
 //! ready until its new generation is observed), so the two pure steps follow the rollout
@@ -27,6 +28,7 @@
 mod assess;
 mod cleanup;
 mod decide;
+mod events;
 mod facts;
 mod plan;
 mod rollout;
@@ -36,11 +38,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use kubenest_contracts as wire;
 use kubenest_crds::names::{finalizers, labels};
 
@@ -132,9 +134,17 @@ async fn write(
             &Patch::Merge(&patch),
         )
         .await?;
+        ctx.events
+            .emit(held, events::stack_events(old, &decision.status));
         ctx.wrote(held.spec.deploy.app.app_id.as_str(), held, decision.status);
     }
     if let Some(drift) = decision.drift {
+        let on = held.object_ref(&());
+        for (reference, event) in
+            events::drift_events(held.spec.deploy.app.namespace.as_str(), &on, &drift)
+        {
+            ctx.events.emit_to(&reference, [event]);
+        }
         ctx.reporter.report(drift);
     }
     Ok(Action::requeue(decision.requeue))

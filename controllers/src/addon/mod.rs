@@ -73,6 +73,7 @@ async fn write_status(
     };
     let api = Api::<AddonInstance>::namespaced(plane.client.clone(), &key.namespace);
     merge_status(&api, &key.name, &owned).await?;
+    crate::events::conditions_turned::<AddonInstance>(plane, key, &old.conditions, &new.conditions);
     Ok(())
 }
 

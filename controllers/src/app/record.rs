@@ -71,6 +71,10 @@ pub(super) async fn write_status(
             &Patch::Merge(&StatusPatch::from(new)),
         )
         .await?;
+    plane.events.emit_to(
+        &crate::events::reference::<App>(key),
+        crate::events::app_events(old, new),
+    );
     Ok(())
 }
 

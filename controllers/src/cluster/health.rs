@@ -18,6 +18,8 @@ use kubenest_crds::observed::ClusterHealth;
 use crate::conditions::{self, AGENT_REPORTING, CLUSTER_UNREACHABLE, READY};
 use crate::patch::merge_status;
 use crate::rfc3339;
+use kubenest_crds::names::reasons;
+use kubenest_runtime::events::{Event, EventSink, EventType};
 
 /// Share of CPU or memory requested above which capacity is a warning.
 const CAPACITY_WARNING: f64 = 0.9;
@@ -154,6 +156,7 @@ async fn clusters(client: &kube::Client) -> Result<Vec<Cluster>, kube::Error> {
 
 async fn write(
     client: &kube::Client,
+    events: &EventSink,
     cluster: &Cluster,
     status: &ClusterStatus,
 ) -> Result<(), kube::Error> {
@@ -170,7 +173,42 @@ async fn write(
     };
     let api = Api::<Cluster>::namespaced(client.clone(), &namespace);
     merge_status(&api, &cluster.name_any(), &health).await?;
+    let old = cluster.status.clone().unwrap_or_default();
+    events.emit(cluster, cluster_events(&old, status));
     Ok(())
+}
+
+/// What a health write from `old` to `new` tells: the agent connecting or going away, and the
+/// conditions turning (`AgentReporting`, `ClusterUnreachable`, `HeartbeatMissed`).
+pub fn cluster_events(old: &ClusterStatus, new: &ClusterStatus) -> Vec<Event> {
+    let mut events = Vec::new();
+    if old.state != new.state {
+        let (type_, reason, note) = match new.state {
+            ClusterState::Connected => (
+                EventType::Normal,
+                reasons::CLUSTER_CONNECTED,
+                "the agent is connected and reporting",
+            ),
+            ClusterState::Disconnected => (
+                EventType::Warning,
+                reasons::CLUSTER_DISCONNECTED,
+                "the agent's hub session is gone or silent",
+            ),
+            _ => return crate::events::condition_list(&old.conditions, &new.conditions),
+        };
+        events.push(Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Connect".into(),
+            secondary: None,
+        });
+    }
+    events.extend(crate::events::condition_list(
+        &old.conditions,
+        &new.conditions,
+    ));
+    events
 }
 
 /// Records a heartbeat of the cluster whose id (uid) is `cluster_id`. Returns false when no such
@@ -187,19 +225,20 @@ pub async fn record_heartbeat(
     let Some(cluster) = found else {
         return Ok(false);
     };
-    record_heartbeat_of(client, &cluster, heartbeat).await?;
+    record_heartbeat_of(client, &EventSink::disabled(), &cluster, heartbeat).await?;
     Ok(true)
 }
 
 /// Records a heartbeat of `cluster`.
 pub async fn record_heartbeat_of(
     client: &kube::Client,
+    events: &EventSink,
     cluster: &Cluster,
     heartbeat: &Heartbeat,
 ) -> Result<(), kube::Error> {
     let mut status = cluster.status.clone().unwrap_or_default();
     apply_heartbeat(&mut status, heartbeat);
-    write(client, cluster, &status).await
+    write(client, events, cluster, &status).await
 }
 
 /// Marks every cluster silent for longer than `window` (run periodically).
@@ -209,12 +248,13 @@ pub async fn sweep(
     window: chrono::Duration,
 ) -> Result<usize, kube::Error> {
     let clusters: Vec<Arc<Cluster>> = clusters(client).await?.into_iter().map(Arc::new).collect();
-    sweep_clusters(client, &clusters, now, window).await
+    sweep_clusters(client, &EventSink::disabled(), &clusters, now, window).await
 }
 
 /// [`sweep`] over clusters the caller already has (e.g. from a cache).
 pub async fn sweep_clusters(
     client: &kube::Client,
+    events: &EventSink,
     clusters: &[Arc<Cluster>],
     now: DateTime<Utc>,
     window: chrono::Duration,
@@ -223,7 +263,7 @@ pub async fn sweep_clusters(
     for cluster in clusters {
         let mut status = cluster.status.clone().unwrap_or_default();
         if evaluate(&mut status, now, window) {
-            write(client, cluster, &status).await?;
+            write(client, events, cluster, &status).await?;
             marked += 1;
         }
     }
@@ -271,6 +311,7 @@ pub fn lease_live(lease: &k8s_openapi::api::coordination::v1::Lease, now: DateTi
 /// disconnected. Returns how many changed.
 pub async fn sweep_sessions(
     client: &kube::Client,
+    events: &EventSink,
     clusters: &[Arc<Cluster>],
     sessions: &Api<k8s_openapi::api::coordination::v1::Lease>,
     now: DateTime<Utc>,
@@ -293,7 +334,7 @@ pub async fn sweep_sessions(
         let mut status = cluster.status.clone().unwrap_or_default();
         let has_session = cluster.uid().is_some_and(|uid| live.contains(&uid));
         if session_lost(&mut status, has_session, now) {
-            write(client, cluster, &status).await?;
+            write(client, events, cluster, &status).await?;
             marked += 1;
         }
     }

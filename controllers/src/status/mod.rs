@@ -163,7 +163,10 @@ impl Router {
         let client = &self.plane.client;
         match message {
             Message::Heartbeat(heartbeat) => match self.caches.cluster(cluster_id) {
-                Some(cluster) => health::record_heartbeat_of(client, &cluster, &heartbeat).await,
+                Some(cluster) => {
+                    health::record_heartbeat_of(client, &self.plane.events, &cluster, &heartbeat)
+                        .await
+                }
                 None => {
                     tracing::info!(%cluster_id, "heartbeat from an unknown cluster ignored");
                     Ok(())

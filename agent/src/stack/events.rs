@@ -1,0 +1,239 @@
+//! What a StackDeploy pass tells as Kubernetes Events on the workload cluster (pure):
+//! `kubectl describe stackdeploy` shows the revision taken, the rollout settling and why it
+//! failed; `kubectl describe deployment` shows a drift found on it, the field, the manager that
+//! changed it, and that the agent applied it back. The reasons are those of
+//! [`kubenest_crds::names::reasons`], as on the management side.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kubenest_contracts as wire;
+use kubenest_crds::names::reasons;
+use kubenest_runtime::events::{Event, EventType};
+
+use crate::crd::StackDeployStatus;
+
+fn event(type_: EventType, reason: &str, note: String, action: &str) -> Event {
+    Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    }
+}
+
+/// What a status write of a StackDeploy from `old` to `new` tells.
+pub fn stack_events(old: &StackDeployStatus, new: &StackDeployStatus) -> Vec<Event> {
+    let mut events = Vec::new();
+    let revision = new.observed_revision.as_deref().unwrap_or("?");
+    if new.observed_revision.is_some() && old.observed_revision != new.observed_revision {
+        events.push(event(
+            EventType::Normal,
+            reasons::REVISION_ACCEPTED,
+            format!("rolling out revision {revision}"),
+            "Rollout",
+        ));
+    }
+    let settled = old.phase != new.phase || old.observed_revision != new.observed_revision;
+    match new.phase.as_deref() {
+        Some("Running") if settled => events.push(event(
+            EventType::Normal,
+            reasons::ROLLOUT_SUCCEEDED,
+            format!("revision {revision}: every component is ready"),
+            "Rollout",
+        )),
+        Some("Failed") if settled => events.push(event(
+            EventType::Warning,
+            reasons::ROLLOUT_FAILED,
+            format!("revision {revision}: {}", why_failed(new)),
+            "Rollout",
+        )),
+        _ => {}
+    }
+    events
+}
+
+/// Why a StackDeploy failed: its rejection, or the components that are not ready with their
+/// messages.
+fn why_failed(status: &StackDeployStatus) -> String {
+    if let Some(rejection) = &status.rejection {
+        return format!("refused: {rejection}");
+    }
+    let failing: Vec<String> = status
+        .components
+        .iter()
+        .filter(|c| !c.ready)
+        .map(|c| {
+            if c.message.is_empty() {
+                format!(
+                    "{}: {}/{} ready",
+                    c.name.as_str(),
+                    c.ready_replicas,
+                    c.desired_replicas
+                )
+            } else {
+                format!("{}: {}", c.name.as_str(), c.message)
+            }
+        })
+        .collect();
+    if failing.is_empty() {
+        "a component failed".into()
+    } else {
+        failing.join("; ")
+    }
+}
+
+/// The reference of an object a drift detail names (`Kind/name`) in `namespace`.
+fn drifted(namespace: &str, resource: &str) -> Option<ObjectReference> {
+    let (kind, name) = resource.split_once('/')?;
+    let api_version = match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps/v1",
+        "Ingress" => "networking.k8s.io/v1",
+        "Job" | "CronJob" => "batch/v1",
+        _ => "v1",
+    };
+    Some(ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: Some(name.into()),
+        namespace: Some(namespace.into()),
+        ..ObjectReference::default()
+    })
+}
+
+/// The Events of a drift report, each on the drifted object (with the StackDeploy as the
+/// related object): found, with the field and the manager that changed it; and applied back
+/// when recoverable, or blocked.
+pub fn drift_events(
+    namespace: &str,
+    stack_deploy: &ObjectReference,
+    report: &wire::DriftReport,
+) -> Vec<(ObjectReference, Event)> {
+    let mut out = Vec::new();
+    for detail in &report.details {
+        let Some(reference) = drifted(namespace, &detail.resource) else {
+            continue;
+        };
+        let by = detail
+            .manager
+            .as_deref()
+            .map(|m| format!(" by {m}"))
+            .unwrap_or_default();
+        let found = format!(
+            "{} changed{by}: desired {}, found {}",
+            detail.field, detail.desired, detail.observed
+        );
+        let related = Some(stack_deploy.clone());
+        out.push((
+            reference.clone(),
+            Event {
+                secondary: related.clone(),
+                ..event(EventType::Warning, reasons::DRIFT_DETECTED, found, "Drift")
+            },
+        ));
+        let (type_, reason, note) = match report.class {
+            wire::DriftClass::Recoverable => (
+                EventType::Normal,
+                reasons::DRIFT_HEALED,
+                format!("{} applied back to {}", detail.field, detail.desired),
+            ),
+            wire::DriftClass::BlockedSync => (
+                EventType::Warning,
+                reasons::BLOCKED_SYNC,
+                format!(
+                    "{}: the cluster cannot converge; changes wait until it clears",
+                    detail.field
+                ),
+            ),
+        };
+        out.push((
+            reference,
+            Event {
+                secondary: related,
+                ..event(type_, reason, note, "Drift")
+            },
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn status(phase: &str, revision: &str) -> StackDeployStatus {
+        StackDeployStatus {
+            phase: Some(phase.into()),
+            observed_revision: Some(revision.into()),
+            ..StackDeployStatus::default()
+        }
+    }
+
+    fn reasons_of(events: &[Event]) -> Vec<&str> {
+        events.iter().map(|e| e.reason.as_str()).collect()
+    }
+
+    #[test]
+    fn a_taken_revision_and_its_end_are_told_once_and_a_failure_names_the_component() {
+        let deploying = status("Deploying", "r1");
+        assert_eq!(
+            reasons_of(&stack_events(&StackDeployStatus::default(), &deploying)),
+            ["RevisionAccepted"]
+        );
+        assert!(stack_events(&deploying, &deploying).is_empty());
+        let mut failed = status("Failed", "r1");
+        failed.components.push(wire::ComponentStatus {
+            name: wire::Name::new("web"),
+            kind: "workload".into(),
+            ready_replicas: 0,
+            desired_replicas: 1,
+            ready: false,
+            message: "ImagePullBackOff".into(),
+        });
+        let events = stack_events(&deploying, &failed);
+        assert_eq!(reasons_of(&events), ["RolloutFailed"]);
+        assert_eq!(
+            events[0].note.as_deref(),
+            Some("revision r1: web: ImagePullBackOff")
+        );
+        assert_eq!(
+            reasons_of(&stack_events(&failed, &status("Running", "r2"))),
+            ["RevisionAccepted", "RolloutSucceeded"]
+        );
+    }
+
+    #[test]
+    fn a_drift_is_told_on_the_drifted_object_with_field_and_manager() {
+        let report = wire::DriftReport {
+            app_id: wire::Id::new("a1"),
+            revision: "r1".into(),
+            class: wire::DriftClass::Recoverable,
+            details: vec![wire::DriftDetail {
+                resource: "Deployment/shop-web".into(),
+                field: "spec.replicas".into(),
+                desired: json!(2),
+                observed: json!(5),
+                manager: Some("kubectl-scale".into()),
+            }],
+            observed_at: chrono::Utc::now(),
+        };
+        let events = drift_events("shop", &ObjectReference::default(), &report);
+        assert_eq!(events.len(), 2);
+        let (on, found) = &events[0];
+        assert_eq!(
+            (
+                on.kind.as_deref(),
+                on.name.as_deref(),
+                on.api_version.as_deref()
+            ),
+            (Some("Deployment"), Some("shop-web"), Some("apps/v1"))
+        );
+        assert_eq!(found.reason, "DriftDetected");
+        assert_eq!(
+            found.note.as_deref(),
+            Some("spec.replicas changed by kubectl-scale: desired 2, found 5")
+        );
+        assert_eq!(events[1].1.reason, "DriftHealed");
+    }
+}
