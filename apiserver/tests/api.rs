@@ -208,7 +208,37 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
     assert!(format!("{identity:?}").contains(&id), "{identity:?}");
     let command = registration["helm_install_command"].as_str().unwrap();
     assert!(command.starts_with("helm install kubenest-agent charts/kubenest-agent"));
-    assert!(command.contains(token) && command.contains("--set hub.url=wss://hub.example.test"));
+    let (line, stdin) = command.split_once("<<").unwrap();
+    assert!(
+        line.contains("--set hub.url=wss://hub.example.test") && !line.contains(token),
+        "the token stays off the command line: {command}"
+    );
+    assert!(stdin.contains(token), "{command}");
+    // Run as printed by a shell, with real helm rendering instead of installing: the token
+    // reaches the release's Secret through the values on standard input.
+    let helm = kubenest_testkit::Binaries::locate().unwrap().helm;
+    let dry = command.replacen(
+        "helm install",
+        &format!("{} install --dry-run=client", helm.display()),
+        1,
+    );
+    let rendered = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&dry)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    let manifest = String::from_utf8_lossy(&rendered.stdout);
+    assert!(
+        rendered.status.success(),
+        "{manifest}{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(token);
+    assert!(
+        manifest.contains(&encoded) || manifest.contains(token),
+        "the token is in the rendered Secret: {manifest}"
+    );
 
     let got = admin
         .expect(Method::GET, &format!("/api/v1/clusters/{id}"), None, 200)

@@ -238,6 +238,17 @@ fn every_program_serves_health_and_a_deploy_moves_its_metrics() {
             "kubenest_agent_apply_duration_seconds_count",
             &[],
         );
+        // The Events the deploy told count under the same reasons the objects show.
+        moved(
+            "controllers",
+            "kubenest_controllers_events_total",
+            &[r#"reason="RevisionRecorded""#, r#"type="Normal""#],
+        );
+        moved(
+            "agent-east",
+            "kubenest_agent_events_total",
+            &[r#"reason="RevisionAccepted""#],
+        );
         // Gauges read live: the pool, the hub sessions, the agent's session.
         let busy_or_idle = total(
             &after,

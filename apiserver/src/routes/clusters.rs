@@ -133,11 +133,15 @@ pub struct RegistrationResponse {
     pub cluster: ClusterResponse,
 }
 
+/// The agent's install command for a POSIX shell. The token goes in as a values file on
+/// standard input (a quoted here-document, so the shell expands nothing in it): it never
+/// appears in a process's arguments (`ps`) nor in the shell's history of the command line,
+/// and the chart keeps it in a Secret.
 fn install_command(state: &AppState, token: &str) -> String {
     let settings = state.settings();
     format!(
         "helm install kubenest-agent {chart} --namespace kubenest-system --create-namespace \
-         --set hub.url={hub} --set-string token={token}",
+         --set hub.url={hub} --values - <<'EOF'\ntoken: \"{token}\"\nEOF",
         chart = settings.agent_chart,
         hub = settings.public_hub_url,
     )

@@ -52,6 +52,9 @@ pub struct Options {
     pub api_writes_per_second: u32,
     /// The web console's built assets, served by the API server at `/` (none when absent).
     pub console_dir: Option<PathBuf>,
+    /// Where the public hub address (the one registration responses name) listens: loopback
+    /// when `None`; a real node's pod-reachable host address for agents installed in pods.
+    pub public_hub_host: Option<std::net::IpAddr>,
 }
 
 impl Default for Options {
@@ -69,6 +72,7 @@ impl Default for Options {
             api_reads_per_second: 200,
             api_writes_per_second: 50,
             console_dir: None,
+            public_hub_host: None,
         }
     }
 }
@@ -180,8 +184,14 @@ impl System {
             });
         }
         let hub_urls: Vec<String> = hubs.iter().map(HubReplica::url).collect();
-        let public_hub =
-            TcpProxy::start("127.0.0.1:0", hubs.iter().map(|h| h.address).collect()).await?;
+        let public_host = options
+            .public_hub_host
+            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+        let public_hub = TcpProxy::start(
+            &std::net::SocketAddr::new(public_host, 0).to_string(),
+            hubs.iter().map(|h| h.address).collect(),
+        )
+        .await?;
         for hub in &mut hubs {
             hub.service.start()?;
         }
