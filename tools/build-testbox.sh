@@ -14,6 +14,11 @@ cache=${KUBENEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubenest}
 image=localhost/kubenest/testbox:$TESTBOX_VERSION
 archive=$cache/images/testbox-$TESTBOX_VERSION.oci.tar
 
+# Tests of one binary ask for the image at once: one builds it, the others wait for it.
+mkdir -p "$(dirname "$archive")"
+exec 9>"$archive.lock"
+flock 9
+
 if [[ ! -e $archive ]]; then
   start=$SECONDS
   echo "[build-testbox] $image: building..." >&2

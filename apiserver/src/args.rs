@@ -21,6 +21,16 @@ pub struct Args {
     /// Address to listen on.
     #[arg(long, env = "KUBENEST_API_LISTEN", default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
+    /// PEM certificate chain to serve HTTPS with (with `--tls-key`).
+    #[arg(long, env = "KUBENEST_API_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "KUBENEST_API_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Serve plain HTTP on a non-loopback `--listen` (only behind a proxy that terminates
+    /// TLS): passwords and tokens cross this listener.
+    #[arg(long, conflicts_with = "tls_cert")]
+    insecure_plaintext: bool,
     /// PostgreSQL URL (history, users, sessions, events).
     #[arg(long, env = "KUBENEST_DATABASE_URL")]
     database_url: String,
@@ -102,6 +112,12 @@ pub enum ServerError {
     /// The kube client cannot be configured.
     #[error(transparent)]
     Client(#[from] kubenest_runtime::kube::ClientError),
+    /// Plain HTTP on an address other machines reach, without saying so.
+    #[error(
+        "--listen {0} is not loopback: serve HTTPS (--tls-cert, --tls-key) or, behind a proxy \
+         that terminates TLS, pass --insecure-plaintext"
+    )]
+    PlaintextOffLoopback(std::net::SocketAddr),
     /// `--console-dir` names a folder without the console's `index.html`.
     #[error("--console-dir {0} has no index.html (build it with `npm run build` in console/)")]
     ConsoleMissing(std::path::PathBuf),
@@ -112,6 +128,9 @@ pub enum ServerError {
 
 /// Connects everything, then serves on `--listen` until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerError> {
+    if args.tls_cert.is_none() && !args.insecure_plaintext && !args.listen.ip().is_loopback() {
+        return Err(ServerError::PlaintextOffLoopback(args.listen));
+    }
     if let Some(dir) = &args.console_dir
         && !dir.join("index.html").is_file()
     {
@@ -156,8 +175,20 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         .bind(args.admin_listen, shutdown.clone())
         .await?;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    tracing::info!(address = %listener.local_addr()?, "kubenest-apiserver listening");
-    crate::serve(listener, state, async move { shutdown.cancelled().await }).await?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::Tls::from_pem_files(cert, key).await?),
+        _ => None,
+    };
+    tracing::info!(
+        address = %listener.local_addr()?,
+        tls = tls.is_some(),
+        "kubenest-apiserver listening"
+    );
+    let stop = async move { shutdown.cancelled().await };
+    match tls {
+        Some(tls) => crate::serve_tls(listener, state, tls, stop).await?,
+        None => crate::serve(listener, state, stop).await?,
+    }
     Ok(())
 }
 

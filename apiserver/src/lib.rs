@@ -281,12 +281,8 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+/// Trims the request limiters' tables every minute, for as long as the server runs.
+fn shrink_limits(state: &AppState) {
     let limits_state = state.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
@@ -295,6 +291,16 @@ pub async fn serve(
             limits_state.limits().shrink();
         }
     });
+}
+
+/// Serves `app` on `listener` over plain HTTP until `shutdown` resolves (loopback, or behind a
+/// proxy that terminates TLS; see `--insecure-plaintext`).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    shrink_limits(&state);
     // Responses and event frames go out at once: with Nagle's algorithm a write that follows
     // another (an SSE frame after the last, a body after its headers) waits for the client's
     // delayed acknowledgement.
@@ -309,4 +315,56 @@ pub async fn serve(
     )
     .with_graceful_shutdown(shutdown)
     .await
+}
+
+/// The HTTPS certificate and key the API serves with (rustls, TLS 1.2 and 1.3).
+#[derive(Clone)]
+pub struct Tls(axum_server::tls_rustls::RustlsConfig);
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tls")
+    }
+}
+
+impl Tls {
+    /// Reads a PEM certificate chain and its private key.
+    pub async fn from_pem_files(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> std::io::Result<Self> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Ok(Self(
+            axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await?,
+        ))
+    }
+}
+
+/// Serves `app` on `listener` over HTTPS until `shutdown` resolves; in-flight requests (and
+/// event streams) get 10 s to finish.
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    tls: Tls,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    shrink_limits(&state);
+    let handle = axum_server::Handle::new();
+    tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            shutdown.await;
+            handle.graceful_shutdown(Some(Duration::from_secs(10)));
+        }
+    });
+    let listener = listener.into_std()?;
+    // Each response goes out at once, as in `serve` (no Nagle delay).
+    let no_delay = axum_server::accept::TcpConfigAcceptor::new(
+        axum_server::accept::TcpSocketConfig::new().nodelay(true),
+    );
+    axum_server::tls_rustls::from_tcp_rustls(listener, tls.0)?
+        .map(|tls| tls.acceptor(no_delay))
+        .handle(handle)
+        .serve(app(state).into_make_service_with_connect_info::<SocketAddr>())
+        .await
 }

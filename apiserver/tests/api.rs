@@ -139,9 +139,17 @@ fn forge(claims: Value, pem: &str, alg: jsonwebtoken::Algorithm) -> String {
 async fn tokens_that_are_expired_unsigned_foreign_or_for_another_audience_are_refused() {
     let plane = plane();
     let now = chrono::Utc::now().timestamp();
+    // The admin's user id and token epoch, from a real token (every request checks both).
+    let real = Client::admin().await.token.unwrap();
+    let real: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(real.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
     let claims = |aud: &str, exp: i64| {
         json!({"sub": "admin", "iss": "kubenest", "aud": aud, "iat": now - 10, "exp": exp,
-               "jti": "x", "adm": true})
+               "jti": "x", "adm": true, "uid": real["uid"], "epo": real["epo"]})
     };
     let good = forge(
         claims("kubenest-api", now + 600),
@@ -214,14 +222,10 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         "the token stays off the command line: {command}"
     );
     assert!(stdin.contains(token), "{command}");
-    // Run as printed by a shell, with real helm rendering instead of installing: the token
+    // Run as printed by a shell, with `helm template` rendering instead of installing: the token
     // reaches the release's Secret through the values on standard input.
     let helm = kubenest_testkit::Binaries::locate().unwrap().helm;
-    let dry = command.replacen(
-        "helm install",
-        &format!("{} install --dry-run=client", helm.display()),
-        1,
-    );
+    let dry = command.replacen("helm install", &format!("{} template", helm.display()), 1);
     let rendered = std::process::Command::new("sh")
         .arg("-c")
         .arg(&dry)

@@ -36,6 +36,15 @@ pub enum ApiError {
     },
     #[error("not logged in: run `kubenest login` (or set KUBENEST_API and log in again)")]
     NotLoggedIn,
+    /// `--ca-file` cannot be read or holds no PEM certificate.
+    #[error("--ca-file {path}: {reason}")]
+    CaFile { path: PathBuf, reason: String },
+    /// A password would cross the network unencrypted.
+    #[error(
+        "refusing to send a password to {base} over plain HTTP: use https:// (with --ca-file \
+         for a private CA); plain http is only for loopback addresses"
+    )]
+    PlaintextPassword { base: String },
 }
 
 impl ApiError {
@@ -64,6 +73,9 @@ pub struct Session {
     pub access_token: String,
     #[serde(default)]
     pub refresh_token: Option<String>,
+    /// The CA certificate (PEM) trusted for `api` besides the public roots (`--ca-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Session {
@@ -119,28 +131,82 @@ pub struct Client {
     session: Option<Session>,
     /// Where a refreshed session is written back (none for in-memory sessions).
     session_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+}
+
+/// The HTTP client: rustls with the public roots, plus `extra` CA certificates.
+fn http_client(extra: Option<Vec<reqwest::Certificate>>) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60));
+    for certificate in extra.into_iter().flatten() {
+        builder = builder.add_root_certificate(certificate);
+    }
+    builder.build()
+}
+
+/// Whether `base` is plain HTTP to a host other than loopback.
+fn plaintext_off_loopback(base: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return false;
+    };
+    if url.scheme() != "http" {
+        return false;
+    }
+    let host = url.host_str().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !loopback
 }
 
 impl Client {
-    /// A client of the API at `base` (`http://127.0.0.1:8080`), not logged in.
+    /// A client of the API at `base` (`http://127.0.0.1:8080`), not logged in, trusting the
+    /// public roots for https.
     pub fn new(base: &str) -> Self {
         Self {
             base: base.trim_end_matches('/').to_owned(),
-            http: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(60))
-                .build()
-                .unwrap_or_default(),
+            http: http_client(None).unwrap_or_default(),
             session: None,
             session_file: None,
+            ca_file: None,
         }
     }
 
-    /// A client for a stored session; `api` overrides the address stored with it.
-    pub fn from_session(session: Session, file: Option<PathBuf>) -> Self {
-        let mut client = Self::new(&session.api);
+    /// A client of the API at `base` that also trusts the CA certificate(s) in `ca_file`.
+    pub fn with_ca(base: &str, ca_file: Option<&Path>) -> Result<Self, ApiError> {
+        let Some(path) = ca_file else {
+            return Ok(Self::new(base));
+        };
+        let ca_error = |reason: String| ApiError::CaFile {
+            path: path.to_owned(),
+            reason,
+        };
+        let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
+        if certificates.is_empty() {
+            return Err(ca_error("no PEM certificate in it".into()));
+        }
+        let http = http_client(Some(certificates)).map_err(|e| ca_error(e.to_string()))?;
+        Ok(Self {
+            http,
+            ca_file: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_owned())),
+            ..Self::new(base)
+        })
+    }
+
+    /// A client for a stored session (trusting the CA it was logged in with).
+    pub fn from_session(session: Session, file: Option<PathBuf>) -> Result<Self, ApiError> {
+        let mut client = Self::with_ca(&session.api, session.ca_file.as_deref())?;
         client.session = Some(session);
         client.session_file = file;
-        client
+        Ok(client)
+    }
+
+    /// The CA file this client trusts besides the public roots.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
     }
 
     pub fn base(&self) -> &str {
@@ -153,6 +219,11 @@ impl Client {
 
     /// `POST /api/v1/login`; keeps the session in this client and returns it.
     pub async fn login(&mut self, username: &str, password: &str) -> Result<Session, ApiError> {
+        if plaintext_off_loopback(&self.base) {
+            return Err(ApiError::PlaintextPassword {
+                base: self.base.clone(),
+            });
+        }
         let body = serde_json::json!({"username": username, "password": password});
         let response = self
             .http
@@ -168,6 +239,7 @@ impl Client {
             username: username.to_owned(),
             access_token: access_token(&value),
             refresh_token,
+            ca_file: self.ca_file.clone(),
         };
         self.session = Some(session.clone());
         Ok(session)
@@ -364,4 +436,28 @@ pub fn query_value(value: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_go_over_plain_http_only_to_loopback() {
+        for base in [
+            "http://127.0.0.1:8080",
+            "http://localhost:1",
+            "http://[::1]:80",
+        ] {
+            assert!(!plaintext_off_loopback(base), "{base}");
+        }
+        for base in [
+            "http://10.0.0.5:8080",
+            "http://api.example",
+            "http://[2001:db8::1]",
+        ] {
+            assert!(plaintext_off_loopback(base), "{base}");
+        }
+        assert!(!plaintext_off_loopback("https://api.example"));
+    }
 }

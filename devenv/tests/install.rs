@@ -159,7 +159,11 @@ fn the_printed_helm_install_connects_an_agent_pod_and_an_app_really_runs() {
             }
         })
         .await;
-        assert!(running.is_ok(), "not Running: {last}\n{}", edge.log_tails(20));
+        assert!(
+            running.is_ok(),
+            "not Running: {last}\n{}",
+            edge.log_tails(20)
+        );
 
         // The pod is a real process: its own HTTP answer, read through the API server's
         // proxy to the pod.

@@ -189,7 +189,7 @@ fn every_program_serves_health_and_a_deploy_moves_its_metrics() {
         let created = [
             r#"method="POST""#,
             r#"route="/api/v1/apps""#,
-            r#"status="201""#,
+            r#"status="202""#,
         ];
         assert_eq!(
             moved(

@@ -47,6 +47,10 @@ pub struct Global {
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// A CA certificate (PEM) to trust for an https API besides the public roots; `login`
+    /// keeps it with the session.
+    #[arg(long, global = true, env = "KUBENEST_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Where the login session is kept (default: ~/.config/kubenest/session.json).
     #[arg(long, global = true, env = "KUBENEST_SESSION")]
     pub session: Option<PathBuf>,
@@ -69,7 +73,11 @@ impl Global {
                 session.api
             );
         }
-        Ok(api::Client::from_session(session, Some(path)))
+        let mut session = session;
+        if let Some(ca) = &self.ca_file {
+            session.ca_file = Some(ca.clone());
+        }
+        Ok(api::Client::from_session(session, Some(path))?)
     }
 
     /// `--org`, else the caller's only organization.
@@ -219,7 +227,7 @@ async fn login(global: &Global, args: LoginArgs) -> anyhow::Result<()> {
             )
         })?
     };
-    let mut client = api::Client::new(&api);
+    let mut client = api::Client::with_ca(&api, global.ca_file.as_deref())?;
     let session = client.login(&args.username, &password).await?;
     let path = global.session_path();
     session.save(&path)?;

@@ -143,7 +143,7 @@ pub async fn password(global: &Global, args: PasswordArgs) -> anyhow::Result<()>
         )
         .await?;
     if user == me {
-        let mut fresh = api::Client::new(client.base());
+        let mut fresh = api::Client::with_ca(client.base(), client.ca_file())?;
         let session = fresh.login(&me, &password).await?;
         session.save(&global.session_path())?;
     }

@@ -55,6 +55,8 @@ pub struct Options {
     /// Where the public hub address (the one registration responses name) listens: loopback
     /// when `None`; a real node's pod-reachable host address for agents installed in pods.
     pub public_hub_host: Option<std::net::IpAddr>,
+    /// Serve the API over HTTPS with a certificate made for it (see [`System::api_ca`]).
+    pub api_tls: bool,
 }
 
 impl Default for Options {
@@ -73,6 +75,7 @@ impl Default for Options {
             api_writes_per_second: 50,
             console_dir: None,
             public_hub_host: None,
+            api_tls: false,
         }
     }
 }
@@ -118,6 +121,8 @@ pub struct System {
     pub controllers: Vec<Service>,
     pub apiserver: Service,
     api_address: SocketAddr,
+    /// The API's self-signed certificate, when it serves HTTPS.
+    api_ca: Option<PathBuf>,
     /// The hub address agents are told to dial (`KUBENEST_HUB`).
     public_hub: TcpProxy,
     pub agents: BTreeMap<String, AgentHandle>,
@@ -243,7 +248,6 @@ impl System {
                 "--agent-chart={}",
                 root.join("charts/kubenest-agent").display()
             ))
-            .arg("--secure-cookies=false")
             .arg(format!(
                 "--reads-per-second={}",
                 options.api_reads_per_second
@@ -258,6 +262,17 @@ impl System {
         if let Some(console) = &options.console_dir {
             apiserver = apiserver.arg(format!("--console-dir={}", console.display()));
         }
+        let api_ca = if options.api_tls {
+            let (cert, key) = api_certificate(&dir, api_address)?;
+            apiserver = apiserver
+                .arg(format!("--tls-cert={}", cert.display()))
+                .arg(format!("--tls-key={}", key.display()))
+                .arg("--secure-cookies=true");
+            Some(cert)
+        } else {
+            apiserver = apiserver.arg("--secure-cookies=false");
+            None
+        };
         apiserver.start()?;
 
         let mut system = Self {
@@ -271,6 +286,7 @@ impl System {
             controllers,
             apiserver,
             api_address,
+            api_ca,
             public_hub,
             agents: BTreeMap::new(),
         };
@@ -280,7 +296,17 @@ impl System {
     }
 
     pub fn api_url(&self) -> String {
-        format!("http://{}", self.api_address)
+        let scheme = if self.api_ca.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.api_address)
+    }
+
+    /// The certificate to trust for an HTTPS API (`--ca-file`), if it serves HTTPS.
+    pub fn api_ca(&self) -> Option<&Path> {
+        self.api_ca.as_deref()
     }
 
     /// The web console's address when the API server serves it.
@@ -318,7 +344,7 @@ impl System {
 
     /// A client logged in as the bootstrap admin.
     pub async fn admin(&self) -> anyhow::Result<api::Client> {
-        let mut client = api::Client::new(&self.api_url());
+        let mut client = api::Client::with_ca(&self.api_url(), self.api_ca())?;
         client
             .login(&self.options.admin_user, &self.options.admin_password)
             .await?;
@@ -565,4 +591,17 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
         .with_context(|| format!("write {}", path.display()))?;
     file.write_all(contents.as_bytes())?;
     Ok(())
+}
+
+/// A self-signed certificate for the API at `address` (its IP as the subject name), written
+/// under `dir`; returns the certificate and key files.
+fn api_certificate(dir: &Path, address: SocketAddr) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let key = rcgen::KeyPair::generate()?;
+    let cert = rcgen::CertificateParams::new(vec![address.ip().to_string()])?.self_signed(&key)?;
+    let home = dir.join("api-tls");
+    std::fs::create_dir_all(&home)?;
+    let (cert_file, key_file) = (home.join("tls.crt"), home.join("tls.key"));
+    std::fs::write(&cert_file, cert.pem())?;
+    write_private(&key_file, &key.serialize_pem())?;
+    Ok((cert_file, key_file))
 }
