@@ -54,6 +54,29 @@ fn the_chart_lints_clean_and_ships_the_agents_crds() {
     ]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("connection token"));
+    // Values the agent would refuse later are refused at install, naming the field
+    // (values.schema.json).
+    for (value, field) in [
+        ("hub.url=https://h/v1/connect", "/hub/url"),
+        ("heartbeatSeconds=0", "/heartbeatSeconds"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("tokn=oops", "tokn"),
+    ] {
+        let refused = helm(&[
+            "template",
+            "agent",
+            chart.to_str().unwrap(),
+            "--set",
+            "hub.url=wss://h/v1/connect",
+            "--set",
+            "token=a.b.c",
+            "--set",
+            value,
+        ]);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "{value} accepted");
+        assert!(stderr.contains(field), "{value}: {stderr}");
+    }
 }
 
 #[tokio::test]
