@@ -3,8 +3,10 @@
 //! real kubelet and containerd; the cluster is registered through the REST API and the
 //! `helm install` command the registration answers is run exactly as printed, by a shell, with
 //! the chart from this repository and the images `make images` builds loaded on the node. The
-//! agent pod dials the hub (on the host address pods reach), the Cluster turns `connected`, and
-//! an App deployed through REST runs in a real container whose HTTP answer is read back.
+//! agent pod dials the hub (on the host address pods reach), the Cluster turns `connected`; the
+//! demo App deployed through REST runs its web app, Postgres and Redis in real containers, the
+//! addons' exports wired in (its HTTP answer says both backends answered), and a change and a
+//! rollback roll out on the node.
 //!
 //! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
 
@@ -15,20 +17,22 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{eventually, run, simple_app};
+use common::{eventually, run};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kubenest_devenv::system::{Options, System};
-use kubenest_testkit::{Environment, Images};
-use serde_json::json;
+use kubenest_testkit::{Cluster, Environment, Images};
+use serde_json::{Value, json};
 
 /// Real pulls, starts and helm installs take longer than kwok's instant pods.
 const REAL: Duration = Duration::from_secs(240);
 
 #[test]
-fn the_printed_helm_install_connects_an_agent_pod_and_an_app_really_runs() {
+fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its_addons() {
     run(async {
-        let images = Images::build(&["agent", "demo"]).await.unwrap();
+        let images = Images::build(&["agent", "demo", "postgres", "redis"])
+            .await
+            .unwrap();
         let env = Environment::builder()
             .management("mgmt")
             .real_node("edge")
@@ -37,7 +41,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_an_app_really_runs() {
             .await
             .unwrap();
         let edge = env.cluster("edge").unwrap();
-        for name in ["agent", "demo"] {
+        for name in ["agent", "demo", "postgres", "redis"] {
             edge.import_image(images.archive(name).unwrap())
                 .await
                 .unwrap();
@@ -134,7 +138,9 @@ fn the_printed_helm_install_connects_an_agent_pod_and_an_app_really_runs() {
             );
         }
 
-        // An App through REST, on the demo image: a real container answers HTTP.
+        // The demo App through REST: Postgres and Redis addons from the catalog (their images
+        // loaded on the node), and the demo web app with their `dsn` and `url` exports wired
+        // in on the cluster. Every part is a real process.
         let project = admin
             .post(
                 &format!("/api/v1/orgs/{org}/projects"),
@@ -143,59 +149,129 @@ fn the_printed_helm_install_connects_an_agent_pod_and_an_app_really_runs() {
             .await
             .unwrap();
         let project_id = project["id"].as_str().unwrap().to_owned();
-        let mut body = simple_app(&project_id, "demo", "localhost/kubenest/demo:0.1.0");
-        body["progress_deadline_seconds"] = json!(REAL.as_secs());
+        let body = json!({
+            "project_id": project_id, "name": "demo", "progress_deadline_seconds": REAL.as_secs(),
+            "components": [
+                {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
+                {"name": "cache", "type": "addon", "addon_spec": {"definition": "redis"}},
+                {"name": "web", "type": "workload", "workload_spec": {
+                    "image": "localhost/kubenest/demo:0.1.0", "replicas": 1, "port": 8080,
+                    "env": [
+                        {"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}},
+                        {"name": "REDIS_URL", "export_ref": {"component": "cache", "export": "url"}},
+                        {"name": "DEMO_VERSION", "value": "one"}
+                    ]}}
+            ]
+        });
         let app = admin.post("/api/v1/apps", &body).await.unwrap();
-        let path = format!("/api/v1/apps/{}", app["id"].as_str().unwrap());
-        let mut last = serde_json::Value::Null;
-        let running = tokio::time::timeout(REAL, async {
-            loop {
-                last = admin.get(&path).await.unwrap();
-                if last["phase"] == "Running" {
-                    break;
-                }
-                assert_ne!(last["phase"], "Failed", "{last}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
-        .await;
-        assert!(
-            running.is_ok(),
-            "not Running: {last}\n{}",
-            edge.log_tails(20)
-        );
+        let app_id = app["id"].as_str().unwrap().to_owned();
+        let path = format!("/api/v1/apps/{app_id}");
+        let first = running(&mut admin, &path, edge, |_| true).await;
+        let pods: Api<Pod> = Api::namespaced(edge_client, "shop"); // a project's namespace is its name
+        let answer = demo_answer(&pods, &app_id, "one").await;
+        assert_eq!(answer["ok"], true, "{answer}");
+        assert_eq!(answer["postgres"]["connected"], true, "{answer}");
+        assert_eq!(answer["redis"]["connected"], true, "{answer}");
+        eprintln!("the demo answered: {answer}");
 
-        // The pod is a real process: its own HTTP answer, read through the API server's
-        // proxy to the pod.
-        let namespace = "shop"; // a project's namespace is its name
-        let pods: Api<Pod> = Api::namespaced(edge_client, namespace);
-        let pod = pods
-            .list(&ListParams::default().labels("kubenest.io/component=web"))
-            .await
+        // A change rolls out on the node; a rollback to the first deployment brings it back.
+        let mut components = first["components"].clone();
+        let web = components
+            .as_array_mut()
             .unwrap()
-            .items
-            .into_iter()
-            .next()
+            .iter_mut()
+            .find(|c| c["name"] == "web")
             .unwrap();
-        let name = pod.metadata.name.unwrap();
-        let mut answer = String::new();
-        eventually("the demo answers", Duration::from_secs(60), async || {
+        web["workload_spec"]["env"][2]["value"] = json!("two");
+        admin
+            .patch(&path, &json!({"components": components}))
+            .await
+            .unwrap();
+        let first_revision = first["revision"].clone();
+        running(&mut admin, &path, edge, |r| *r != first_revision).await;
+        assert_eq!(demo_answer(&pods, &app_id, "two").await["version"], "two");
+        let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+        let original = history
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["revision"] == first["revision"])
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        admin
+            .post(
+                &format!("{path}/rollback"),
+                &json!({"deployment_id": original}),
+            )
+            .await
+            .unwrap();
+        // The rollback restores the first spec, hence its revision.
+        running(&mut admin, &path, edge, |r| *r == first_revision).await;
+        assert_eq!(demo_answer(&pods, &app_id, "one").await["version"], "one");
+        drop(system);
+    });
+}
+
+/// Waits until the App at `path` runs its current revision and that revision is the one `want`
+/// accepts; returns the App.
+async fn running(
+    admin: &mut kubenest_cli::api::Client,
+    path: &str,
+    edge: &Cluster,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    let done = tokio::time::timeout(REAL, async {
+        loop {
+            last = admin.get(path).await.unwrap();
+            if last["phase"] == "Running"
+                && last["observed_revision"] == last["revision"]
+                && want(&last["revision"])
+            {
+                break;
+            }
+            assert_ne!(last["phase"], "Failed", "{last}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "not Running: {last}\n{}", edge.log_tails(20));
+    last
+}
+
+/// The demo's JSON answer from its pod (through the API server's pod proxy), once it reports
+/// `version`.
+async fn demo_answer(pods: &Api<Pod>, app_id: &str, version: &str) -> Value {
+    let mut answer = Value::Null;
+    eventually(
+        &format!("the demo answers version {version}"),
+        Duration::from_secs(90),
+        async || {
+            let selector = format!("kubenest.io/app-id={app_id},kubenest.io/component=web");
+            let listed = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .unwrap();
+            // Only a settled rollout: one pod, ready.
+            let [pod] = listed.items.as_slice() else {
+                return false;
+            };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             let request = http::Request::get(format!(
                 "/api/v1/namespaces/{namespace}/pods/{name}:8080/proxy/"
             ))
             .body(Vec::new())
             .unwrap();
-            match pods.clone().into_client().request_text(request).await {
-                Ok(text) => {
-                    answer = text;
-                    true
-                }
-                Err(_) => false,
-            }
-        })
-        .await;
-        assert!(answer.contains('{'), "the demo's JSON answer: {answer}");
-        eprintln!("the demo answered from pod {name}: {answer}");
-        drop(system);
-    });
+            let Ok(text) = pods.clone().into_client().request_text(request).await else {
+                return false;
+            };
+            answer = serde_json::from_str(&text).unwrap_or(Value::Null);
+            answer["version"] == version
+        },
+    )
+    .await;
+    answer
 }
