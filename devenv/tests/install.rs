@@ -6,7 +6,8 @@
 //! agent pod dials the hub (on the host address pods reach), the Cluster turns `connected`; the
 //! demo App deployed through REST runs its web app, Postgres and Redis in real containers, the
 //! addons' exports wired in (its HTTP answer says both backends answered), and a change and a
-//! rollback roll out on the node.
+//! rollback roll out on the node. The demo is asked through its Service from a pod, and the
+//! agent's namespace enforces Pod Security `restricted`.
 //!
 //! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
 
@@ -19,7 +20,8 @@ use std::time::Duration;
 
 use common::{eventually, run};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kubenest_devenv::system::{Options, System};
 use kubenest_testkit::{Cluster, Environment, Images};
 use serde_json::{Value, json};
@@ -76,6 +78,17 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .unwrap();
         let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
         let command = registration["helm_install_command"].as_str().unwrap();
+
+        // The agent's namespace enforces Pod Security `restricted`: its pod must pass it.
+        let namespaces: Api<Namespace> = Api::all(edge.client().await.unwrap());
+        let restricted: Namespace = serde_json::from_value(json!({"metadata": {
+            "name": "kubenest-system",
+            "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}))
+        .unwrap();
+        namespaces
+            .create(&PostParams::default(), &restricted)
+            .await
+            .unwrap();
 
         // Exactly as printed, by a shell in the repository (the chart path is relative to it),
         // with helm on the PATH and the edge cluster as the current kubeconfig.
@@ -167,8 +180,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
         let app_id = app["id"].as_str().unwrap().to_owned();
         let path = format!("/api/v1/apps/{app_id}");
         let first = running(&mut admin, &path, edge, |_| true).await;
-        let pods: Api<Pod> = Api::namespaced(edge_client, "shop"); // a project's namespace is its name
-        let answer = demo_answer(&pods, &app_id, "one").await;
+        let answer = demo_answer(&edge_client, "one").await;
         assert_eq!(answer["ok"], true, "{answer}");
         assert_eq!(answer["postgres"]["connected"], true, "{answer}");
         assert_eq!(answer["redis"]["connected"], true, "{answer}");
@@ -189,7 +201,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .unwrap();
         let first_revision = first["revision"].clone();
         running(&mut admin, &path, edge, |r| *r != first_revision).await;
-        assert_eq!(demo_answer(&pods, &app_id, "two").await["version"], "two");
+        assert_eq!(demo_answer(&edge_client, "two").await["version"], "two");
         let history = admin.get(&format!("{path}/deployments")).await.unwrap();
         let original = history
             .as_array()
@@ -209,7 +221,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .unwrap();
         // The rollback restores the first spec, hence its revision.
         running(&mut admin, &path, edge, |r| *r == first_revision).await;
-        assert_eq!(demo_answer(&pods, &app_id, "one").await["version"], "one");
+        assert_eq!(demo_answer(&edge_client, "one").await["version"], "one");
         drop(system);
     });
 }
@@ -241,37 +253,49 @@ async fn running(
     last
 }
 
-/// The demo's JSON answer from its pod (through the API server's pod proxy), once it reports
+/// The demo's JSON answer to a request from inside the cluster network: a pod (the demo image's
+/// `kubenest-demo get`) asks the App's Service by its DNS name, until the answer reports
 /// `version`.
-async fn demo_answer(pods: &Api<Pod>, app_id: &str, version: &str) -> Value {
-    let mut answer = Value::Null;
-    eventually(
-        &format!("the demo answers version {version}"),
-        Duration::from_secs(90),
-        async || {
-            let selector = format!("kubenest.io/app-id={app_id},kubenest.io/component=web");
-            let listed = pods
-                .list(&ListParams::default().labels(&selector))
+async fn demo_answer(client: &kube::Client, version: &str) -> Value {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for attempt in 0..30 {
+        let name = format!("ask-{version}-{attempt}");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "restartPolicy": "Never",
+                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [{
+                    "name": "ask", "image": "localhost/kubenest/demo:0.1.0",
+                    "imagePullPolicy": "Never",
+                    "args": ["get", "http://demo-web.shop.svc:8080/"],
+                    "securityContext": {"allowPrivilegeEscalation": false,
+                                        "capabilities": {"drop": ["ALL"]}}
+                }]
+            }
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let mut phase = String::new();
+        eventually("the asking pod ends", Duration::from_secs(60), async || {
+            phase = pods
+                .get(&name)
                 .await
-                .unwrap();
-            // Only a settled rollout: one pod, ready.
-            let [pod] = listed.items.as_slice() else {
-                return false;
-            };
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-            let request = http::Request::get(format!(
-                "/api/v1/namespaces/{namespace}/pods/{name}:8080/proxy/"
-            ))
-            .body(Vec::new())
-            .unwrap();
-            let Ok(text) = pods.clone().into_client().request_text(request).await else {
-                return false;
-            };
-            answer = serde_json::from_str(&text).unwrap_or(Value::Null);
-            answer["version"] == version
-        },
-    )
-    .await;
-    answer
+                .unwrap()
+                .status
+                .and_then(|s| s.phase)
+                .unwrap_or_default();
+            phase == "Succeeded" || phase == "Failed"
+        })
+        .await;
+        let log = pods.logs(&name, &LogParams::default()).await.unwrap();
+        pods.delete(&name, &DeleteParams::default()).await.unwrap();
+        let answer: Value = serde_json::from_str(log.trim()).unwrap_or(Value::Null);
+        if phase == "Succeeded" && answer["version"] == version {
+            return answer;
+        }
+        eprintln!("asked the demo ({phase}): {log}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!("the demo never answered version {version} from inside the cluster");
 }
