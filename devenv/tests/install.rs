@@ -19,8 +19,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{eventually, run};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kubenest_devenv::system::{Options, System};
 use kubenest_testkit::{Cluster, Environment, Images};
