@@ -40,6 +40,8 @@ pub struct Context {
     /// Only the agent writes that status, so this is never older than the controller's cached
     /// copy, which lags behind the write it just made (see [`Context::last_written`]).
     pub written: std::sync::Mutex<std::collections::HashMap<String, (String, StackDeployStatus)>>,
+    /// The live log streams.
+    pub logs: crate::logs::Streams,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,

@@ -9,6 +9,7 @@
 //! - `apply_duration_seconds`: one StackDeploy pass's writes to the cluster (its rollout);
 //! - `drift_heals_total`: drifted fields found and re-applied (recoverable drift);
 //! - `hub_connected`: 1 while a hub session is up;
+//! - `log_streams`: log streams being served now;
 //! - reconciles of the `stack`, `addon` and `build` controllers
 //!   ([`kubenest_runtime::reconciles`]).
 
@@ -40,6 +41,7 @@ pub struct Metrics {
     pub apply_duration: Histogram,
     pub drift_heals: Counter,
     pub hub_connected: Gauge,
+    pub log_streams: Gauge,
     /// The reporter of the running agent, whose session state readiness reads.
     reporter: Mutex<Option<Reporter>>,
 }
@@ -51,6 +53,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     apply_duration: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
     drift_heals: Counter::default(),
     hub_connected: Gauge::default(),
+    log_streams: Gauge::default(),
     reporter: Mutex::default(),
 });
 
@@ -84,6 +87,11 @@ impl Metrics {
                 outcome,
             })
             .inc();
+    }
+
+    /// Records how many log streams are live.
+    pub fn log_streams(&self, live: usize) {
+        self.log_streams.set(i64::try_from(live).unwrap_or(i64::MAX));
     }
 
     /// The agent's reporter, whose session state readiness and `hub_connected` show.
@@ -122,6 +130,11 @@ pub fn admin(client: &kube::Client) -> Admin {
         "hub_connected",
         "1 while a hub session is up",
         metrics.hub_connected.clone(),
+    );
+    registry.register(
+        "log_streams",
+        "Log streams being served now",
+        metrics.log_streams.clone(),
     );
     admin
         .before_scrape(move || {
