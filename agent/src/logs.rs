@@ -384,10 +384,20 @@ mod tests {
 
     #[test]
     fn a_line_keeps_the_api_servers_timestamp_and_loses_it_from_the_text() {
-        let line = log_line("web-1", "web", "2026-12-03T06:00:00.123456789Z listening on :80\r");
+        let line = log_line(
+            "web-1",
+            "web",
+            "2026-12-03T06:00:00.123456789Z listening on :80\r",
+        );
         assert_eq!(line.line, "listening on :80");
-        assert_eq!(line.timestamp.to_rfc3339(), "2026-12-03T06:00:00.123456789+00:00");
-        assert_eq!((line.pod.as_str(), line.container.as_str()), ("web-1", "web"));
+        assert_eq!(
+            line.timestamp.to_rfc3339(),
+            "2026-12-03T06:00:00.123456789+00:00"
+        );
+        assert_eq!(
+            (line.pod.as_str(), line.container.as_str()),
+            ("web-1", "web")
+        );
     }
 
     #[test]

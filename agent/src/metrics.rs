@@ -91,7 +91,8 @@ impl Metrics {
 
     /// Records how many log streams are live.
     pub fn log_streams(&self, live: usize) {
-        self.log_streams.set(i64::try_from(live).unwrap_or(i64::MAX));
+        self.log_streams
+            .set(i64::try_from(live).unwrap_or(i64::MAX));
     }
 
     /// The agent's reporter, whose session state readiness and `hub_connected` show.

@@ -145,7 +145,10 @@ mod tests {
             received += 1;
         }
         assert_eq!(received, READER_QUEUE);
-        assert_eq!(sub.cut_reason().map(|e| e.reason), Some(LogEndReason::Limit));
+        assert_eq!(
+            sub.cut_reason().map(|e| e.reason),
+            Some(LogEndReason::Limit)
+        );
     }
 
     #[test]

@@ -229,7 +229,13 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
                 QueueError::Full => NackReason::QueueFull,
                 QueueError::Closed => NackReason::NoSession,
             };
-            nack(hub, peer, command, reason, "the agent's session is not taking frames")
+            nack(
+                hub,
+                peer,
+                command,
+                reason,
+                "the agent's session is not taking frames",
+            )
         }
         Err(QueueError::Full) => {
             hub.metrics.reject("queue_full");
@@ -309,17 +315,16 @@ fn route_log_frame(hub: &Hub, peer: &Peer, frame: &Checked, cluster_id: &Id, tex
     };
     hub.metrics.log_routes.set(gauge(hub.logs.len()));
     let kind = frame.message_type.as_str();
-    match subscriber {
-        Some(backend) => {
-            if backend.send(Outbound {
-                text,
-                kind,
-                ack: None,
-            }) == Err(QueueError::Full)
-            {
-                hub.metrics.reject("queue_full");
-            }
-        }
+    let sent = subscriber.map(|backend| {
+        backend.send(Outbound {
+            text,
+            kind,
+            ack: None,
+        })
+    });
+    match sent {
+        Some(Err(QueueError::Full)) => hub.metrics.reject("queue_full"),
+        Some(_) => {}
         None if frame.message_type == MessageType::LogLines => {
             let Some(org_id) = &frame.org_id else { return };
             let stop = Envelope::new(LogsUnsubscribe {

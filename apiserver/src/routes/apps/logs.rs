@@ -22,8 +22,8 @@ use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::k8s;
 use crate::logs::{Frame, Subscription};
-use crate::secrets::Unconfirmed;
 use crate::routes::IdPath;
+use crate::secrets::Unconfirmed;
 use crate::state::AppState;
 
 /// How often a comment keeps an idle stream open through proxies.
@@ -63,10 +63,14 @@ pub fn check_query(query: &LogsQuery) -> ApiResult<LogsRequest> {
     let since_seconds = query
         .since
         .as_deref()
-        .map(|s| parse_since(s).ok_or_else(|| ApiError::invalid(
-            "since",
-            "a duration such as 30s, 10m, 2h or 1d, from 1 second to 30 days",
-        )))
+        .map(|s| {
+            parse_since(s).ok_or_else(|| {
+                ApiError::invalid(
+                    "since",
+                    "a duration such as 30s, 10m, 2h or 1d, from 1 second to 30 days",
+                )
+            })
+        })
         .transpose()?;
     let tail = query
         .tail
@@ -192,7 +196,10 @@ pub async fn logs(
         .ok_or_else(|| {
             ApiError::unavailable("cluster_unreachable", "the app's cluster is not registered")
         })?;
-    let (cluster_id, org_id) = (wire::Id::new(cluster_id), wire::Id::new(scoped.org.name_any()));
+    let (cluster_id, org_id) = (
+        wire::Id::new(cluster_id),
+        wire::Id::new(scoped.org.name_any()),
+    );
     let subscription_id = uuid::Uuid::new_v4().to_string();
     let command = Envelope::new(LogsSubscribe {
         subscription_id: wire::Id::new(&subscription_id),
@@ -218,10 +225,7 @@ pub async fn logs(
         org_id,
         subscription,
         text: wants_text(&headers),
-        heartbeat: tokio::time::interval_at(
-            tokio::time::Instant::now() + HEARTBEAT,
-            HEARTBEAT,
-        ),
+        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         done: false,
     };
     if let Err(refused) = state.secrets().confirm(command).await {
@@ -229,10 +233,17 @@ pub async fn logs(
         drop(reader);
         return Err(match refused {
             Unconfirmed::Api(error) => error,
-            Unconfirmed::Rejected { message, field, .. } if field.as_deref() == Some("/component") => {
-                ApiError::conflict("no_pods", format!("the cluster has no logs to give: {message}"))
+            Unconfirmed::Rejected { message, field, .. }
+                if field.as_deref() == Some("/component") =>
+            {
+                ApiError::conflict(
+                    "no_pods",
+                    format!("the cluster has no logs to give: {message}"),
+                )
             }
-            Unconfirmed::Rejected { reason, message, .. } => ApiError::conflict(
+            Unconfirmed::Rejected {
+                reason, message, ..
+            } => ApiError::conflict(
                 "logs_refused",
                 format!("the cluster refused to stream logs ({reason}): {message}"),
             ),
@@ -261,7 +272,9 @@ fn wants_text(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.contains("text/plain") && !accept.contains("text/event-stream"))
+        .is_some_and(|accept| {
+            accept.contains("text/plain") && !accept.contains("text/event-stream")
+        })
 }
 
 /// One reader's stream; dropping it (the client left) stops the agent's stream.
@@ -384,7 +397,16 @@ mod tests {
         assert_eq!(parse_since("2h"), Some(7200));
         assert_eq!(parse_since("1d"), Some(86400));
         assert_eq!(parse_since("45"), Some(45));
-        for bad in ["", "m", "0s", "-5m", "10x", "1.5h", "31d", "99999999999999999999s"] {
+        for bad in [
+            "",
+            "m",
+            "0s",
+            "-5m",
+            "10x",
+            "1.5h",
+            "31d",
+            "99999999999999999999s",
+        ] {
             assert_eq!(parse_since(bad), None, "{bad}");
         }
     }
@@ -400,9 +422,17 @@ mod tests {
             (vec![("previous", "2")], "previous"),
         ] {
             let error = check_query(&query(&pairs)).err();
-            assert_eq!(error.and_then(|e| e.field).as_deref(), Some(field), "{pairs:?}");
+            assert_eq!(
+                error.and_then(|e| e.field).as_deref(),
+                Some(field),
+                "{pairs:?}"
+            );
         }
-        let ok = check_query(&query(&[("follow", "true"), ("since", "10m"), ("tail", "100")]));
+        let ok = check_query(&query(&[
+            ("follow", "true"),
+            ("since", "10m"),
+            ("tail", "100"),
+        ]));
         assert_eq!(
             ok.ok(),
             Some(LogsRequest {

@@ -84,6 +84,9 @@ mod tests {
             tail: Some(100),
             previous: false,
         };
-        assert_eq!(query(&args), "?component=web&follow=true&since=10m&tail=100");
+        assert_eq!(
+            query(&args),
+            "?component=web&follow=true&since=10m&tail=100"
+        );
     }
 }
