@@ -272,3 +272,59 @@ fn log_lines_reach_rest_and_the_cli_through_the_hub_and_stop_when_the_reader_lea
         );
     });
 }
+
+#[test]
+fn a_reader_is_told_when_the_agents_session_drops_and_then_refused_until_it_is_back() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, namespace) = f.project("east", "logdrop").await;
+        let mut admin = f.admin().await;
+        let app_id = create(&mut admin, &project, "logdrop", "nginx:1.27").await;
+        let expected = [Expect {
+            app_id: &app_id,
+            name: "logdrop",
+            image: "nginx:1.27",
+            operations: &["create"],
+        }];
+        converged(&mut f, "east", &namespace, &expected).await;
+        let log_file = f.env.cluster("east").unwrap().kwok_log_file().unwrap();
+        let base = f.system.api_url();
+        let path = format!("/api/v1/apps/{app_id}/logs");
+        let marker = format!("drop-{}", uuid::Uuid::new_v4().simple());
+        append(&log_file, &marker);
+        let mut events = get(
+            &admin,
+            &base,
+            &format!("{path}?follow=true"),
+            "text/event-stream",
+        )
+        .await;
+        assert_eq!(events.status(), 200);
+        read_until(&mut events, |s| s.contains(&marker)).await;
+
+        // The agent goes away mid-stream: the hub tells the reader why the stream ended.
+        f.system.agent("east").unwrap().service.kill();
+        let rest = read_until(&mut events, |s| s.contains("event: end")).await;
+        let end: Value = rest
+            .split("event: end\ndata: ")
+            .nth(1)
+            .and_then(|d| d.lines().next())
+            .map(|d| serde_json::from_str(d).unwrap())
+            .unwrap();
+        assert_eq!(end["reason"], "session_dropped", "{rest}");
+
+        // Without the agent nothing is queued: a new reader is refused at once.
+        let refused = get(&admin, &base, &format!("{path}?tail=5"), "text/plain").await;
+        assert_eq!(refused.status(), 503);
+
+        f.system.agent("east").unwrap().service.start().unwrap();
+        f.system.wait_connected(CONVERGE).await.unwrap();
+        eventually("logs readable again", CONVERGE, async || {
+            get(&admin, &base, &format!("{path}?tail=5"), "text/plain")
+                .await
+                .status()
+                == 200
+        })
+        .await;
+    });
+}
