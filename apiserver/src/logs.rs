@@ -67,11 +67,10 @@ impl Subscribers {
         Subscription { rx, end }
     }
 
-    /// Forgets the reader of `id`; `true` if it was still registered.
-    pub fn close(&self, id: &str) -> bool {
-        let removed = self.lock().remove(id).is_some();
+    /// Forgets the reader of `id`.
+    pub fn close(&self, id: &str) {
+        self.lock().remove(id);
         crate::metrics::log_readers(self.len());
-        removed
     }
 
     /// Readers registered now.
@@ -98,6 +97,7 @@ impl Subscribers {
                 message: "the reader did not keep up; the stream was cut".into(),
             });
             readers.remove(&id);
+            crate::metrics::log_readers(readers.len());
         }
     }
 

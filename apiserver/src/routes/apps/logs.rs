@@ -218,7 +218,7 @@ pub async fn logs(
     .for_cluster(cluster_id.clone(), org_id.clone());
     // Registered before the subscribe goes out, so no line falls between the two.
     let subscription = state.logs().open(&subscription_id);
-    let reader = Reader {
+    let mut reader = Reader {
         state: state.clone(),
         subscription_id: subscription_id.clone(),
         cluster_id,
@@ -227,9 +227,12 @@ pub async fn logs(
         text: wants_text(&headers),
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         done: false,
+        agent_ended: false,
     };
     if let Err(refused) = state.secrets().confirm(command).await {
-        // The reader is dropped here: it forgets the subscription and tells the agent.
+        // The reader is dropped here: it forgets the subscription and, unless the agent
+        // refused it (then there is no stream), tells the agent to stop.
+        reader.agent_ended = matches!(refused, Unconfirmed::Rejected { .. });
         drop(reader);
         return Err(match refused {
             Unconfirmed::Api(error) => error,
@@ -287,6 +290,8 @@ struct Reader {
     text: bool,
     heartbeat: tokio::time::Interval,
     done: bool,
+    /// The agent said the stream ended: nothing to stop there.
+    agent_ended: bool,
 }
 
 impl Reader {
@@ -299,7 +304,10 @@ impl Reader {
                 frame = self.subscription.rx.recv() => {
                     return Some(match frame {
                         Some(Frame::Lines(lines)) => self.render_lines(&lines),
-                        Some(Frame::End(end)) => self.finish(end),
+                        Some(Frame::End(end)) => {
+                            self.agent_ended = true;
+                            self.finish(end)
+                        }
                         None => {
                             let end = self.subscription.cut_reason().unwrap_or(LogEnd {
                                 subscription_id: wire::Id::new(&self.subscription_id),
@@ -354,8 +362,9 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        // Still registered means the agent may still be streaming: tell it to stop.
-        if self.state.logs().close(&self.subscription_id) {
+        self.state.logs().close(&self.subscription_id);
+        // The client left, or was cut for not keeping up: the agent may still be streaming.
+        if !self.agent_ended {
             let command = Envelope::new(wire::LogsUnsubscribe {
                 subscription_id: wire::Id::new(&self.subscription_id),
             })
