@@ -42,6 +42,8 @@ pub struct Context {
     pub written: std::sync::Mutex<std::collections::HashMap<String, (String, StackDeployStatus)>>,
     /// Where the agent's Kubernetes Events go (on StackDeploys and the objects it applies).
     pub events: kubenest_runtime::events::EventSink,
+    /// The live log streams.
+    pub logs: crate::logs::Streams,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,

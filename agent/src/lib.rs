@@ -44,6 +44,7 @@ pub mod exports;
 pub mod finalizer;
 pub mod gitops;
 pub mod helm;
+pub mod logs;
 pub mod metrics;
 pub mod project;
 pub mod readiness;
@@ -165,6 +166,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
             metrics::metrics().events.clone(),
             shutdown.child_token(),
         ),
+        logs: Default::default(),
     });
     let commands = commands::Commands::start(ctx.clone());
     let stop = || {

@@ -11,6 +11,7 @@
 //! - `hub_connected`: 1 while a hub session is up;
 //! - Kubernetes Events: `events_total{reason, type}`, `events_dropped_total`,
 //!   `events_failed_total`;
+//! - `log_streams`: log streams being served now;
 //! - reconciles of the `stack`, `addon` and `build` controllers
 //!   ([`kubenest_runtime::reconciles`]).
 
@@ -45,6 +46,7 @@ pub struct Metrics {
     pub hub_connected: Gauge,
     /// The Kubernetes Events written ([`kubenest_runtime::events`]).
     pub events: EventMetrics,
+    pub log_streams: Gauge,
     /// The reporter of the running agent, whose session state readiness reads.
     reporter: Mutex<Option<Reporter>>,
 }
@@ -57,6 +59,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     drift_heals: Counter::default(),
     hub_connected: Gauge::default(),
     events: EventMetrics::default(),
+    log_streams: Gauge::default(),
     reporter: Mutex::default(),
 });
 
@@ -90,6 +93,12 @@ impl Metrics {
                 outcome,
             })
             .inc();
+    }
+
+    /// Records how many log streams are live.
+    pub fn log_streams(&self, live: usize) {
+        self.log_streams
+            .set(i64::try_from(live).unwrap_or(i64::MAX));
     }
 
     /// The agent's reporter, whose session state readiness and `hub_connected` show.
@@ -129,6 +138,11 @@ pub fn admin(client: &kube::Client) -> Admin {
         "hub_connected",
         "1 while a hub session is up",
         metrics.hub_connected.clone(),
+    );
+    registry.register(
+        "log_streams",
+        "Log streams being served now",
+        metrics.log_streams.clone(),
     );
     admin
         .before_scrape(move || {

@@ -39,6 +39,17 @@ impl Reporter {
         }
     }
 
+    /// Queues an event that must not be lost silently: `false` when it could not be queued
+    /// (no session, or the queue is full), so the caller can end what it was doing.
+    pub fn offer(&self, event: impl Into<Message>) -> bool {
+        *self.connected.borrow() && self.events.try_send(event.into()).is_ok()
+    }
+
+    /// Follows whether a session is up.
+    pub fn watch_connected(&self) -> watch::Receiver<bool> {
+        self.connected.clone()
+    }
+
     /// Whether a session is up.
     pub fn connected(&self) -> bool {
         *self.connected.borrow()

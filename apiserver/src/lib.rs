@@ -27,6 +27,7 @@ pub mod events;
 pub mod extract;
 pub mod k8s;
 pub mod limits;
+pub mod logs;
 pub mod metrics;
 pub mod model;
 pub mod routes;
@@ -160,6 +161,23 @@ fn api_routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/v1/apps/{id}/components/{component}/secret",
             put(apps::put_secret).delete(apps::delete_secret),
+        )
+        .api_route(
+            "/api/v1/apps/{id}/logs",
+            get_with(apps::logs, |op| {
+                op.summary("Container logs of an App component")
+                    .description(
+                        "Log lines of every container of the component's pods, each tagged with \
+                         its pod and container, as Server-Sent Events (`event: log`, data \
+                         `{timestamp, pod, container, line}`; a last `event: end` with data \
+                         `{reason, message}` says why the stream stopped) or, with \
+                         `Accept: text/plain`, as chunked text lines `pod/container line`. \
+                         Fail-closed through the hub: 503 when the cluster's agent is not \
+                         connected, 409 when the App is not deployed, 504 without an answer \
+                         in time. A reader that does not keep up is cut (reason `limit`).",
+                    )
+                    .response::<200, String>()
+            }),
         )
         .api_route("/api/v1/addon-definitions", get(addons::definitions))
         .api_route("/api/v1/addon-definitions/{name}", get(addons::definition))

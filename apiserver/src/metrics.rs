@@ -7,6 +7,7 @@
 //! - `http_requests_total{method, route, status}` and `http_request_duration_seconds{method,
 //!   route}` ([`kubenest_runtime::http_metrics`]);
 //! - `sse_subscribers`: event streams open now;
+//! - `log_readers`: log streams being read through this server now;
 //! - the pool: `db_connections{state}`, `db_connections_max`.
 
 use std::sync::LazyLock;
@@ -21,6 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 pub struct Metrics {
     pub http: HttpMetrics,
     pub sse_subscribers: Gauge,
+    pub log_readers: Gauge,
     pub pool: PoolGauges,
 }
 
@@ -48,6 +50,13 @@ impl Drop for Subscriber {
     }
 }
 
+/// Records how many log streams are being read now.
+pub fn log_readers(open: usize) {
+    metrics()
+        .log_readers
+        .set(i64::try_from(open).unwrap_or(i64::MAX));
+}
+
 /// The API server's admin endpoint: its metrics, and readiness on PostgreSQL and the
 /// management cluster.
 pub fn admin(client: &kube::Client, history: &History) -> Admin {
@@ -59,6 +68,11 @@ pub fn admin(client: &kube::Client, history: &History) -> Admin {
         "sse_subscribers",
         "Event streams open now",
         metrics.sse_subscribers.clone(),
+    );
+    registry.register(
+        "log_readers",
+        "Log streams being read through this server now",
+        metrics.log_readers.clone(),
     );
     metrics.pool.register(registry);
     let (scraped, pinged) = (history.clone(), history.clone());

@@ -72,6 +72,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
     }
     let tokens = AccessTokens::from_pem(&config.signing_key_pem, config.issuer.clone())?;
     let mut hub_client = None;
+    let logs = crate::logs::Subscribers::default();
     let secrets = match config.hub {
         Some(hub) => {
             let leases: Api<Lease> = Api::namespaced(config.client.clone(), &hub.session_namespace);
@@ -85,7 +86,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
             )
             .map_err(|e| anyhow::anyhow!("{e}"))?;
             hub_client = Some(client.clone());
-            Secrets::start(client, statuses)
+            Secrets::start(client, statuses, logs.clone())
         }
         None => Secrets::disabled(),
     };
@@ -106,6 +107,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         index,
         limits: Limits::new(config.limits),
         secrets,
+        logs,
         hub: hub_client,
         events,
         settings: config.settings,

@@ -30,7 +30,8 @@ enum Answer {
 
 type Waiters = Arc<Mutex<HashMap<Uuid, oneshot::Sender<Answer>>>>;
 
-/// Sends secret commands and waits for the agent's answer.
+/// Sends fail-closed commands (secrets, log subscriptions) and waits for the agent's answer;
+/// hands log frames to their subscribers.
 #[derive(Debug, Clone)]
 pub struct Secrets {
     hub: Option<HubClient>,
@@ -47,7 +48,11 @@ impl Secrets {
     }
 
     /// Uses `hub` and reads the agents' answers from `statuses` (the hub client's receiver).
-    pub fn start(hub: HubClient, mut statuses: mpsc::Receiver<Envelope>) -> Self {
+    pub fn start(
+        hub: HubClient,
+        mut statuses: mpsc::Receiver<Envelope>,
+        logs: crate::logs::Subscribers,
+    ) -> Self {
         let waiters: Waiters = Arc::default();
         tokio::spawn({
             let waiters = waiters.clone();
@@ -66,6 +71,14 @@ impl Secrets {
                                 field: r.field,
                             },
                         ),
+                        Message::LogLines(lines) => {
+                            logs.lines(lines);
+                            continue;
+                        }
+                        Message::LogEnd(end) => {
+                            logs.end(end);
+                            continue;
+                        }
                         _ => continue,
                     };
                     let waiter = waiters
@@ -86,11 +99,27 @@ impl Secrets {
 
     /// Sends `command` and waits until the agent stored it.
     pub async fn send(&self, command: Envelope) -> Result<(), ApiError> {
+        self.confirm(command).await.map_err(|e| match e {
+            Unconfirmed::Api(error) => error,
+            Unconfirmed::Rejected {
+                reason,
+                message,
+                field,
+            } => ApiError {
+                field: field.map(|f| format!("values{}", f.trim_start_matches("/values"))),
+                ..ApiError::invalid("", format!("the cluster refused it ({reason}): {message}"))
+            },
+        })
+    }
+
+    /// Sends `command` and waits for the agent's `command.accepted`; a refusal comes back as
+    /// the agent worded it, for the caller to map.
+    pub async fn confirm(&self, command: Envelope) -> Result<(), Unconfirmed> {
         let Some(hub) = &self.hub else {
-            return Err(ApiError::unavailable(
+            return Err(Unconfirmed::Api(ApiError::unavailable(
                 "hub_unavailable",
                 "this API server has no hub connection; nothing was changed",
-            ));
+            )));
         };
         let id = command.id;
         let (tx, rx) = oneshot::channel();
@@ -99,16 +128,18 @@ impl Secrets {
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, tx);
         let outcome = async {
-            hub.dispatch(command).await.map_err(|e| match e {
-                DispatchError::NoSession => ApiError::unavailable(
-                    "cluster_unreachable",
-                    "the cluster's agent is not connected; nothing was changed",
-                ),
-                DispatchError::Invalid(message) => ApiError::invalid("values", message),
-                other => ApiError::unavailable(
-                    "hub_unavailable",
-                    format!("the hub did not confirm the route ({other}); nothing was changed"),
-                ),
+            hub.dispatch(command).await.map_err(|e| {
+                Unconfirmed::Api(match e {
+                    DispatchError::NoSession => ApiError::unavailable(
+                        "cluster_unreachable",
+                        "the cluster's agent is not connected; nothing was changed",
+                    ),
+                    DispatchError::Invalid(message) => ApiError::invalid("values", message),
+                    other => ApiError::unavailable(
+                        "hub_unavailable",
+                        format!("the hub did not confirm the route ({other}); nothing was changed"),
+                    ),
+                })
             })?;
             match tokio::time::timeout(CONFIRM_TIMEOUT, rx).await {
                 Ok(Ok(Answer::Accepted)) => Ok(()),
@@ -116,20 +147,21 @@ impl Secrets {
                     reason,
                     message,
                     field,
-                })) => Err(ApiError {
-                    field: field.map(|f| format!("values{}", f.trim_start_matches("/values"))),
-                    ..ApiError::invalid("", format!("the cluster refused it ({reason}): {message}"))
+                })) => Err(Unconfirmed::Rejected {
+                    reason,
+                    message,
+                    field,
                 }),
-                Ok(Err(_)) | Err(_) => Err(ApiError {
+                Ok(Err(_)) | Err(_) => Err(Unconfirmed::Api(ApiError {
                     status: axum::http::StatusCode::GATEWAY_TIMEOUT,
                     code: "not_confirmed",
-                    message: "the hub routed the change but the agent did not confirm it in time; \
-                              it may or may not have been applied"
+                    message: "the hub routed the command but the agent did not confirm it in \
+                              time; it may or may not have been applied"
                         .into(),
                     field: None,
                     retry_after: None,
                     ways_out: None,
-                }),
+                })),
             }
         }
         .await;
@@ -139,4 +171,28 @@ impl Secrets {
             .remove(&id);
         outcome
     }
+
+    /// Sends `command` without waiting for the agent (an unsubscribe when a reader left).
+    pub fn fire(&self, command: Envelope) {
+        if let Some(hub) = self.hub.clone() {
+            tokio::spawn(async move {
+                if let Err(error) = hub.dispatch(command).await {
+                    tracing::debug!(%error, "command not routed");
+                }
+            });
+        }
+    }
+}
+
+/// Why a command was not confirmed.
+#[derive(Debug)]
+pub enum Unconfirmed {
+    /// Not routed, or no answer in time: the response to give.
+    Api(ApiError),
+    /// The agent refused it.
+    Rejected {
+        reason: String,
+        message: String,
+        field: Option<String>,
+    },
 }

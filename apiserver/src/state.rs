@@ -44,6 +44,8 @@ pub struct Inner {
     pub index: Arc<Index>,
     pub limits: Limits,
     pub secrets: Secrets,
+    /// Readers of log streams on this server.
+    pub logs: crate::logs::Subscribers,
     /// The hub replicas, when configured: a token rotation raises the floor on each itself.
     pub hub: Option<kubenest_hub_client::HubClient>,
     pub events: Events,
@@ -89,6 +91,10 @@ impl AppState {
 
     pub fn secrets(&self) -> &Secrets {
         &self.0.secrets
+    }
+
+    pub fn logs(&self) -> &crate::logs::Subscribers {
+        &self.0.logs
     }
 
     pub fn hub(&self) -> Option<&kubenest_hub_client::HubClient> {

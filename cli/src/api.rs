@@ -277,6 +277,39 @@ impl Client {
         self.call(Method::DELETE, path, None).await
     }
 
+    /// A streamed GET (`Accept: accept`): the response once it answered 2xx, for the caller to
+    /// read chunk by chunk; a 401 rotates the session once, as [`Client::call`] does.
+    pub async fn stream(
+        &mut self,
+        path: &str,
+        accept: &str,
+    ) -> Result<reqwest::Response, ApiError> {
+        let mut rotated = false;
+        loop {
+            let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
+            let response = self
+                .http
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&session.access_token)
+                .header(reqwest::header::ACCEPT, accept)
+                .send()
+                .await
+                .map_err(|s| self.transport(s))?;
+            if response.status().is_success() {
+                return Ok(response);
+            }
+            let can_refresh = session.refresh_token.is_some();
+            match self.answer(response).await {
+                Err(ApiError::Status { status: 401, .. }) if can_refresh && !rotated => {
+                    self.refresh().await?;
+                    rotated = true;
+                }
+                Err(error) => return Err(error),
+                Ok(_) => unreachable_success()?,
+            }
+        }
+    }
+
     /// One call with the session's access token; a 401 with a refresh token at hand rotates
     /// the session once and repeats the call.
     pub async fn call(
@@ -380,6 +413,17 @@ impl Client {
             source,
         }
     }
+}
+
+/// `answer` turns only non-2xx responses into values here; a 2xx was returned before.
+fn unreachable_success() -> Result<(), ApiError> {
+    Err(ApiError::Status {
+        status: 0,
+        code: "unexpected".into(),
+        message: "the API answered without a stream".into(),
+        field: None,
+        ways_out: Vec::new(),
+    })
 }
 
 /// One of an error's `ways_out` as `action: METHOD path` (and the components a patch touches).

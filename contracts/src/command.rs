@@ -363,6 +363,13 @@ pub struct LogsSubscribe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10000))]
     pub tail_lines: Option<u32>,
+    /// Only lines newer than this many seconds (at most 30 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 2592000))]
+    pub since_seconds: Option<u32>,
+    /// The previous (terminated) instance of each container.
+    #[serde(default)]
+    pub previous: bool,
 }
 
 /// Stop a log stream.

@@ -104,6 +104,7 @@ catalog! {
     "addon.status" => AddonStatus(AddonStatus), Status;
     "build.status" => BuildStatus(BuildStatus), Status;
     "log.lines" => LogLines(LogLines), Status;
+    "log.end" => LogEnd(LogEnd), Status;
     "snapshot" => Snapshot(Snapshot), Status;
     "route.ack" => RouteAck(RouteAck), Control;
     "route.nack" => RouteNack(RouteNack), Control;

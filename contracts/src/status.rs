@@ -262,6 +262,34 @@ pub struct LogLines {
     pub lines: Vec<LogLine>,
 }
 
+/// Why a log stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogEndReason {
+    /// Every pod's stream ended (the pods ended, or nothing more was asked for).
+    PodEnded,
+    /// The subscriber went away (an unsubscribe).
+    ClientGone,
+    /// A per-stream limit was hit (lines too fast, or the reader too slow).
+    Limit,
+    /// The agent refused the subscription (e.g. no such component, no pods).
+    Refused,
+    /// The hub session the stream travelled on dropped.
+    SessionDropped,
+    /// Reading the logs failed.
+    Error,
+}
+
+/// The last frame of a log stream: it says why no more lines come.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LogEnd {
+    pub subscription_id: Id,
+    pub reason: LogEndReason,
+    #[serde(default)]
+    #[schemars(length(max = 4096))]
+    pub message: String,
+}
+
 /// One StackDeploy the agent holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SnapshotEntry {

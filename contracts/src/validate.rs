@@ -271,6 +271,12 @@ pub struct Checked {
 }
 
 impl Checked {
+    /// A string field of the payload, read without decoding the frame (e.g. the
+    /// `subscription_id` the hub routes log frames by).
+    pub fn payload_str(&self, field: &str) -> Option<&str> {
+        self.value.get("payload")?.get(field)?.as_str()
+    }
+
     /// The typed envelope.
     pub fn into_envelope(self) -> Result<Envelope, FrameError> {
         let frame_id = Some(self.id);

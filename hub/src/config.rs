@@ -167,6 +167,7 @@ pub(crate) async fn build_hub(
         validator,
         floors: Floors::new(Duration::from_secs(args.floors_max_age_secs)),
         sessions: Sessions::default(),
+        logs: Default::default(),
         leases,
         metrics,
         settings: SessionSettings {

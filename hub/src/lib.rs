@@ -17,6 +17,7 @@ mod config;
 pub mod floors;
 mod http;
 pub mod leases;
+mod logs;
 mod metrics;
 mod route;
 mod session;
@@ -69,6 +70,8 @@ pub(crate) struct Hub {
     pub validator: &'static Validator,
     pub floors: Floors,
     pub sessions: Sessions,
+    /// Open log streams: which backend session each subscription's frames go to.
+    pub logs: logs::LogRoutes,
     pub leases: Leases,
     pub metrics: Metrics,
     pub settings: SessionSettings,

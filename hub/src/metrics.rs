@@ -32,6 +32,7 @@ pub struct Metrics {
     pub rejections: Family<ReasonLabel, Counter>,
     pub route_latency: Histogram,
     pub floors_fresh: Gauge,
+    pub log_routes: Gauge,
 }
 
 impl Metrics {
@@ -74,7 +75,14 @@ impl Metrics {
             "1 while this replica holds fresh floors",
             floors_fresh.clone(),
         );
+        let log_routes = Gauge::default();
+        registry.register(
+            "log_routes",
+            "Log streams routed through this replica now",
+            log_routes.clone(),
+        );
         Self {
+            log_routes,
             sessions,
             frames_in,
             frames_out,

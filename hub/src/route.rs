@@ -6,17 +6,19 @@ use std::time::Instant;
 use axum::extract::ws::Utf8Bytes;
 use kubenest_contracts::{
     Checked, Direction, Envelope, ErrorCode, ErrorFrame, FloorsApplied, FrameError, Id, Identity,
-    Message, NackReason, RouteAck, RouteNack,
+    LogEnd, LogEndReason, LogsUnsubscribe, Message, MessageType, NackReason, RouteAck, RouteNack,
 };
 use uuid::Uuid;
 
 use crate::Hub;
+use crate::logs::LogRoute;
 use crate::metrics::TypeLabel;
 use crate::sessions::{Outbound, Outbox, PendingAck, QueueError, close};
 
 /// The session a frame came from.
 #[derive(Debug)]
 pub(crate) struct Peer {
+    pub session_id: u64,
     pub identity: Identity,
     pub outbox: Outbox,
     pub malformed: u32,
@@ -54,7 +56,12 @@ pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
                 let message = "an agent may only send status for its own cluster and organization";
                 return forbid(hub, peer, frame.id, "/cluster_id", message);
             }
-            fan_out_status(hub, kind, text);
+            match frame.message_type {
+                MessageType::LogLines | MessageType::LogEnd => {
+                    route_log_frame(hub, peer, &frame, cluster_id, text)
+                }
+                _ => fan_out_status(hub, kind, text),
+            }
         }
         (Identity::Cluster { .. }, _) => {
             hub.metrics.reject("wrong_direction");
@@ -181,6 +188,30 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         started,
     };
     let kind = command.message_type.as_str();
+    // A log stream's frames will go to this backend only; opened before the subscribe leaves,
+    // so that no line can arrive before its route.
+    let subscription = match command.message_type {
+        MessageType::LogsSubscribe | MessageType::LogsUnsubscribe => {
+            command.payload_str("subscription_id").map(str::to_owned)
+        }
+        _ => None,
+    };
+    match (command.message_type, &subscription) {
+        (MessageType::LogsSubscribe, Some(id)) => {
+            let route = LogRoute {
+                backend_session: peer.session_id,
+                backend: peer.outbox.clone(),
+                agent_session: agent.session_id,
+                org_id: org_id.clone(),
+            };
+            hub.logs.open(cluster_id, id, route);
+        }
+        (MessageType::LogsUnsubscribe, Some(id)) => {
+            hub.logs.close(cluster_id, id);
+        }
+        _ => {}
+    }
+    hub.metrics.log_routes.set(gauge(hub.logs.len()));
     // The payload (and its revision) is opaque here: the command id links this line to the
     // controllers' `command sent` and the agent's `command` span, which name the revision.
     tracing::debug!(command_id = %command.id, %cluster_id, kind, "command routed");
@@ -190,6 +221,22 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         ack: Some(ack),
     }) {
         Ok(()) => {}
+        Err(error) if command.message_type == MessageType::LogsSubscribe => {
+            if let Some(id) = &subscription {
+                hub.logs.close(cluster_id, id);
+            }
+            let reason = match error {
+                QueueError::Full => NackReason::QueueFull,
+                QueueError::Closed => NackReason::NoSession,
+            };
+            nack(
+                hub,
+                peer,
+                command,
+                reason,
+                "the agent's session is not taking frames",
+            )
+        }
         Err(QueueError::Full) => {
             hub.metrics.reject("queue_full");
             let message = "the agent is not keeping up and was disconnected";
@@ -250,6 +297,72 @@ fn fan_out_status(hub: &Hub, kind: &'static str, text: Utf8Bytes) {
             hub.metrics.reject("queue_full");
         }
     }
+}
+
+fn gauge(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A `log.lines` or `log.end` goes to its subscriber only. Lines nobody reads any more make
+/// the agent stop the stream.
+fn route_log_frame(hub: &Hub, peer: &Peer, frame: &Checked, cluster_id: &Id, text: Utf8Bytes) {
+    let Some(id) = frame.payload_str("subscription_id") else {
+        return;
+    };
+    let subscriber = match frame.message_type {
+        MessageType::LogEnd => hub.logs.close(cluster_id, id),
+        _ => hub.logs.subscriber(cluster_id, id),
+    };
+    hub.metrics.log_routes.set(gauge(hub.logs.len()));
+    let kind = frame.message_type.as_str();
+    let sent = subscriber.map(|backend| {
+        backend.send(Outbound {
+            text,
+            kind,
+            ack: None,
+        })
+    });
+    match sent {
+        Some(Err(QueueError::Full)) => hub.metrics.reject("queue_full"),
+        Some(_) => {}
+        None if frame.message_type == MessageType::LogLines => {
+            let Some(org_id) = &frame.org_id else { return };
+            let stop = Envelope::new(LogsUnsubscribe {
+                subscription_id: Id::new(id),
+            })
+            .for_cluster(cluster_id.clone(), org_id.clone());
+            reply(hub, &peer.outbox, stop);
+        }
+        None => {}
+    }
+}
+
+/// An agent session ended: each of its streams' subscribers is told why no more lines come.
+pub(crate) fn agent_gone(hub: &Hub, cluster_id: &Id, agent_session: u64) {
+    for (id, route) in hub.logs.agent_gone(cluster_id, agent_session) {
+        let end = Envelope::new(LogEnd {
+            subscription_id: Id::new(id),
+            reason: LogEndReason::SessionDropped,
+            message: "the cluster's agent session with the hub ended".into(),
+        })
+        .for_cluster(cluster_id.clone(), route.org_id);
+        reply(hub, &route.backend, end);
+    }
+    hub.metrics.log_routes.set(gauge(hub.logs.len()));
+}
+
+/// A backend session ended: the agents stop the streams it was reading.
+pub(crate) fn backend_gone(hub: &Hub, backend_session: u64) {
+    for (cluster_id, id, org_id) in hub.logs.backend_gone(backend_session) {
+        if let Some(agent) = hub.sessions.agent(&cluster_id) {
+            let stop = Envelope::new(LogsUnsubscribe {
+                subscription_id: Id::new(id),
+            })
+            .for_cluster(cluster_id, org_id);
+            reply(hub, &agent.outbox, stop);
+        }
+    }
+    hub.metrics.log_routes.set(gauge(hub.logs.len()));
 }
 
 fn apply_control(hub: &Hub, peer: &Peer, envelope: Envelope) {

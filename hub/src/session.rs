@@ -69,6 +69,7 @@ where
         route_ids,
     ));
     let mut peer = Peer {
+        session_id,
         identity,
         outbox: outbox.clone(),
         malformed: 0,
@@ -80,11 +81,13 @@ where
     match route {
         Some((cluster_id, _, epoch)) => {
             hub.sessions.unregister_agent(&cluster_id, session_id);
+            route::agent_gone(&hub, &cluster_id, session_id);
             spawn_lease(&hub, cluster_id.clone(), epoch, false);
             tracing::info!(%cluster_id, session_id, reason = outbox.close_reason().1, "agent disconnected");
         }
         None => {
             hub.sessions.unregister_backend(session_id);
+            route::backend_gone(&hub, session_id);
             tracing::info!(
                 session_id,
                 reason = outbox.close_reason().1,

@@ -116,6 +116,7 @@ impl Commands {
                 "build.kaniko".into(),
                 "build.buildpacks".into(),
                 "gitops".into(),
+                "logs".into(),
             ],
             kubernetes_version: self.ctx.kubernetes_version.clone(),
         }
@@ -186,11 +187,11 @@ async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
             }
             Ok(())
         }
-        Message::LogsSubscribe(_) | Message::LogsUnsubscribe(_) => Err(Refusal::new(
-            RejectReason::Unsupported,
-            "this agent does not stream logs",
-            None,
-        )),
+        Message::LogsSubscribe(c) => crate::logs::subscribe(ctx, c).await,
+        Message::LogsUnsubscribe(c) => {
+            crate::logs::unsubscribe(ctx, &c);
+            Ok(())
+        }
         other => Err(Refusal::new(
             RejectReason::Unsupported,
             format!("{} is not a command", other.message_type()),

@@ -142,6 +142,9 @@ impl Cluster {
         let mut apiserver = apiserver_command(bins, name, port, etcd, pki, host);
         if self.node.is_some() {
             real_node_apiserver_args(&mut apiserver, pki);
+        } else if matches!(self.role, ClusterRole::Workload(_)) {
+            // Pod logs come from kwok, which serves them at the fake nodes' InternalIP.
+            apiserver.arg("--kubelet-preferred-address-types=InternalIP");
         }
         self.spawn("kube-apiserver", apiserver, dir)?;
         let client = self.client().await?;
@@ -190,15 +193,26 @@ impl Cluster {
                 .await?;
         }
         if let ClusterRole::Workload(pool) = &self.role {
+            // kwok plays the kubelet's server too: the API server reaches it for pod logs at
+            // the nodes' InternalIP (loopback) and port, over TLS (the cluster's serving pair).
+            let kwok_port = wait::free_port()?;
+            let logs_config = write_kwok_logs(dir)?;
             let mut kwok = Command::new(&bins.kwok);
             kwok.arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
                 .arg(format!("--config={}", bins.kwok_stages.display()))
+                .arg(format!("--config={}", logs_config.display()))
                 .arg("--manage-all-nodes=false")
                 .arg("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
                 .arg("--cidr=10.244.0.0/16")
-                .arg("--node-ip=10.0.0.2")
+                .arg("--node-ip=127.0.0.1")
+                .arg(format!("--node-port={kwok_port}"))
                 .arg("--node-lease-duration-seconds=40")
-                .arg(format!("--server-address=127.0.0.1:{}", wait::free_port()?));
+                .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
+                .arg(format!(
+                    "--tls-private-key-file={}",
+                    pki.serving_key.display()
+                ))
+                .arg(format!("--server-address=127.0.0.1:{kwok_port}"));
             self.spawn("kwok", kwok, dir)?;
             self.create_nodes(&client, pool).await?;
         }
@@ -339,6 +353,18 @@ impl Cluster {
         }
     }
 
+    /// A kwok cluster's container log ([`KWOK_LOG_FILE`]): append CRI-format lines
+    /// (`<RFC 3339> stdout F <text>`) and every kwok container's log shows them.
+    pub fn kwok_log_file(&self) -> Option<std::path::PathBuf> {
+        let is_kwok = self.node.is_none() && matches!(self.role, ClusterRole::Workload(_));
+        is_kwok.then(|| {
+            self.kubeconfig_path
+                .parent()
+                .unwrap_or(Path::new("."))
+                .join(KWOK_LOG_FILE)
+        })
+    }
+
     /// An admin kubeconfig (client certificate in `system:masters`) for kubectl and clients.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
@@ -444,6 +470,30 @@ pub(crate) fn node_is_ready(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
+
+/// The log every kwok container has (kwok's ClusterLogs, in CRI log format), followed; returns
+/// the config file. Tests append lines to [`KWOK_LOG_FILE`] in the cluster's directory.
+fn write_kwok_logs(dir: &Path) -> Result<std::path::PathBuf, Error> {
+    let log_file = dir.join(KWOK_LOG_FILE);
+    if !log_file.exists() {
+        std::fs::write(
+            &log_file,
+            "2026-01-01T00:00:00.000000000Z stdout F kwok: container started\n",
+        )
+        .map_err(|e| Error::io("write kwok log", e))?;
+    }
+    let config = dir.join("kwok-logs.yaml");
+    let yaml = format!(
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: every-pod\n\
+         spec:\n  selector: {{}}\n  logs:\n  - containers: []\n    logsFile: {}\n    follow: true\n",
+        log_file.display()
+    );
+    std::fs::write(&config, yaml).map_err(|e| Error::io("write kwok logs config", e))?;
+    Ok(config)
+}
+
+/// The file (in a workload cluster's directory) every kwok container's log is read from.
+pub const KWOK_LOG_FILE: &str = "kwok-pods.log";
 
 fn apiserver_command(
     bins: &Binaries,

@@ -104,6 +104,43 @@ async fn a_deployment_reaches_its_ready_replicas_on_a_workload_cluster() {
     }
 }
 
+#[tokio::test]
+async fn a_kwok_pod_has_a_log_read_through_the_api_server() {
+    let env = kubenest_testkit::shared().await.unwrap();
+    let east = env.cluster("east").unwrap();
+    let ns = east.test_namespace("podlog").await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(ns.client(), ns.name());
+    deployments
+        .create(&PostParams::default(), &deployment("web", 1))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
+    let pod = eventually("a running pod", Duration::from_secs(60), || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .ok()?;
+        list.items
+            .into_iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+    let marker = format!("podlog-{}", uuid_suffix());
+    let log_file = east.kwok_log_file().unwrap();
+    let line = format!("2026-01-01T00:00:01.000000000Z stdout F {marker}\n");
+    // Appended, as a container writes: kwok may be following the file for another reader.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log_file)
+        .unwrap();
+    std::io::Write::write_all(&mut file, line.as_bytes()).unwrap();
+    let log = pods
+        .logs(&pod.name_any(), &kube::api::LogParams::default())
+        .await
+        .unwrap();
+    assert!(log.contains(&marker), "{log}");
+}
+
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
 #[kube(
     group = "testkit.kubenest.io",

@@ -34,6 +34,7 @@ mod actions;
 mod checks;
 mod history;
 mod list;
+mod logs;
 mod secrets;
 mod views;
 
@@ -42,6 +43,7 @@ pub(crate) use checks::check_deadline;
 use checks::*;
 pub use history::{DeploymentView, HistoryQuery, deployments};
 pub use list::{AppList, ListQuery, list};
+pub use logs::{LogsQuery, logs};
 pub use secrets::{
     ComponentPath, SecretBody, SecretDeleteQuery, SecretResponse, delete_secret, put_secret,
 };

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::{Global, Output, Table, clusters, is_id, projects, read_document, text};
 use crate::api;
 
+mod logs;
 mod tables;
 mod wait;
 
@@ -74,6 +75,26 @@ pub enum AppsCommand {
         app: AppArg,
         #[command(flatten)]
         wait: WaitArgs,
+    },
+    /// Container logs of a component, `pod/container line` (through the hub, never stored).
+    Logs {
+        #[command(flatten)]
+        app: AppArg,
+        /// The component (may be left out when the App has one workload).
+        #[arg(short = 'c', long)]
+        component: Option<String>,
+        /// Keep printing new lines until interrupted or the pods end.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only lines newer than this, e.g. 30s, 10m, 2h.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only the last N lines of each container.
+        #[arg(long)]
+        tail: Option<u32>,
+        /// The previous, terminated instance of each container.
+        #[arg(long)]
+        previous: bool,
     },
     /// Delete an App and everything it runs.
     Delete {
@@ -316,6 +337,24 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
                 "resumed",
             )
             .await?;
+        }
+        AppsCommand::Logs {
+            app,
+            component,
+            follow,
+            since,
+            tail,
+            previous,
+        } => {
+            let id = resolve(global, &mut client, &app).await?;
+            let args = logs::LogsArgs {
+                component,
+                follow,
+                since,
+                tail,
+                previous,
+            };
+            logs::print(&mut client, &id, &args).await?;
         }
         AppsCommand::Delete {
             app,

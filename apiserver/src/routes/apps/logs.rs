@@ -1,0 +1,456 @@
+//! `GET /api/v1/apps/{id}/logs`: container logs of an App component, fail-closed through the
+//! hub. The agent streams `pods/log` of the component's pods; the lines reach only this
+//! request. The stream ends when every pod's log ends, when the reader leaves (the agent is
+//! told to stop), when the hub session drops, or when the reader does not keep up; the last
+//! event says which.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use kube::ResourceExt;
+use kubenest_contracts::{self as wire, Envelope, LogEnd, LogEndReason, LogsSubscribe};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::load;
+use crate::authz::{Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::k8s;
+use crate::logs::{Frame, Subscription};
+use crate::routes::IdPath;
+use crate::secrets::Unconfirmed;
+use crate::state::AppState;
+
+/// How often a comment keeps an idle stream open through proxies.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+/// The largest `tail`.
+const MAX_TAIL: u32 = 10_000;
+/// The largest `since`: 30 days.
+const MAX_SINCE_SECONDS: u64 = 30 * 24 * 3600;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogsQuery {
+    /// The component; may be left out when the App has one workload component.
+    pub component: Option<String>,
+    /// Keep the stream open for new lines (`true`/`false`, default false).
+    pub follow: Option<String>,
+    /// Only lines newer than this, e.g. `30s`, `10m`, `2h`, `1d` (at most 30 days).
+    pub since: Option<String>,
+    /// Only the last N lines of each container (1 to 10000).
+    pub tail: Option<String>,
+    /// The previous, terminated instance of each container (`true`/`false`).
+    pub previous: Option<String>,
+}
+
+/// The query, checked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LogsRequest {
+    pub component: Option<String>,
+    pub follow: bool,
+    pub since_seconds: Option<u32>,
+    pub tail: Option<u32>,
+    pub previous: bool,
+}
+
+/// Checks every query parameter, naming the one at fault.
+pub fn check_query(query: &LogsQuery) -> ApiResult<LogsRequest> {
+    let since_seconds = query
+        .since
+        .as_deref()
+        .map(|s| {
+            parse_since(s).ok_or_else(|| {
+                ApiError::invalid(
+                    "since",
+                    "a duration such as 30s, 10m, 2h or 1d, from 1 second to 30 days",
+                )
+            })
+        })
+        .transpose()?;
+    let tail = query
+        .tail
+        .as_deref()
+        .map(|t| {
+            t.parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_TAIL).contains(n))
+                .ok_or_else(|| ApiError::invalid("tail", "a whole number from 1 to 10000"))
+        })
+        .transpose()?;
+    Ok(LogsRequest {
+        component: query.component.clone(),
+        follow: parse_bool(query.follow.as_deref(), "follow")?,
+        since_seconds,
+        tail,
+        previous: parse_bool(query.previous.as_deref(), "previous")?,
+    })
+}
+
+fn parse_bool(value: Option<&str>, field: &str) -> ApiResult<bool> {
+    match value {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") | Some("") => Ok(true),
+        Some(_) => Err(ApiError::invalid(field, "true or false")),
+    }
+}
+
+/// `30s`, `10m`, `2h`, `1d` (or plain seconds) as seconds, from 1 second to 30 days.
+pub fn parse_since(text: &str) -> Option<u32> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().last()? {
+        (at, c) if c.is_ascii_alphabetic() => (&text[..at], c),
+        _ => (text, 's'),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86400,
+        _ => return None,
+    };
+    let seconds = digits.parse::<u64>().ok()?.checked_mul(scale)?;
+    (1..=MAX_SINCE_SECONDS)
+        .contains(&seconds)
+        .then(|| u32::try_from(seconds).ok())
+        .flatten()
+}
+
+/// The component to read: the one named, or the App's only workload component.
+fn component_of(app: &kubenest_crds::App, asked: Option<&str>) -> ApiResult<String> {
+    let names: Vec<&str> = app
+        .spec
+        .components
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    match asked {
+        Some(name) if names.contains(&name) => Ok(name.to_owned()),
+        Some(name) => Err(ApiError::invalid(
+            "component",
+            format!(
+                "the App has no component {name:?}; it has: {}",
+                names.join(", ")
+            ),
+        )),
+        None => {
+            let workloads: Vec<&str> = app
+                .spec
+                .components
+                .iter()
+                .filter(|c| c.workload.is_some())
+                .map(|c| c.name.as_str())
+                .collect();
+            match workloads.as_slice() {
+                [only] => Ok((*only).to_owned()),
+                _ => Err(ApiError::invalid(
+                    "component",
+                    format!(
+                        "required: the App has several components ({})",
+                        names.join(", ")
+                    ),
+                )),
+            }
+        }
+    }
+}
+
+/// Streams the logs (viewers may read them).
+pub async fn logs(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Query(query): Query<LogsQuery>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "app")?;
+    let request = check_query(&query)?;
+    let app = &scoped.object;
+    let component = component_of(app, request.component.as_deref())?;
+    let deployed = app
+        .status
+        .as_ref()
+        .is_some_and(|s| s.observed_revision.is_some());
+    if !deployed {
+        return Err(ApiError::conflict(
+            "not_deployed",
+            "the App has not been deployed to its cluster yet; there are no logs to read",
+        ));
+    }
+    let project = scoped
+        .project
+        .as_ref()
+        .ok_or_else(|| ApiError::conflict("no_project", "the app's project is gone"))?;
+    let cluster_id = scoped
+        .cluster
+        .as_ref()
+        .and_then(|c| c.status.as_ref()?.cluster_id.clone())
+        .ok_or_else(|| {
+            ApiError::unavailable("cluster_unreachable", "the app's cluster is not registered")
+        })?;
+    let (cluster_id, org_id) = (
+        wire::Id::new(cluster_id),
+        wire::Id::new(scoped.org.name_any()),
+    );
+    let subscription_id = uuid::Uuid::new_v4().to_string();
+    let command = Envelope::new(LogsSubscribe {
+        subscription_id: wire::Id::new(&subscription_id),
+        app: wire::AppRef {
+            app_id: wire::Id::new(k8s::uid(app)),
+            name: wire::Name::new(app.name_any()),
+            project_id: wire::Id::new(project.name_any()),
+            namespace: wire::Name::new(&project.spec.namespace),
+        },
+        component: wire::Name::new(&component),
+        follow: request.follow,
+        tail_lines: request.tail,
+        since_seconds: request.since_seconds,
+        previous: request.previous,
+    })
+    .for_cluster(cluster_id.clone(), org_id.clone());
+    // Registered before the subscribe goes out, so no line falls between the two.
+    let subscription = state.logs().open(&subscription_id);
+    let mut reader = Reader {
+        state: state.clone(),
+        subscription_id: subscription_id.clone(),
+        cluster_id,
+        org_id,
+        subscription,
+        text: wants_text(&headers),
+        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
+        done: false,
+        agent_ended: false,
+    };
+    if let Err(refused) = state.secrets().confirm(command).await {
+        // The reader is dropped here: it forgets the subscription and, unless the agent
+        // refused it (then there is no stream), tells the agent to stop.
+        reader.agent_ended = matches!(refused, Unconfirmed::Rejected { .. });
+        drop(reader);
+        return Err(match refused {
+            Unconfirmed::Api(error) => error,
+            Unconfirmed::Rejected { message, field, .. }
+                if field.as_deref() == Some("/component") =>
+            {
+                ApiError::conflict(
+                    "no_pods",
+                    format!("the cluster has no logs to give: {message}"),
+                )
+            }
+            Unconfirmed::Rejected {
+                reason, message, ..
+            } => ApiError::conflict(
+                "logs_refused",
+                format!("the cluster refused to stream logs ({reason}): {message}"),
+            ),
+        });
+    }
+    let content_type = if reader.text {
+        "text/plain; charset=utf-8"
+    } else {
+        "text/event-stream"
+    };
+    let frames = futures::stream::unfold(reader, |mut reader| async move {
+        let bytes = reader.next().await?;
+        Some((Ok::<_, Infallible>(bytes), reader))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response())
+}
+
+fn wants_text(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| {
+            accept.contains("text/plain") && !accept.contains("text/event-stream")
+        })
+}
+
+/// One reader's stream; dropping it (the client left) stops the agent's stream.
+struct Reader {
+    state: AppState,
+    subscription_id: String,
+    cluster_id: wire::Id,
+    org_id: wire::Id,
+    subscription: Subscription,
+    text: bool,
+    heartbeat: tokio::time::Interval,
+    done: bool,
+    /// The agent said the stream ended: nothing to stop there.
+    agent_ended: bool,
+}
+
+impl Reader {
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        loop {
+            tokio::select! {
+                frame = self.subscription.rx.recv() => {
+                    return Some(match frame {
+                        Some(Frame::Lines(lines)) => self.render_lines(&lines),
+                        Some(Frame::End(end)) => {
+                            self.agent_ended = true;
+                            self.finish(end)
+                        }
+                        None => {
+                            let end = self.subscription.cut_reason().unwrap_or(LogEnd {
+                                subscription_id: wire::Id::new(&self.subscription_id),
+                                reason: LogEndReason::Error,
+                                message: "the stream ended without a reason".into(),
+                            });
+                            self.finish(end)
+                        }
+                    });
+                }
+                _ = self.heartbeat.tick() => {
+                    if !self.text {
+                        return Some(Bytes::from_static(b":heartbeat\n\n"));
+                    }
+                }
+            }
+        }
+    }
+
+    fn render_lines(&self, lines: &[wire::LogLine]) -> Bytes {
+        let mut out = String::new();
+        for line in lines {
+            if self.text {
+                out.push_str(&format!("{}/{} {}\n", line.pod, line.container, line.line));
+            } else {
+                let data = json!({
+                    "timestamp": line.timestamp,
+                    "pod": line.pod,
+                    "container": line.container,
+                    "line": line.line,
+                });
+                out.push_str(&format!("event: log\ndata: {data}\n\n"));
+            }
+        }
+        Bytes::from(out)
+    }
+
+    fn finish(&mut self, end: LogEnd) -> Bytes {
+        self.done = true;
+        let reason = serde_json::to_value(end.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        if self.text {
+            Bytes::from(format!("# end of logs ({reason}): {}\n", end.message))
+        } else {
+            let data = json!({ "reason": reason, "message": end.message });
+            Bytes::from(format!("event: end\ndata: {data}\n\n"))
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.state.logs().close(&self.subscription_id);
+        // The client left, or was cut for not keeping up: the agent may still be streaming.
+        if !self.agent_ended {
+            let command = Envelope::new(wire::LogsUnsubscribe {
+                subscription_id: wire::Id::new(&self.subscription_id),
+            })
+            .for_cluster(self.cluster_id.clone(), self.org_id.clone());
+            self.state.secrets().fire(command);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> LogsQuery {
+        let mut q = LogsQuery {
+            component: None,
+            follow: None,
+            since: None,
+            tail: None,
+            previous: None,
+        };
+        for (k, v) in pairs {
+            let v = Some((*v).to_owned());
+            match *k {
+                "follow" => q.follow = v,
+                "since" => q.since = v,
+                "tail" => q.tail = v,
+                "previous" => q.previous = v,
+                _ => q.component = v,
+            }
+        }
+        q
+    }
+
+    #[test]
+    fn since_takes_seconds_minutes_hours_and_days() {
+        assert_eq!(parse_since("30s"), Some(30));
+        assert_eq!(parse_since("10m"), Some(600));
+        assert_eq!(parse_since("2h"), Some(7200));
+        assert_eq!(parse_since("1d"), Some(86400));
+        assert_eq!(parse_since("45"), Some(45));
+        for bad in [
+            "",
+            "m",
+            "0s",
+            "-5m",
+            "10x",
+            "1.5h",
+            "31d",
+            "99999999999999999999s",
+        ] {
+            assert_eq!(parse_since(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_naming_the_field() {
+        for (pairs, field) in [
+            (vec![("tail", "0")], "tail"),
+            (vec![("tail", "10001")], "tail"),
+            (vec![("tail", "lots")], "tail"),
+            (vec![("since", "yesterday")], "since"),
+            (vec![("follow", "maybe")], "follow"),
+            (vec![("previous", "2")], "previous"),
+        ] {
+            let error = check_query(&query(&pairs)).err();
+            assert_eq!(
+                error.and_then(|e| e.field).as_deref(),
+                Some(field),
+                "{pairs:?}"
+            );
+        }
+        let ok = check_query(&query(&[
+            ("follow", "true"),
+            ("since", "10m"),
+            ("tail", "100"),
+        ]));
+        assert_eq!(
+            ok.ok(),
+            Some(LogsRequest {
+                component: None,
+                follow: true,
+                since_seconds: Some(600),
+                tail: Some(100),
+                previous: false,
+            })
+        );
+    }
+}
