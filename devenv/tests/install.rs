@@ -7,7 +7,8 @@
 //! demo App deployed through REST runs its web app, Postgres and Redis in real containers, the
 //! addons' exports wired in (its HTTP answer says both backends answered), and a change and a
 //! rollback roll out on the node. The demo is asked through its Service from a pod, and the
-//! agent's namespace enforces Pod Security `restricted`.
+//! agent's namespace enforces Pod Security `restricted`; the web container's own log lines come
+//! back through the hub (`GET /api/v1/apps/{id}/logs`).
 //!
 //! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
 
@@ -185,6 +186,36 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
         assert_eq!(answer["postgres"]["connected"], true, "{answer}");
         assert_eq!(answer["redis"]["connected"], true, "{answer}");
         eprintln!("the demo answered: {answer}");
+
+        // The web container's own log lines (a real process's stdout) reach a REST reader
+        // through the agent pod and the hub, tagged with pod and container.
+        let token = admin.session().unwrap().access_token.clone();
+        let text = reqwest::Client::new()
+            .get(format!(
+                "{}{path}/logs?component=web&tail=100",
+                system.api_url()
+            ))
+            .bearer_auth(token)
+            .header("Accept", "text/plain")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(text.status(), 200);
+        let text = text.text().await.unwrap();
+        let serving = text
+            .lines()
+            .find(|l| l.contains("serving") && l.contains("one"))
+            .unwrap_or_else(|| panic!("no startup line of the demo in its log:\n{text}"));
+        assert!(
+            serving.starts_with("demo-web-"),
+            "tagged with its pod: {serving}"
+        );
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.starts_with("# end of logs")),
+            "{text}"
+        );
 
         // A change rolls out on the node; a rollback to the first deployment brings it back.
         let mut components = first["components"].clone();
