@@ -186,7 +186,13 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
             "activeDeadlineSeconds": 3600,
             "ttlSecondsAfterFinished": 86400,
             "template": {
-                "metadata": {"labels": {labels::BUILD_ID: request.build_id.as_str()}},
+                // The build's pods are the component's too: its logs stream with the
+                // component's (`logs.subscribe`), tagged with the build pod's name.
+                "metadata": {"labels": {
+                    labels::BUILD_ID: request.build_id.as_str(),
+                    labels::BUILD_OF: request.app.app_id.as_str(),
+                    labels::COMPONENT: request.component.as_str(),
+                }},
                 "spec": {"restartPolicy": "Never", "containers": [container]},
             },
         },

@@ -87,12 +87,23 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
         labels::COMPONENT,
         command.component.as_str()
     );
-    let list = pods
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(Refusal::internal)?;
-    let targets: Vec<(String, String)> = list
-        .items
+    // The component's workload pods, then its build Jobs' pods (a Git workload's build log).
+    let builds = format!(
+        "{}={},{}={}",
+        labels::BUILD_OF,
+        command.app.app_id.as_str(),
+        labels::COMPONENT,
+        command.component.as_str()
+    );
+    let mut listed = Vec::new();
+    for selector in [&selector, &builds] {
+        let list = pods
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(Refusal::internal)?;
+        listed.extend(list.items);
+    }
+    let targets: Vec<(String, String)> = listed
         .iter()
         .flat_map(|pod| {
             let name = pod.metadata.name.clone().unwrap_or_default();

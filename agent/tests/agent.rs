@@ -526,6 +526,35 @@ async fn a_git_workload_is_built_by_a_job_and_then_runs_the_built_image() {
         args.contains(&"--context=git://git.example.test/api.git#main".to_owned()),
         "{args:?}"
     );
+
+    // The build Job's log streams as the component's, tagged with the build pod.
+    let log = f.east.kwok_log_file().unwrap();
+    let marker = format!("building-{}", uuid::Uuid::new_v4().simple());
+    let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.9fZ");
+    let mut file = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    std::io::Write::write_all(&mut file, format!("{at} stdout F {marker}\n").as_bytes()).unwrap();
+    let subscription = wire::Id::new(&uuid::Uuid::new_v4().to_string());
+    let subscribe: wire::LogsSubscribe = serde_json::from_value(json!({
+        "subscription_id": subscription,
+        "app": app_ref(&id, "api", &project, &namespace),
+        "component": "api",
+        "tail_lines": 100,
+    }))
+    .unwrap();
+    f.backend.send(subscribe).await;
+    let build_pod = format!("build-{}", built.build_id.as_str());
+    let line = f
+        .backend
+        .wait_for("the build pod's log line", LONG, |m| match m {
+            Message::LogLines(l) if l.subscription_id == subscription => l
+                .lines
+                .iter()
+                .find(|line| line.pod.starts_with(&build_pod) && line.line.ends_with(&marker))
+                .cloned(),
+            _ => None,
+        })
+        .await;
+    assert!(line.pod.starts_with(&build_pod), "{line:?}");
 }
 
 #[tokio::test]
