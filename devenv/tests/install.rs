@@ -6,7 +6,7 @@
 //! agent pod dials the hub (on the host address pods reach), the Cluster turns `connected`; the
 //! demo App deployed through REST runs its web app, Postgres and Redis in real containers, the
 //! addons' exports wired in (its HTTP answer says both backends answered), and a change and a
-//! rollback roll out on the node. The demo is asked through its Service from a pod, and the
+//! rollback (a new image tag and version, then back) roll out on the node. The demo is asked through its Service from a pod, and the
 //! agent's namespace enforces Pod Security `restricted`; the web container's own log lines come
 //! back through the hub (`GET /api/v1/apps/{id}/logs`).
 //!
@@ -26,6 +26,9 @@ use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kubenest_devenv::system::{Options, System};
 use kubenest_testkit::{Cluster, Environment, Images};
 use serde_json::{Value, json};
+
+const DEMO: &str = "localhost/kubenest/demo:0.1.0";
+const DEMO_NEXT: &str = "localhost/kubenest/demo:0.1.0-next";
 
 /// Real pulls, starts and helm installs take longer than kwok's instant pods.
 const REAL: Duration = Duration::from_secs(240);
@@ -169,7 +172,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
                 {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
                 {"name": "cache", "type": "addon", "addon_spec": {"definition": "redis"}},
                 {"name": "web", "type": "workload", "workload_spec": {
-                    "image": "localhost/kubenest/demo:0.1.0", "replicas": 1, "port": 8080,
+                    "image": DEMO, "replicas": 1, "port": 8080,
                     "env": [
                         {"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}},
                         {"name": "REDIS_URL", "export_ref": {"component": "cache", "export": "url"}},
@@ -225,6 +228,9 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .iter_mut()
             .find(|c| c["name"] == "web")
             .unwrap();
+        // A new release: a new image tag (of the same content here) and its version.
+        edge.tag_image(DEMO, DEMO_NEXT).await.unwrap();
+        web["workload_spec"]["image"] = json!(DEMO_NEXT);
         web["workload_spec"]["env"][2]["value"] = json!("two");
         admin
             .patch(&path, &json!({"components": components}))
@@ -233,6 +239,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
         let first_revision = first["revision"].clone();
         running(&mut admin, &path, edge, |r| *r != first_revision).await;
         assert_eq!(demo_answer(&edge_client, "two").await["version"], "two");
+        assert_eq!(web_image(&edge_client).await, DEMO_NEXT);
         let history = admin.get(&format!("{path}/deployments")).await.unwrap();
         let original = history
             .as_array()
@@ -253,8 +260,20 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
         // The rollback restores the first spec, hence its revision.
         running(&mut admin, &path, edge, |r| *r == first_revision).await;
         assert_eq!(demo_answer(&edge_client, "one").await["version"], "one");
+        assert_eq!(web_image(&edge_client).await, DEMO);
         drop(system);
     });
+}
+
+/// The image the demo's web Deployment runs.
+async fn web_image(client: &kube::Client) -> String {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "shop");
+    let web = deployments.get("demo-web").await.unwrap();
+    web.spec.unwrap().template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
 }
 
 /// Waits until the App at `path` runs its current revision and that revision is the one `want`
@@ -297,7 +316,7 @@ async fn demo_answer(client: &kube::Client, version: &str) -> Value {
                 "restartPolicy": "Never",
                 "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
-                    "name": "ask", "image": "localhost/kubenest/demo:0.1.0",
+                    "name": "ask", "image": DEMO,
                     "imagePullPolicy": "Never",
                     "args": ["get", "http://demo-web.shop.svc:8080/"],
                     "securityContext": {"allowPrivilegeEscalation": false,

@@ -353,6 +353,18 @@ impl Cluster {
         }
     }
 
+    /// Tags an imported image `source` as `target` on the real node (a new tag of the same
+    /// content, for tests that change an App's image). Errs on a cluster without a real node.
+    pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {
+        match &self.node {
+            Some(node) => node.tag_image(source, target).await,
+            None => Err(Error::Process(format!(
+                "cluster {} has no real node to tag {source} on",
+                self.name
+            ))),
+        }
+    }
+
     /// A kwok cluster's container log ([`KWOK_LOG_FILE`]): append CRI-format lines
     /// (`<RFC 3339> stdout F <text>`) and every kwok container's log shows them.
     pub fn kwok_log_file(&self) -> Option<std::path::PathBuf> {

@@ -182,6 +182,34 @@ impl RealNode {
         })
     }
 
+    /// Tags image `source` (already imported) as `target` too, as a registry would serve a new
+    /// tag of the same content.
+    pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {
+        let ctr = self.bins.ctr.clone();
+        let socket = self.layout.containerd_socket().display().to_string();
+        let (from, to) = (source.to_owned(), target.to_owned());
+        tokio::task::spawn_blocking(move || {
+            run(
+                &ctr,
+                &[
+                    "--address",
+                    &socket,
+                    "--namespace",
+                    "k8s.io",
+                    "images",
+                    "tag",
+                    "--force",
+                    &from,
+                    &to,
+                ],
+            )
+        })
+        .await
+        .map_err(|e| Error::Process(format!("the image tag's task: {e}")))?
+        .map(|_| ())
+        .map_err(|e| Error::Process(format!("ctr images tag {source} {target}: {e}")))
+    }
+
     /// Joins the node to the cluster: the kubelet (node identity from `pki`), kube-proxy and
     /// CoreDNS against `url`; waits until the node is Ready and DNS answers.
     pub async fn join(
