@@ -80,25 +80,20 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
         ));
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), command.app.namespace.as_str());
-    let selector = format!(
-        "{}={},{}={}",
-        labels::APP_ID,
-        command.app.app_id.as_str(),
-        labels::COMPONENT,
-        command.component.as_str()
-    );
-    // The component's workload pods, then its build Jobs' pods (a Git workload's build log).
-    let builds = format!(
-        "{}={},{}={}",
-        labels::BUILD_OF,
-        command.app.app_id.as_str(),
-        labels::COMPONENT,
-        command.component.as_str()
-    );
+    // The component's workload pods (`app-id`), then its build Jobs' pods (`build-of`: a Git
+    // workload's build log).
+    let of = |owner: &str| {
+        format!(
+            "{owner}={},{}={}",
+            command.app.app_id.as_str(),
+            labels::COMPONENT,
+            command.component.as_str()
+        )
+    };
     let mut listed = Vec::new();
-    for selector in [&selector, &builds] {
+    for selector in [of(labels::APP_ID), of(labels::BUILD_OF)] {
         let list = pods
-            .list(&ListParams::default().labels(selector))
+            .list(&ListParams::default().labels(&selector))
             .await
             .map_err(Refusal::internal)?;
         listed.extend(list.items);

@@ -154,60 +154,41 @@ impl RealNode {
     /// containerd's `k8s.io` namespace, unpacked for its snapshotter; pods then run the image
     /// with `imagePullPolicy: Never` or `IfNotPresent`.
     pub async fn import_image(&self, archive: &Path) -> Result<(), Error> {
-        let ctr = self.bins.ctr.clone();
-        let socket = self.layout.containerd_socket().display().to_string();
-        let archive_arg = archive.display().to_string();
-        tokio::task::spawn_blocking(move || {
-            run(
-                &ctr,
-                &[
-                    "--address",
-                    &socket,
-                    "--namespace",
-                    "k8s.io",
-                    "images",
-                    "import",
-                    "--snapshotter",
-                    "native",
-                    &archive_arg,
-                ],
-            )
-        })
-        .await
-        .map_err(|e| Error::Process(format!("the image import's task: {e}")))?
-        .map(|_| ())
-        .map_err(|e| Error::ImageImport {
-            archive: archive.to_owned(),
-            reason: e.to_string(),
-        })
+        let path = archive.display().to_string();
+        self.ctr_images(&["import", "--snapshotter", "native", &path])
+            .await
+            .map_err(|reason| Error::ImageImport {
+                archive: archive.to_owned(),
+                reason,
+            })
     }
 
     /// Tags image `source` (already imported) as `target` too, as a registry would serve a new
     /// tag of the same content.
     pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {
+        self.ctr_images(&["tag", "--force", source, target])
+            .await
+            .map_err(|reason| Error::Process(format!("ctr images tag {source} {target}: {reason}")))
+    }
+
+    /// `ctr images ARGS` against the node's containerd (namespace `k8s.io`), off the runtime's
+    /// threads; the error as text.
+    async fn ctr_images(&self, args: &[&str]) -> Result<(), String> {
         let ctr = self.bins.ctr.clone();
         let socket = self.layout.containerd_socket().display().to_string();
-        let (from, to) = (source.to_owned(), target.to_owned());
+        let mut all: Vec<String> = ["--address", &socket, "--namespace", "k8s.io", "images"]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+        all.extend(args.iter().map(|a| (*a).to_owned()));
         tokio::task::spawn_blocking(move || {
-            run(
-                &ctr,
-                &[
-                    "--address",
-                    &socket,
-                    "--namespace",
-                    "k8s.io",
-                    "images",
-                    "tag",
-                    "--force",
-                    &from,
-                    &to,
-                ],
-            )
+            let all: Vec<&str> = all.iter().map(String::as_str).collect();
+            run(&ctr, &all)
         })
         .await
-        .map_err(|e| Error::Process(format!("the image tag's task: {e}")))?
+        .map_err(|e| format!("the ctr task: {e}"))?
         .map(|_| ())
-        .map_err(|e| Error::Process(format!("ctr images tag {source} {target}: {e}")))
+        .map_err(|e| e.to_string())
     }
 
     /// Joins the node to the cluster: the kubelet (node identity from `pki`), kube-proxy and
