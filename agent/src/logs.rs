@@ -79,6 +79,15 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
             None,
         ));
     }
+    // Logs are read only in the App's own project namespace, as everything else the agent
+    // does for an App.
+    crate::boundary::check_namespace(
+        ctx,
+        command.app.namespace.as_str(),
+        command.app.project_id.as_str(),
+        "/app/namespace",
+    )
+    .await?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), command.app.namespace.as_str());
     // The component's workload pods (`app-id`), then its build Jobs' pods (`build-of`: a Git
     // workload's build log).

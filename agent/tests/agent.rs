@@ -335,6 +335,20 @@ async fn a_deploy_into_a_namespace_outside_its_project_is_rejected_with_the_fiel
         let refused = f.backend.answer(command).await.unwrap_err();
         assert_eq!(refused.reason, RejectReason::NamespaceViolation);
         assert_eq!(refused.field.as_deref(), Some("/app/namespace"));
+        // Nor are logs read there.
+        let subscribe: wire::LogsSubscribe = serde_json::from_value(json!({
+            "subscription_id": uuid::Uuid::new_v4().to_string(),
+            "app": app_ref(&app_id(), "intruder", &project, target),
+            "component": "web",
+        }))
+        .unwrap();
+        let refused = f
+            .backend
+            .answer(f.backend.send(subscribe).await)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.reason, RejectReason::NamespaceViolation);
+        assert_eq!(refused.field.as_deref(), Some("/app/namespace"));
     }
     // A StackDeploy written on the cluster directly is refused by its controller too, and the
     // refusal travels back as the App's status.
