@@ -547,7 +547,7 @@ async fn a_git_workload_is_built_by_a_job_and_then_runs_the_built_image() {
     let at = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.9fZ");
     let mut file = std::fs::OpenOptions::new().append(true).open(log).unwrap();
     std::io::Write::write_all(&mut file, format!("{at} stdout F {marker}\n").as_bytes()).unwrap();
-    let subscription = wire::Id::new(&uuid::Uuid::new_v4().to_string());
+    let subscription = wire::Id::new(uuid::Uuid::new_v4().to_string());
     let subscribe: wire::LogsSubscribe = serde_json::from_value(json!({
         "subscription_id": subscription,
         "app": app_ref(&id, "api", &project, &namespace),
