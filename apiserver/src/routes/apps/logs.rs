@@ -206,7 +206,7 @@ pub async fn logs(
         app: wire::AppRef {
             app_id: wire::Id::new(k8s::uid(app)),
             name: wire::Name::new(app.name_any()),
-            project_id: wire::Id::new(project.name_any()),
+            project_id: wire::Id::new(k8s::uid(project)),
             namespace: wire::Name::new(&project.spec.namespace),
         },
         component: wire::Name::new(&component),
