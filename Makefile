@@ -40,11 +40,11 @@ tour:
 	cargo build $(PROGRAMS) --bins
 	$(CARGO_TARGET_DIR)/debug/kubenest-dev tour
 
-# The programs' binaries first: end-to-end tests run them as processes (the `kubenest` CLI among
-# them, whose package has no test of its own that would make cargo build it).
+# End-to-end tests run the programs' binaries as processes: every program's package has a test
+# of its own (cli/tests/cli.rs for the `kubenest` CLI), so `cargo test` builds them all, with
+# the same features as the tests (a separate `cargo build` would build them a second time).
 test: setup console
 	@start=$$SECONDS; \
-	cargo build $(PROGRAMS) --bins && \
 	cargo test --workspace --no-fail-fast -- --test-threads=$(TEST_THREADS); \
 	status=$$?; echo "make test: finished in $$((SECONDS - start))s"; exit $$status
 
