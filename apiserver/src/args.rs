@@ -80,6 +80,47 @@ pub struct Args {
     /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
     #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
     console_dir: Option<std::path::PathBuf>,
+    /// Address of the admission webhooks (HTTPS, with `--admission-tls-cert`): the same rules
+    /// and a true actor for kubectl and GitOps writers.
+    #[arg(
+        long,
+        env = "KUBENEST_ADMISSION_LISTEN",
+        requires = "admission_tls_cert"
+    )]
+    admission_listen: Option<std::net::SocketAddr>,
+    /// PEM certificate chain of the webhooks' listener.
+    #[arg(
+        long,
+        env = "KUBENEST_ADMISSION_TLS_CERT",
+        requires = "admission_tls_key"
+    )]
+    admission_tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `--admission-tls-cert`.
+    #[arg(
+        long,
+        env = "KUBENEST_ADMISSION_TLS_KEY",
+        requires = "admission_tls_cert"
+    )]
+    admission_tls_key: Option<std::path::PathBuf>,
+    /// The CA the kube-apiserver verifies the webhooks with (default: the certificate itself).
+    #[arg(long, env = "KUBENEST_ADMISSION_CA")]
+    admission_ca: Option<std::path::PathBuf>,
+    /// Register the webhooks, reached at `https://host:port` or the Service
+    /// `namespace/name:port`.
+    #[arg(
+        long,
+        env = "KUBENEST_ADMISSION_ENDPOINT",
+        requires = "admission_listen"
+    )]
+    admission_endpoint: Option<crate::admission::register::Endpoint>,
+    /// Kubernetes users whose writes skip the webhooks (the controllers'; this server's own
+    /// identity always does). Repeat or comma-separate.
+    #[arg(
+        long = "admission-trusted-user",
+        env = "KUBENEST_ADMISSION_TRUSTED_USERS",
+        value_delimiter = ','
+    )]
+    admission_trusted_users: Vec<String>,
     /// Address of the admin endpoint (/metrics, /healthz, /readyz).
     #[arg(
         long,
@@ -174,6 +215,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
     crate::metrics::admin(state.client(), state.history())
         .bind(args.admin_listen, shutdown.clone())
         .await?;
+    if let Some(address) = args.admission_listen {
+        serve_admission(&args, address, &state, &shutdown).await?;
+    }
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(crate::Tls::from_pem_files(cert, key).await?),
@@ -188,6 +232,51 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
     match tls {
         Some(tls) => crate::serve_tls(listener, state, tls, stop).await?,
         None => crate::serve(listener, state, stop).await?,
+    }
+    Ok(())
+}
+
+/// Starts the admission webhooks on `address` and, with `--admission-endpoint`, registers them.
+async fn serve_admission(
+    args: &Args,
+    address: std::net::SocketAddr,
+    state: &crate::state::AppState,
+    shutdown: &CancellationToken,
+) -> Result<(), ServerError> {
+    let (Some(cert), Some(key)) = (&args.admission_tls_cert, &args.admission_tls_key) else {
+        return Ok(());
+    };
+    let client = state.client();
+    let mut trusted = args.admission_trusted_users.clone();
+    trusted.push(
+        crate::admission::register::own_username(client)
+            .await
+            .map_err(|e| anyhow::anyhow!("who this server is (SelfSubjectReview): {e}"))?,
+    );
+    let tls = crate::Tls::from_pem_files(cert, key).await?;
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(address = %listener.local_addr()?, ?trusted, "admission webhooks listening");
+    let admission = crate::admission::Admission::new(state.clone(), trusted.clone());
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        if let Err(error) =
+            crate::serve_admission(
+                listener,
+                admission,
+                tls,
+                async move { stop.cancelled().await },
+            )
+            .await
+        {
+            tracing::error!(%error, "admission webhooks stopped");
+        }
+    });
+    if let Some(endpoint) = &args.admission_endpoint {
+        let ca = std::fs::read_to_string(args.admission_ca.as_ref().unwrap_or(cert))?;
+        crate::admission::register::register(client, endpoint, &ca, &trusted)
+            .await
+            .map_err(|e| anyhow::anyhow!("registering the admission webhooks: {e}"))?;
+        tracing::info!(?endpoint, "admission webhooks registered");
     }
     Ok(())
 }

@@ -116,6 +116,7 @@ impl FromRequestParts<AppState> for Caller {
                 "this session ended (the password changed); log in",
             ));
         }
+        crate::audit::note_caller(&user.username, &user.id.to_string());
         Ok(Caller {
             user: user.username,
             id: user.id.to_string(),

@@ -18,7 +18,9 @@
 //! - Errors have one shape ([`error`]); the OpenAPI document is generated from the routes and
 //!   their types (`GET /api/v1/openapi.json`, committed as `apiserver/openapi.json`).
 
+pub mod admission;
 pub mod args;
+pub mod audit;
 pub mod auth;
 pub mod authz;
 pub mod console;
@@ -50,7 +52,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
-    addons, alerts, apps, clusters, orgs, projects, session, stream, templates, users,
+    addons, alerts, apps, audit as audit_log, clusters, orgs, projects, session, stream, templates,
+    users,
 };
 use crate::state::AppState;
 
@@ -116,6 +119,13 @@ fn api_routes() -> ApiRouter<AppState> {
             get_with(alerts::list, |op| {
                 op.summary("Alerts you may see: silent clusters, Apps past their deadline")
                     .response::<200, Json<Vec<alerts::AlertResponse>>>()
+            }),
+        )
+        .api_route(
+            "/api/v1/orgs/{org}/audit",
+            get_with(audit_log::list, |op| {
+                op.summary("The audit log: every mutation by REST, kubectl and GitOps (admins)")
+                    .response::<200, Json<audit_log::AuditPage>>()
             }),
         )
         .api_route(
@@ -268,6 +278,10 @@ pub fn app(state: AppState) -> Router {
     // One pass over the routes gives both the router and its document.
     let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
+    let routes = routes.route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        audit::record,
+    ));
     let routes = metrics::metrics().http.instrument(routes);
     let document = Arc::new(api);
     let routes = match &state.settings().console_dir {
@@ -367,6 +381,29 @@ pub async fn serve_tls(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     shrink_limits(&state);
+    serve_router_tls(listener, app(state), tls, shutdown).await
+}
+
+/// Serves the admission webhooks ([`admission`]) on `listener` over HTTPS (the kube-apiserver
+/// calls webhooks only so).
+pub async fn serve_admission(
+    listener: tokio::net::TcpListener,
+    admission: admission::Admission,
+    tls: Tls,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = admission::router(admission)
+        .layer(DefaultBodyLimit::max(4 * MAX_BODY_BYTES))
+        .layer(TraceLayer::new_for_http());
+    serve_router_tls(listener, router, tls, shutdown).await
+}
+
+async fn serve_router_tls(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    tls: Tls,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let handle = axum_server::Handle::new();
     tokio::spawn({
         let handle = handle.clone();
@@ -383,6 +420,6 @@ pub async fn serve_tls(
     axum_server::tls_rustls::from_tcp_rustls(listener, tls.0)?
         .map(|tls| tls.acceptor(no_delay))
         .handle(handle)
-        .serve(app(state).into_make_service_with_connect_info::<SocketAddr>())
+        .serve(router.into_make_service_with_connect_info::<SocketAddr>())
         .await
 }

@@ -16,8 +16,9 @@
 //!   (`clusterPhase`, `observedRevision`, components, drift, acceptance/rejection), the
 //!   controllers derive `phase`, conditions and history outcomes from it.
 //! - Requests that are not spec changes (redeploy, rollback) are annotations, so kubectl, GitOps
-//!   and the REST facade share one path; the actor of a change is the REST facade's
-//!   `kubenest.io/actor` when that field manager wrote it, else the Kubernetes field manager.
+//!   and the REST facade share one path; the actor of a change is `kubenest.io/actor`, which
+//!   the REST facade sets for its callers and the API server's admission webhook stamps from
+//!   every other writer's authenticated identity (without the webhook: the field manager).
 
 pub mod addon;
 pub mod alerts;

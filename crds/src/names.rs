@@ -39,6 +39,9 @@ pub mod labels {
 pub mod annotations {
     /// Who asked for a change through the API (the controllers put it in the history).
     pub const ACTOR: &str = "kubenest.io/actor";
+    /// The path the actor came by: `rest`, `kubectl` or `gitops` (stamped by the admission
+    /// webhook for kubectl and GitOps writers, by the API for its own).
+    pub const ACTOR_PATH: &str = "kubenest.io/actor-path";
     /// A redeploy request: a new value asks for a new rollout of the same spec.
     pub const REDEPLOY: &str = "kubenest.io/redeploy";
     /// A rollback request: the deployment (App) or revision (addon) to restore.

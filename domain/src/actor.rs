@@ -1,5 +1,7 @@
-//! Who made a change: the REST facade's `kubenest.io/actor` when that field manager wrote it,
-//! else the Kubernetes field manager that last changed the spec.
+//! Who made a change: the `kubenest.io/actor` annotation, which the REST facade sets for its
+//! callers and the admission webhook stamps from the authenticated identity of every other
+//! writer (overwriting what the writer claimed); on a management cluster without the webhook,
+//! the Kubernetes field manager that last changed the spec.
 
 use std::collections::BTreeMap;
 
@@ -20,15 +22,7 @@ pub fn actor_of_fields(
     fields: &[ManagedFieldsEntry],
     annotations: &BTreeMap<String, String>,
 ) -> String {
-    let by_api = fields.iter().any(|f| {
-        f.manager.as_deref() == Some(field_managers::API)
-            && f.fields_v1.as_ref().is_some_and(|v| {
-                v.0.pointer("/f:metadata/f:annotations")
-                    .and_then(|a| a.get(format!("f:{}", annotations::ACTOR)))
-                    .is_some()
-            })
-    });
-    if by_api && let Some(actor) = annotations.get(annotations::ACTOR) {
+    if let Some(actor) = annotations.get(annotations::ACTOR) {
         return actor.clone();
     }
     fields

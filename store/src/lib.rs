@@ -43,8 +43,9 @@ pub use database::Database;
 pub use error::StoreError;
 pub use events::{Event, EventLog};
 pub use history::{
-    AddonOperation, AddonRevision, AuditEntry, Deployment, DeploymentStatus, DeploymentWithDiff,
-    History, NewAddonRevision, NewAuditEntry, NewDeployment, Operation,
+    AddonOperation, AddonRevision, AuditEntry, AuditFilter, AuditPath, Deployment,
+    DeploymentStatus, DeploymentWithDiff, History, NewAddonRevision, NewAuditEntry, NewDeployment,
+    Operation, Outcome,
 };
 pub use login_failures::{FailureCounts, LoginFailures};
 pub use pool::PoolUse;

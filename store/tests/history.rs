@@ -311,9 +311,13 @@ async fn the_audit_log_is_per_organization_newest_first() {
         h.audit(&NewAuditEntry {
             org_id: org.into(),
             actor: "alice".into(),
+            actor_id: None,
             action: action.into(),
             resource_kind: "App".into(),
             resource_name: "shop".into(),
+            path: AuditPath::Rest,
+            outcome: Outcome::Succeeded,
+            status: 200,
             details: json!({}),
         })
         .await

@@ -150,7 +150,10 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
     }
 }
 
-async fn definition_named(state: &AppState, name: &str) -> ApiResult<Option<AddonDefinition>> {
+pub(crate) async fn definition_named(
+    state: &AppState,
+    name: &str,
+) -> ApiResult<Option<AddonDefinition>> {
     if !k8s::is_name(name) {
         return Ok(None);
     }
@@ -161,38 +164,50 @@ async fn definition_named(state: &AppState, name: &str) -> ApiResult<Option<Addo
 
 /// Checks values against the definition's JSON Schema, naming the first bad field.
 fn check_values(definition: &AddonDefinition, values: &Map<String, Value>) -> ApiResult<()> {
+    match values_refusal(definition, values)? {
+        Some((field, reason)) => Err(ApiError::invalid(field, reason)),
+        None => Ok(()),
+    }
+}
+
+/// The first value the definition's JSON Schema refuses: its field (`values.auth.database`)
+/// and why.
+pub(crate) fn values_refusal(
+    definition: &AddonDefinition,
+    values: &Map<String, Value>,
+) -> ApiResult<Option<(String, String)>> {
     let Some(schema) = &definition.spec.values_schema else {
-        return Ok(());
+        return Ok(None);
     };
     let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
         .map_err(|e| ApiError::internal(format!("definition's values schema: {e}")))?;
     let instance = Value::Object(values.clone());
-    if let Some(error) = validator.iter_errors(&instance).next() {
+    Ok(validator.iter_errors(&instance).next().map(|error| {
         let pointer = error.instance_path().to_string();
-        let field = format!("values{}", pointer.replace('/', "."));
-        return Err(ApiError::invalid(field, error.to_string()));
-    }
-    Ok(())
+        (
+            format!("values{}", pointer.replace('/', ".")),
+            error.to_string(),
+        )
+    }))
 }
 
 fn check_version(version: Option<&String>) -> ApiResult<()> {
-    let Some(version) = version else {
-        return Ok(());
-    };
+    match version_refusal(version) {
+        Some(reason) => Err(ApiError::invalid("version", reason)),
+        None => Ok(()),
+    }
+}
+
+/// Why a chart version is refused (only exact versions are taken).
+pub(crate) fn version_refusal(version: Option<&String>) -> Option<&'static str> {
+    let version = version?;
     let core = version.trim_start_matches('v');
     let core = core.split(['-', '+']).next().unwrap_or_default();
     let exact = core.split('.').count() == 3
         && core
             .split('.')
             .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
-    if exact {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "version",
-            "an exact chart version such as 16.2.3; ranges are refused",
-        ))
-    }
+    (!exact).then_some("an exact chart version such as 16.2.3; ranges are refused")
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -4,6 +4,7 @@
 pub mod addons;
 pub mod alerts;
 pub mod apps;
+pub mod audit;
 pub mod clusters;
 pub mod orgs;
 pub mod projects;
@@ -134,6 +135,7 @@ impl<K> Scoped<K> {
 async fn org_of<K: ResourceExt>(state: &AppState, object: &K) -> ApiResult<Organization> {
     let namespace = object.namespace().unwrap_or_default();
     let name = k8s::org_name_of(&namespace).ok_or_else(|| ApiError::not_found("organization"))?;
+    crate::audit::note_org(name);
     k8s::organization(state.client(), name)
         .await?
         .ok_or_else(|| ApiError::not_found("organization"))
@@ -281,6 +283,7 @@ impl OrgView {
 
 /// Loads an organization the caller sees (404 otherwise).
 pub async fn org_view(state: &AppState, caller: &Caller, name: &str) -> ApiResult<OrgView> {
+    crate::audit::note_org(name);
     let org = k8s::organization(state.client(), name)
         .await?
         .ok_or_else(|| ApiError::not_found("organization"))?;
@@ -330,7 +333,11 @@ pub fn patch_params() -> kube::api::PatchParams {
 
 /// Annotations recording who asked for a change.
 pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
-    [(annotations::ACTOR.to_owned(), caller.user.clone())].into()
+    [
+        (annotations::ACTOR.to_owned(), caller.user.clone()),
+        (annotations::ACTOR_PATH.to_owned(), "rest".to_owned()),
+    ]
+    .into()
 }
 
 /// A DNS label, or a 422 naming `field`.

@@ -163,7 +163,7 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn require_org_admin(caller: &Caller, view: &OrgView) -> ApiResult<()> {
+pub(crate) fn require_org_admin(caller: &Caller, view: &OrgView) -> ApiResult<()> {
     authz::require(
         authz::role_at(caller, &view.org, None, None).or(Some(kubenest_crds::common::Role::Viewer)),
         Need::Admin,

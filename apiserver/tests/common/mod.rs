@@ -139,6 +139,9 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
             },
         };
         let state = start(config, &shutdown).await.unwrap();
+        if replica == 0 {
+            admission(&client, &state, &shutdown).await;
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         urls.push(format!("http://{}", listener.local_addr().unwrap()));
         let stop = shutdown.clone();
@@ -158,6 +161,44 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         kubeconfig: mgmt.kubeconfig_path().to_path_buf(),
         database_url: database.url.clone(),
     }
+}
+
+/// Serves the admission webhooks of one replica on loopback with a fresh certificate and
+/// registers them, trusting this plane's own identity (the API and the controllers here share
+/// the admin's): kubectl writes of any other identity are checked, stamped and audited.
+async fn admission(
+    client: &kube::Client,
+    state: &kubenest_apiserver::state::AppState,
+    shutdown: &CancellationToken,
+) {
+    use kubenest_apiserver::admission::{Admission, register};
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let dir = std::env::temp_dir().join(unique("admission"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let tls = kubenest_apiserver::Tls::from_pem_files(&cert, &key)
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let trusted = vec![register::own_username(client).await.unwrap()];
+    let stop = shutdown.clone();
+    tokio::spawn(kubenest_apiserver::serve_admission(
+        listener,
+        Admission::new(state.clone(), trusted.clone()),
+        tls,
+        async move { stop.cancelled().await },
+    ));
+    register::register(
+        client,
+        &register::Endpoint::Url(format!("https://{address}")),
+        &certified.cert.pem(),
+        &trusted,
+    )
+    .await
+    .unwrap();
 }
 
 /// A signed-in client of one replica.

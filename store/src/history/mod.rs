@@ -18,7 +18,7 @@ use crate::pool;
 use crate::url::DatabaseUrl;
 
 pub use addons::{AddonOperation, AddonRevision, NewAddonRevision};
-pub use audit::{AuditEntry, NewAuditEntry};
+pub use audit::{AuditEntry, AuditFilter, AuditPath, NewAuditEntry, Outcome};
 pub use deployments::{Deployment, DeploymentStatus, DeploymentWithDiff, NewDeployment, Operation};
 
 /// The history store.

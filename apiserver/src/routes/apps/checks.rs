@@ -11,7 +11,7 @@ use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::{AppSpec, Component};
 use kubenest_domain::app::ways_out::{self, Change, StuckReason};
 use kubenest_domain::app::{
-    AppIdentity, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
+    AppIdentity, BuildError, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
 };
 use uuid::Uuid;
 
@@ -23,7 +23,7 @@ use crate::state::AppState;
 
 /// Refuses a change that piles onto an App that does not converge ([`ways_out::admit`]): the
 /// 409 says why and lists the requests that remain allowed.
-pub(super) fn admit(app: &App, change: Change<'_>) -> ApiResult<()> {
+pub(crate) fn admit(app: &App, change: Change<'_>) -> ApiResult<()> {
     let name = app.name_any();
     let found = ways_out::stuck(&name, &app.spec.components, app.status.as_ref());
     let Err(refused) = ways_out::admit(found.as_ref(), app.spec.paused, change) else {
@@ -81,6 +81,18 @@ pub(super) async fn check_buildable(
     namespace: &str,
     spec: &AppSpec,
 ) -> ApiResult<()> {
+    buildable(state, namespace, spec)
+        .await?
+        .map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))
+}
+
+/// [`check_buildable`] with the refusal in the App's own terms (`spec.components[0]...`), for
+/// every door.
+pub(crate) async fn buildable(
+    state: &AppState,
+    namespace: &str,
+    spec: &AppSpec,
+) -> ApiResult<Result<(), BuildError>> {
     let mut addons: BTreeMap<String, ResolvedAddon> = BTreeMap::new();
     for component in &spec.components {
         let Some(addon) = &component.addon else {
@@ -100,9 +112,7 @@ pub(super) async fn check_buildable(
         project_id: Uuid::nil().to_string(),
         namespace: "check".into(),
     };
-    build_deploy(&identity, spec, &addons)
-        .map(|_| ())
-        .map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))
+    Ok(build_deploy(&identity, spec, &addons).map(|_| ()))
 }
 
 pub(crate) fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {

@@ -39,8 +39,8 @@ mod secrets;
 mod views;
 
 pub use actions::{RollbackBody, pause, redeploy, resume, rollback};
-pub(crate) use checks::check_deadline;
 use checks::*;
+pub(crate) use checks::{admit, buildable, check_deadline};
 pub use history::{DeploymentView, HistoryQuery, deployments};
 pub use list::{AppList, ListQuery, list};
 pub use logs::{LogsQuery, logs};

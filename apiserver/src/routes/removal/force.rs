@@ -10,7 +10,9 @@ use kubenest_crds::cluster::Cluster;
 use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use kubenest_domain::names::AGENT_NAMESPACE;
-use kubenest_store::{DeploymentStatus, NewAuditEntry, NewDeployment, Operation, StoreError};
+use kubenest_store::{
+    AuditPath, DeploymentStatus, NewAuditEntry, NewDeployment, Operation, Outcome, StoreError,
+};
 use serde_json::json;
 
 use super::{RemovalResponse, release};
@@ -83,9 +85,13 @@ async fn audit(
         .audit(&NewAuditEntry {
             org_id: place.org.name_any(),
             actor: caller.user.clone(),
+            actor_id: Some(caller.id.clone()),
             action: format!("{kind}.force_delete"),
             resource_kind: kind.to_owned(),
             resource_name: name.to_owned(),
+            path: AuditPath::Rest,
+            outcome: Outcome::Succeeded,
+            status: 200,
             details: json!({
                 "cluster": place.cluster_name(),
                 "namespace": place.namespace(),
@@ -93,6 +99,7 @@ async fn audit(
             }),
         })
         .await?;
+    crate::audit::note_recorded();
     Ok(())
 }
 

@@ -1,0 +1,540 @@
+//! One door: an object written with kubectl is refused for the same reasons, naming the same
+//! field, as the same object sent to the REST API; a kubectl write is stamped with the identity
+//! that really made it, whatever it claims; and every mutation by either path is in the
+//! organization's audit log. Against a real management cluster whose kube-apiserver calls the
+//! API server's admission webhooks over TLS, real PostgreSQL and the real controllers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use common::{Client, PASSWORD, cluster, eventually, org, plane, project, user};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubenest_apiserver::routes::api_field;
+use kubenest_crds::App;
+use kubenest_crds::addon::AddonInstance;
+use kubenest_crds::project::Project;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// A kube client acting as the Kubernetes user of kubenest user id `id`.
+async fn as_user(id: &str) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(kubenest_crds::common::kubernetes_user(id));
+    kube::Client::try_from(config).unwrap()
+}
+
+/// The REST refusal and the kubectl one of the same object: (status, code, field, reason),
+/// the kubectl field turned into the API's spelling.
+#[derive(Debug, PartialEq)]
+struct Refusal {
+    status: u16,
+    code: String,
+    field: Option<String>,
+    reason: String,
+}
+
+fn rest_refusal(status: reqwest::StatusCode, body: &Value) -> Refusal {
+    Refusal {
+        status: status.as_u16(),
+        code: body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        field: body["error"]["field"].as_str().map(str::to_owned),
+        reason: body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+fn kube_refusal(error: kube::Error) -> Refusal {
+    let kube::Error::Api(status) = error else {
+        panic!("not a refusal: {error}");
+    };
+    let cause = status.details.as_ref().and_then(|d| d.causes.first());
+    let reason = match cause {
+        Some(cause) => cause.message.clone(),
+        None => status
+            .message
+            .split_once("denied the request: ")
+            .map(|(_, m)| m.to_owned())
+            .unwrap_or(status.message.clone()),
+    };
+    Refusal {
+        status: status.code,
+        code: status.reason.clone(),
+        field: cause.map(|c| api_field(&c.field)),
+        reason,
+    }
+}
+
+/// What the status router writes once the agent has taken the project's namespace.
+async fn agent_took_namespace(admin: &Client, kube: &kube::Client, org: &str, project: &Value) {
+    let api: Api<Project> = Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let name = project["name"].as_str().unwrap();
+    let generation = api.get(name).await.unwrap().metadata.generation.unwrap();
+    let patch = json!({"status": {"clusterPhase": "Ready", "ensuredGeneration": generation}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let path = format!("/api/v1/projects/{}", project["id"].as_str().unwrap());
+    eventually("the project is Ready", 30, async || {
+        admin.get(&path).await.1["phase"] == "Ready"
+    })
+    .await;
+}
+
+/// An organization with member `who` (a new user), a cluster and a Ready project; returns
+/// (org, project, the member's session, the member's id).
+async fn setting(prefix: &str) -> (String, Value, Client, String) {
+    let admin = Client::admin().await;
+    let kube = plane().kube().await;
+    let who = user(&admin, prefix).await;
+    let org = org(&admin, prefix, json!([{"user": who, "role": "member"}])).await;
+    let registration = cluster(&admin, &org).await;
+    let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
+    agent_took_namespace(&admin, &kube, &org, &project).await;
+    let session = Client::login(0, &who, PASSWORD).await;
+    let id = session.get("/api/v1/me").await.1["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The member's RoleBinding lets their Kubernetes user write in the organization.
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(kube, &format!("org-{org}"));
+    let subject = kubenest_crds::common::kubernetes_user(&id);
+    eventually("the member's RoleBinding", 30, async || {
+        bindings
+            .get_opt("kubenest-org-member")
+            .await
+            .unwrap()
+            .and_then(|b| b.subjects)
+            .unwrap_or_default()
+            .iter()
+            .any(|s| s.name == subject)
+    })
+    .await;
+    (org, project, session, id)
+}
+
+fn app_object(name: &str, project: &str, components: Value) -> App {
+    serde_json::from_value(json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+        "metadata": {"name": name},
+        "spec": {"project": project, "components": components},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_bad_objects_are_refused_alike_through_rest_and_kubectl() {
+    let (org, project, session, id) = setting("doors").await;
+    let namespace = format!("org-{org}");
+    let project_name = project["name"].as_str().unwrap();
+    let project_id = project["id"].as_str().unwrap();
+    let kubectl = as_user(&id).await;
+    let apps: Api<App> = Api::namespaced(kubectl.clone(), &namespace);
+
+    // An export that no addon of the App publishes.
+    let (status, body) = session
+        .post(
+            "/api/v1/apps",
+            json!({"project_id": project_id, "name": "shop", "components": [
+                {"name": "web", "type": "workload", "workload_spec": {"image": "shop:1",
+                 "env": [{"name": "DATABASE_URL",
+                          "export_ref": {"component": "db", "export": "dsn"}}]}}]}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    let object = app_object(
+        "shop",
+        project_name,
+        json!([{"name": "web", "workload": {"image": "shop:1",
+                "env": [{"name": "DATABASE_URL",
+                         "exportRef": {"component": "db", "export": "dsn"}}]}}]),
+    );
+    let error = apps
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_err();
+    let kube = kube_refusal(error);
+    assert_eq!(rest.status, 422, "{body}");
+    assert!(rest.field.is_some(), "{body}");
+    assert_eq!(kube, rest);
+
+    // An addon the catalog does not hold.
+    let (status, body) = session
+        .post(
+            "/api/v1/apps",
+            json!({"project_id": project_id, "name": "shop", "components": [
+                {"name": "db", "type": "addon", "addon_spec": {"definition": "nosuchdb"}}]}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    let object = app_object(
+        "shop",
+        project_name,
+        json!([{"name": "db", "addon": {"definition": "nosuchdb"}}]),
+    );
+    let kube = kube_refusal(
+        apps.create(&PostParams::default(), &object)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(rest.status, 422, "{body}");
+    assert_eq!(kube, rest);
+
+    // A project namespace that belongs to Kubernetes (the member is a cluster writer through
+    // the organization).
+    let cluster_id = session
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await
+        .1["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cluster_name = Api::<Project>::namespaced(plane().kube().await, &namespace)
+        .get(project_name)
+        .await
+        .unwrap()
+        .spec
+        .cluster;
+    let (status, body) = session
+        .post(
+            &format!("/api/v1/orgs/{org}/projects"),
+            json!({"name": "sys", "cluster_id": cluster_id, "namespace": "kube-system"}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    let object: Project = serde_json::from_value(json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "Project",
+        "metadata": {"name": "sys"},
+        "spec": {"cluster": cluster_name, "namespace": "kube-system"},
+    }))
+    .unwrap();
+    let kube = kube_refusal(
+        Api::<Project>::namespaced(kubectl.clone(), &namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(rest.status, 422, "{body}");
+    assert_eq!(kube, rest);
+
+    // A chart version range for a standalone addon (the definition is the catalog's).
+    let catalog = plane().kube().await;
+    Api::<kubenest_crds::addon::AddonDefinition>::namespaced(catalog, common::SYSTEM)
+        .patch(
+            "doorsdb",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "doorsdb"},
+                "spec": {"displayName": "Doors DB",
+                    "chart": {"repository": "charts/addons", "name": "doorsdb", "version": "1.0.0"},
+                    "valuesSchema": {"type": "object", "additionalProperties": false,
+                        "properties": {"memory": {"type": "string"}}},
+                    "exports": {"host": "{release}.{namespace}.svc"}}
+            })),
+        )
+        .await
+        .unwrap();
+    let addons: Api<AddonInstance> = Api::namespaced(kubectl.clone(), &namespace);
+    for (rest_body, crd_spec) in [
+        (json!({"version": "^1.0"}), json!({"version": "^1.0"})),
+        (
+            json!({"values": {"memory": 64}}),
+            json!({"values": {"memory": 64}}),
+        ),
+    ] {
+        let mut body = json!({"project_id": project_id, "name": "cache", "definition": "doorsdb"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(rest_body.as_object().unwrap().clone());
+        let (status, answer) = session.post("/api/v1/addon-instances", body).await;
+        let rest = rest_refusal(status, &answer);
+        let mut spec = json!({"project": project_name, "definition": "doorsdb"});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(crd_spec.as_object().unwrap().clone());
+        let object: AddonInstance = serde_json::from_value(json!({
+            "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+            "metadata": {"name": "cache"}, "spec": spec,
+        }))
+        .unwrap();
+        let kube = kube_refusal(
+            addons
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(rest.status, 422, "{answer}");
+        assert_eq!(kube, rest);
+    }
+
+    // blocked_sync: a change that piles onto an App whose `web` does not converge is a 409
+    // on both paths; changing `web` (a way out) passes on both.
+    let created = session
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(
+                json!({"project_id": project_id, "name": "stuck", "components": [
+                {"name": "web", "type": "workload", "workload_spec": {"image": "web:1"}},
+                {"name": "worker", "type": "workload", "workload_spec": {"image": "worker:1"}}]}),
+            ),
+            202,
+        )
+        .await;
+    let app_path = format!("/api/v1/apps/{}", created["id"].as_str().unwrap());
+    let admin_apps: Api<App> = Api::namespaced(plane().kube().await, &namespace);
+    let blocked = json!({"status": {"sync": {"driftDetected": true, "driftClass": "blocked_sync",
+        "driftDetails": [{"resource": "Deployment/stuck-web",
+                          "field": "status.conditions[Progressing]",
+                          "desired": "NewReplicaSetAvailable",
+                          "observed": "ProgressDeadlineExceeded"}]}}});
+    admin_apps
+        .patch_status("stuck", &PatchParams::default(), &Patch::Merge(&blocked))
+        .await
+        .unwrap();
+    let components = |web: &str, worker: &str| {
+        (
+            json!([{"name": "web", "type": "workload", "workload_spec": {"image": web}},
+                   {"name": "worker", "type": "workload", "workload_spec": {"image": worker}}]),
+            json!([{"name": "web", "workload": {"image": web}},
+                   {"name": "worker", "workload": {"image": worker}}]),
+        )
+    };
+    let (rest_components, crd_components) = components("web:1", "worker:2");
+    let (status, body) = session
+        .call(
+            Method::PATCH,
+            &app_path,
+            Some(json!({"components": rest_components})),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    let patch = json!({"spec": {"components": crd_components}});
+    let kube = kube_refusal(
+        apps.patch("stuck", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (rest.status, rest.code.as_str()),
+        (409, "blocked_sync"),
+        "{body}"
+    );
+    assert_eq!(kube, rest);
+    let (_, crd_components) = components("web:2", "worker:1");
+    let patch = json!({"spec": {"components": crd_components}});
+    apps.patch("stuck", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+
+    // The CLI a person uses says the same, field first.
+    let manifest = json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+        "metadata": {"name": "cli", "namespace": namespace},
+        "spec": {"project": project_name, "components": [
+            {"name": "db", "addon": {"definition": "nosuchdb"}}]},
+    });
+    let bins = kubenest_testkit::Binaries::locate().unwrap();
+    let mut apply = Command::new(&bins.kubectl)
+        .arg(format!("--kubeconfig={}", plane().kubeconfig.display()))
+        .arg(format!(
+            "--as={}",
+            kubenest_crds::common::kubernetes_user(&id)
+        ))
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    apply
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(manifest.to_string().as_bytes())
+        .unwrap();
+    let output = apply.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("denied the request: spec.components[0].addon.definition:"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_audited() {
+    let (org, project, session, id) = setting("actor").await;
+    let namespace = format!("org-{org}");
+    let project_name = project["name"].as_str().unwrap();
+    let admin = Client::admin().await;
+    let me = session.get("/api/v1/me").await.1["username"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // She claims to be the API and the admin; the stamp says who she is.
+    let mut object = app_object(
+        "forged",
+        project_name,
+        json!([{"name": "web", "workload": {"image": "shop:1", "port": 8080}}]),
+    );
+    object.metadata.annotations = Some(
+        [
+            ("kubenest.io/actor".to_owned(), common::ADMIN.to_owned()),
+            ("kubenest.io/actor-path".to_owned(), "rest".to_owned()),
+        ]
+        .into(),
+    );
+    let apps: Api<App> = Api::namespaced(as_user(&id).await, &namespace);
+    let params = PostParams {
+        field_manager: Some("kubenest-apiserver".into()),
+        ..PostParams::default()
+    };
+    let stored = apps.create(&params, &object).await.unwrap();
+    let annotations = stored.metadata.annotations.unwrap();
+    assert_eq!(annotations["kubenest.io/actor"], me);
+    assert_eq!(annotations["kubenest.io/actor-path"], "kubectl");
+
+    // The history's deployment row names her.
+    let uid = stored.metadata.uid.unwrap();
+    let history = format!("/api/v1/apps/{uid}/deployments");
+    let mut actor = Value::Null;
+    eventually("the deployment is recorded", 60, async || {
+        let (status, body) = admin.get(&history).await;
+        actor = body[0]["actor"].clone();
+        status == 200 && !actor.is_null()
+    })
+    .await;
+    assert_eq!(actor, me.as_str());
+
+    // A GitOps engine's field manager is the gitops path.
+    let gitops = PatchParams::apply("kustomize-controller").force();
+    let applied = json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+        "metadata": {"name": "from-git"},
+        "spec": {"project": project_name, "components": [
+            {"name": "web", "workload": {"image": "shop:1"}}]},
+    });
+    let stored = apps
+        .patch("from-git", &gitops, &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    assert_eq!(stored.annotations()["kubenest.io/actor-path"], "gitops");
+
+    // A refused kubectl write, a REST write and a kubectl delete are in the log too.
+    let bad = app_object(
+        "bad",
+        project_name,
+        json!([{"name": "db", "addon": {"definition": "nosuchdb"}}]),
+    );
+    apps.create(&PostParams::default(), &bad).await.unwrap_err();
+    session
+        .expect(
+            Method::POST,
+            &format!("/api/v1/apps/{uid}/pause"),
+            None,
+            202,
+        )
+        .await;
+    apps.delete("from-git", &Default::default()).await.unwrap();
+
+    let audit = format!("/api/v1/orgs/{org}/audit");
+    let page = admin
+        .expect(Method::GET, &format!("{audit}?actor={me}"), None, 200)
+        .await;
+    let entries: Vec<(String, String, String, String)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_owned(),
+                e["action"].as_str().unwrap().to_owned(),
+                e["resource_name"].as_str().unwrap().to_owned(),
+                e["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("kubectl", "apps.delete", "from-git", "succeeded"),
+        (
+            "rest",
+            "POST /api/v1/apps/{id}/pause",
+            uid.as_str(),
+            "succeeded",
+        ),
+        ("kubectl", "apps.create", "bad", "refused"),
+        ("gitops", "apps.create", "from-git", "succeeded"),
+        ("kubectl", "apps.create", "forged", "succeeded"),
+    ];
+    let expected: Vec<(String, String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c, d)| ((*a).into(), (*b).into(), (*c).into(), (*d).into()))
+        .collect();
+    assert_eq!(entries, expected, "{page}");
+    assert!(
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["actor_id"] == id.as_str()),
+        "{page}"
+    );
+
+    // Paged and filtered; only organization admins read it.
+    let first = admin
+        .expect(
+            Method::GET,
+            &format!("{audit}?actor={me}&limit=2"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    let token = first["continue"].as_str().unwrap();
+    let second = admin
+        .expect(
+            Method::GET,
+            &format!("{audit}?actor={me}&limit=2&continue={token}"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(second["items"][0]["resource_name"], "bad", "{second}");
+    let refused = admin
+        .expect(Method::GET, &format!("{audit}?outcome=refused"), None, 200)
+        .await;
+    assert!(
+        refused["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["outcome"] == "refused"),
+        "{refused}"
+    );
+    let (status, body) = admin.get(&format!("{audit}?continue=abc")).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "continue");
+    let (status, body) = admin.get(&format!("{audit}?path=ftp")).await;
+    assert_eq!(
+        (status.as_u16(), body["error"]["field"].as_str()),
+        (422, Some("path"))
+    );
+    let (status, _) = session.get(&audit).await;
+    assert_eq!(status, 403);
+}
