@@ -74,6 +74,19 @@ mod tests {
         assert!(
             Cli::try_parse_from([
                 "kubenest",
+                "audit",
+                "--path",
+                "kubectl",
+                "--outcome",
+                "refused"
+            ])
+            .is_ok()
+        );
+        assert!(Cli::try_parse_from(["kubenest", "audit", "--path", "ftp"]).is_err());
+        assert!(Cli::try_parse_from(["kubenest", "audit", "--limit", "0"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "kubenest",
                 "templates",
                 "deploy",
                 "t",

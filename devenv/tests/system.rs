@@ -319,3 +319,113 @@ fn an_agent_restarted_while_changes_wait_applies_each_once() {
         .await;
     });
 }
+
+/// The admin kubeconfig `make dev` hands out is a person's kubectl too: its writes meet the
+/// REST rules and are stamped with who made them (the programs act as their own identities).
+#[test]
+fn the_admin_kubeconfig_meets_the_same_rules_and_is_named_in_the_history() {
+    run(async {
+        let f = fixture().await;
+        let (_, project) = f.project("east", "door").await;
+        let org = f.system.options().org.clone();
+        let mgmt = f.env.management().unwrap().client().await.unwrap();
+        let apps: Api<kubenest_crds::App> = Api::namespaced(mgmt, &format!("org-{org}"));
+        let app = |name: &str, env: serde_json::Value| -> kubenest_crds::App {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+                "metadata": {"name": name},
+                "spec": {"project": project, "components": [
+                    {"name": "web", "workload": {"image": "nginx:1.27", "env": env}}]},
+            }))
+            .unwrap()
+        };
+        let refused = apps
+            .create(
+                &Default::default(),
+                &app(
+                    "door-bad",
+                    serde_json::json!([{"name": "DB", "exportRef": {"component": "db", "export": "dsn"}}]),
+                ),
+            )
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = refused else {
+            panic!("{refused}")
+        };
+        assert_eq!(status.code, 422, "{status:?}");
+        assert!(
+            status
+                .message
+                .contains("spec.components[0].workload.env[0]"),
+            "{}",
+            status.message
+        );
+        let created = apps
+            .create(&Default::default(), &app("door-ok", serde_json::json!([])))
+            .await
+            .unwrap();
+        let annotations = created.metadata.annotations.unwrap();
+        assert_eq!(
+            annotations["kubenest.io/actor"],
+            "kubernetes:kubenest-admin"
+        );
+        assert_eq!(annotations["kubenest.io/actor-path"], "kubectl");
+        apps.delete("door-ok", &Default::default()).await.unwrap();
+
+        // `kubenest audit` shows both, and the delete, as the admin reads the log.
+        let options = f.system.options();
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("session.json");
+        let api = f.system.api_url();
+        let login = common::kubenest(
+            &session,
+            &[
+                "--api",
+                &api,
+                "login",
+                "-u",
+                &options.admin_user,
+                "--password-stdin",
+            ],
+            &options.admin_password,
+        );
+        assert!(login.status.success(), "{}", common::text(&login));
+        let audit = common::kubenest(
+            &session,
+            &[
+                "--org", &org, "audit", "--path", "kubectl", "--kind", "App", "-o", "json",
+            ],
+            "",
+        );
+        assert!(audit.status.success(), "{}", common::text(&audit));
+        let entries: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+        let seen: Vec<(&str, &str, &str)> = entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["resource_name"].as_str().unwrap().starts_with("door-"))
+            .map(|e| {
+                (
+                    e["action"].as_str().unwrap(),
+                    e["resource_name"].as_str().unwrap(),
+                    e["outcome"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("apps.delete", "door-ok", "succeeded"),
+                ("apps.create", "door-ok", "succeeded"),
+                ("apps.create", "door-bad", "refused"),
+            ],
+            "{entries}"
+        );
+        let table = common::kubenest(&session, &["--org", &org, "audit", "--limit", "3"], "");
+        assert!(
+            common::text(&table).contains("kubernetes:kubenest-admin"),
+            "{}",
+            common::text(&table)
+        );
+    });
+}

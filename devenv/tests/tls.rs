@@ -8,48 +8,10 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use common::run;
+use common::{kubenest, run, text};
 use kubenest_devenv::system::{Options, Programs, System};
-
-fn cli() -> PathBuf {
-    Programs::locate()
-        .unwrap()
-        .apiserver
-        .with_file_name("kubenest")
-}
-
-/// Runs the CLI with `args` and `stdin`, its session in `session`.
-fn kubenest(session: &Path, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(cli())
-        .args(args)
-        .env("KUBENEST_SESSION", session)
-        .env_remove("KUBENEST_API")
-        .env_remove("KUBENEST_CA_FILE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[test]
 fn the_cli_logs_in_over_https_with_the_ca_it_is_given_and_refuses_what_it_cannot_trust() {

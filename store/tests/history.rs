@@ -360,3 +360,56 @@ async fn a_delete_removed_by_force_ends_forced_and_stays_so() {
         Err(StoreError::InvalidTransition(_))
     ));
 }
+
+#[tokio::test]
+async fn an_admission_called_twice_for_one_request_is_one_entry() {
+    let h = history("hist_audit_once").await;
+    let entry = NewAuditEntry {
+        org_id: "acme".into(),
+        actor: "kubernetes:ci".into(),
+        actor_id: None,
+        action: "apps.delete".into(),
+        resource_kind: "App".into(),
+        resource_name: "shop".into(),
+        path: AuditPath::Kubectl,
+        outcome: Outcome::Succeeded,
+        status: 200,
+        details: json!({}),
+    };
+    assert!(h.audit_once(&entry, 2000).await.unwrap().is_some());
+    assert!(h.audit_once(&entry, 2000).await.unwrap().is_none());
+    let other = NewAuditEntry {
+        resource_name: "cart".into(),
+        ..entry.clone()
+    };
+    assert!(h.audit_once(&other, 2000).await.unwrap().is_some());
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(h.audit_once(&entry, 10).await.unwrap().is_some());
+    let page = h
+        .audit_page(
+            "acme",
+            &AuditFilter {
+                path: Some(AuditPath::Kubectl),
+                resource_kind: Some("App".into()),
+                ..AuditFilter::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    let names: Vec<&str> = page.iter().map(|e| e.resource_name.as_str()).collect();
+    assert_eq!(names, ["shop", "cart", "shop"]);
+    let older = h
+        .audit_page(
+            "acme",
+            &AuditFilter {
+                before_id: Some(page[1].id),
+                ..AuditFilter::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(older.len(), 1);
+    assert_eq!(older[0].id, page[2].id);
+}

@@ -328,7 +328,9 @@ async fn audit(
             }),
         }),
     };
-    if let Err(error) = state.history().audit(&entry).await {
+    // The API server may call again for one request when it retries it (a write racing the
+    // controllers'): the same entry within 2 s is that request.
+    if let Err(error) = state.history().audit_once(&entry, 2000).await {
         tracing::error!(%error, "audit entry of an admission not written");
     }
 }

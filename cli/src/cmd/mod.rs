@@ -1,10 +1,11 @@
 //! The user commands over the REST API: `login`, `logout`, `orgs`, `clusters`, `projects`,
-//! `apps`, `templates`, `alerts`, `users`, `members`, `password`. Each prints a table for people or, with `-o json`, the API's JSON for
+//! `apps`, `templates`, `alerts`, `audit`, `users`, `members`, `password`. Each prints a table for people or, with `-o json`, the API's JSON for
 //! scripts. Objects are named by id or by name (names are looked up in the organization, and an
 //! App's name in its project).
 
 mod alerts;
 mod apps;
+mod audit;
 mod clusters;
 mod members;
 mod projects;
@@ -153,6 +154,8 @@ pub enum ApiCommand {
     },
     /// Alerts: silent clusters and Apps past their progress deadline; `ack ID` acknowledges.
     Alerts(alerts::AlertsArgs),
+    /// The audit log (organization admins): every mutation by REST, kubectl or GitOps.
+    Audit(audit::AuditArgs),
     /// Users (platform administrators): create, list, disable, enable, delete.
     Users {
         #[command(subcommand)]
@@ -205,6 +208,7 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
         ApiCommand::Apps { command } => apps::run(global, command).await,
         ApiCommand::Templates { command } => templates::run(global, command).await,
         ApiCommand::Alerts(args) => alerts::run(global, args).await,
+        ApiCommand::Audit(args) => audit::run(global, args).await,
         ApiCommand::Users { command } => users::run(global, command).await,
         ApiCommand::Members(args) => members::run(global, args).await,
         ApiCommand::Password(args) => users::password(global, args).await,

@@ -206,12 +206,18 @@ impl System {
             hub_urls.join(", ")
         ));
 
+        // The API server and the controllers act as the service accounts the chart gives them
+        // (impersonated by the admin), so the admission webhooks tell their writes from a
+        // person's kubectl, the admin's included.
+        let controllers_kubeconfig =
+            identity_kubeconfig(&mgmt_kubeconfig, &dir, "controllers", CONTROLLERS_USER)?;
+        let api_kubeconfig = identity_kubeconfig(&mgmt_kubeconfig, &dir, "apiserver", API_USER)?;
         let mut controllers = Vec::new();
         for i in 0..options.controllers {
             let name = format!("controllers-{i}");
             let mut service = Service::new(&name, &programs.controllers, &dir)
                 .admin(loopback(kubenest_testkit::free_port()?))
-                .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
+                .arg(format!("--kubeconfig={}", controllers_kubeconfig.display()))
                 .arg(format!("--hub-url={}", hub_urls.join(",")))
                 .arg(format!("--signing-key={}", signing_key.display()))
                 .arg(format!("--identity={name}"))
@@ -233,10 +239,18 @@ impl System {
 
         let api_address = loopback(kubenest_testkit::free_port()?);
         let root = repository_root();
+        let admission_address = loopback(kubenest_testkit::free_port()?);
+        let (admission_cert, admission_key) =
+            certificate(&dir, "admission-tls", admission_address)?;
         let mut apiserver = Service::new("apiserver", &programs.apiserver, &dir)
             .admin(loopback(kubenest_testkit::free_port()?))
-            .arg(format!("--kubeconfig={}", mgmt_kubeconfig.display()))
+            .arg(format!("--kubeconfig={}", api_kubeconfig.display()))
             .arg(format!("--listen={api_address}"))
+            .arg(format!("--admission-listen={admission_address}"))
+            .arg(format!("--admission-tls-cert={}", admission_cert.display()))
+            .arg(format!("--admission-tls-key={}", admission_key.display()))
+            .arg(format!("--admission-endpoint=https://{admission_address}"))
+            .arg(format!("--admission-trusted-user={CONTROLLERS_USER}"))
             .arg(format!("--api-signing-key={}", api_key.display()))
             .arg(format!("--hub-url={}", hub_urls.join(",")))
             .arg(format!("--hub-signing-key={}", signing_key.display()))
@@ -596,9 +610,39 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
 /// A self-signed certificate for the API at `address` (its IP as the subject name), written
 /// under `dir`; returns the certificate and key files.
 fn api_certificate(dir: &Path, address: SocketAddr) -> anyhow::Result<(PathBuf, PathBuf)> {
+    certificate(dir, "api-tls", address)
+}
+
+/// The Kubernetes user the API server acts as (the chart's service account).
+pub const API_USER: &str = "system:serviceaccount:kubenest-system:kubenest-apiserver";
+/// The Kubernetes user the controllers act as.
+pub const CONTROLLERS_USER: &str = "system:serviceaccount:kubenest-system:kubenest-controllers";
+
+/// A copy of the admin kubeconfig that impersonates `user` (keeping the admin's powers, as
+/// `system:masters`), written as `{name}.kubeconfig` in `dir`.
+fn identity_kubeconfig(
+    admin: &Path,
+    dir: &Path,
+    name: &str,
+    user: &str,
+) -> anyhow::Result<PathBuf> {
+    let mut config = kube::config::Kubeconfig::read_from(admin)?;
+    for entry in &mut config.auth_infos {
+        if let Some(auth) = entry.auth_info.as_mut() {
+            auth.impersonate = Some(user.to_owned());
+            auth.impersonate_groups = Some(vec!["system:masters".to_owned()]);
+        }
+    }
+    let path = dir.join(format!("{name}.kubeconfig"));
+    write_private(&path, &serde_json::to_string_pretty(&config)?)?;
+    Ok(path)
+}
+
+/// A self-signed serving certificate for `address`, in `dir/{name}/tls.{crt,key}`.
+fn certificate(dir: &Path, name: &str, address: SocketAddr) -> anyhow::Result<(PathBuf, PathBuf)> {
     let key = rcgen::KeyPair::generate()?;
     let cert = rcgen::CertificateParams::new(vec![address.ip().to_string()])?.self_signed(&key)?;
-    let home = dir.join("api-tls");
+    let home = dir.join(name);
     std::fs::create_dir_all(&home)?;
     let (cert_file, key_file) = (home.join("tls.crt"), home.join("tls.key"));
     std::fs::write(&cert_file, cert.pem())?;

@@ -4,13 +4,16 @@
 
 #![allow(dead_code)] // each test binary uses part of this
 
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kubenest_cli::api::Client;
-use kubenest_devenv::system::{Options, System};
+use kubenest_devenv::system::{Options, Programs, System};
 use kubenest_testkit::{Binaries, Environment};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, OnceCell};
@@ -274,4 +277,42 @@ pub async fn gone(f: &Fixture, cluster: &str, namespace: &str, app_id: &str, nam
         },
     )
     .await;
+}
+
+/// The `kubenest` CLI built beside the programs.
+pub fn cli() -> PathBuf {
+    Programs::locate()
+        .unwrap()
+        .apiserver
+        .with_file_name("kubenest")
+}
+
+/// Runs the CLI with `args` and `stdin`, its session in `session`.
+pub fn kubenest(session: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(cli())
+        .args(args)
+        .env("KUBENEST_SESSION", session)
+        .env_remove("KUBENEST_API")
+        .env_remove("KUBENEST_CA_FILE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// What a command printed, standard output then error.
+pub fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }

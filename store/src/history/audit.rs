@@ -142,6 +142,41 @@ impl History {
         .await?)
     }
 
+    /// Appends an entry unless the same actor's same action on the same object with the same
+    /// outcome was recorded in the last `window_ms` milliseconds. The Kubernetes API server
+    /// calls admission again when it retries a write that met a concurrent change (a delete or
+    /// patch racing the controllers' status writes): one request, several calls.
+    pub async fn audit_once(
+        &self,
+        entry: &NewAuditEntry,
+        window_ms: i64,
+    ) -> Result<Option<AuditEntry>, StoreError> {
+        Ok(sqlx::query_as(
+            "INSERT INTO audit_log (org_id, actor, actor_id, action, resource_kind, resource_name,
+                                    path, outcome, status, details)
+             SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+             WHERE NOT EXISTS (
+                 SELECT 1 FROM audit_log
+                 WHERE org_id = $1 AND actor = $2 AND action = $4 AND resource_kind = $5
+                   AND resource_name = $6 AND path = $7 AND outcome = $8 AND status = $9
+                   AND at > now() - make_interval(secs => $11::double precision / 1000))
+             RETURNING *",
+        )
+        .bind(&entry.org_id)
+        .bind(&entry.actor)
+        .bind(&entry.actor_id)
+        .bind(&entry.action)
+        .bind(&entry.resource_kind)
+        .bind(&entry.resource_name)
+        .bind(entry.path)
+        .bind(entry.outcome)
+        .bind(i16::try_from(entry.status).unwrap_or(i16::MAX))
+        .bind(&entry.details)
+        .bind(window_ms)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     /// An organization's entries, newest first, at most `limit`.
     pub async fn audit_log(&self, org_id: &str, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
         self.audit_page(org_id, &AuditFilter::default(), limit)
