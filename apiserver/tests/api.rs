@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::{Client, PASSWORD, cluster, org, plane, project, unique, user, web_app};
+use common::{
+    Client, Level, Needs, PASSWORD, cluster, org, plane, project, reaches, unique, user, web_app,
+};
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubenest_crds::App;
@@ -1749,33 +1751,6 @@ async fn a_property_based_run_against_the_openapi_document_finds_no_server_error
     );
     // The run really exercised the API.
     assert!(stdout.contains("passed"), "{tail}");
-}
-
-/// What an operation needs, as the product documents say (admin > member > viewer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Needs {
-    Viewer = 1,
-    Member = 2,
-    Admin = 3,
-}
-
-/// Where a role is bound, and where an object sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Org,
-    Cluster,
-    Project,
-}
-
-/// Whether a binding at `bound` reaches an object at `at` (of the same organization): an
-/// organization role reaches everything, a cluster role its cluster and its projects, a project
-/// role its project only; any role lets you see the organization itself.
-fn reaches(bound: Level, at: Level) -> bool {
-    match (bound, at) {
-        (_, Level::Org) | (Level::Org, _) => true,
-        (Level::Cluster, _) => true,
-        (Level::Project, at) => at == Level::Project,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -538,3 +538,256 @@ async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_
     let (status, _) = session.get(&audit).await;
     assert_eq!(status, 403);
 }
+
+/// What a kubectl request of the matrix is: its name, where its object sits, the role it
+/// needs, and whether only an organization-wide binding allows it (lists: Kubernetes cannot
+/// filter them by project).
+struct KubectlCase {
+    what: &'static str,
+    at: common::Level,
+    needs: common::Needs,
+    org_wide: bool,
+}
+
+/// Runs one request of the matrix as `kube`; Ok when Kubernetes let it through. Every write is
+/// a server-side dry run: authorization, the admission policies and webhooks all decide, and
+/// nothing changes.
+async fn kubectl_request(
+    what: &str,
+    kube: &kube::Client,
+    namespace: &str,
+    (cluster, project, app): (&str, &str, &str),
+    me: &str,
+) -> Result<(), kube::Error> {
+    use kube::api::{DeleteParams, ListParams};
+    let dry = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let clusters: Api<kubenest_crds::cluster::Cluster> = Api::namespaced(kube.clone(), namespace);
+    let projects: Api<Project> = Api::namespaced(kube.clone(), namespace);
+    let apps: Api<App> = Api::namespaced(kube.clone(), namespace);
+    let escalate = json!({"spec": {"members": [{"user": me, "userId": me, "role": "admin"}]}});
+    match what {
+        "get cluster" => clusters.get(cluster).await.map(|_| ()),
+        "change cluster" => clusters
+            .patch(
+                cluster,
+                &dry,
+                &Patch::Merge(json!({"spec": {"displayName": "x"}})),
+            )
+            .await
+            .map(|_| ()),
+        "make self cluster admin" => clusters
+            .patch(cluster, &dry, &Patch::Merge(&escalate))
+            .await
+            .map(|_| ()),
+        "get project" => projects.get(project).await.map(|_| ()),
+        "make self project admin" => projects
+            .patch(project, &dry, &Patch::Merge(&escalate))
+            .await
+            .map(|_| ()),
+        "delete project" => projects
+            .delete(
+                project,
+                &DeleteParams {
+                    dry_run: true,
+                    ..DeleteParams::default()
+                },
+            )
+            .await
+            .map(|_| ()),
+        "get app" => apps.get(app).await.map(|_| ()),
+        "list apps" => apps.list(&ListParams::default()).await.map(|_| ()),
+        "change app" => apps
+            .patch(
+                app,
+                &dry,
+                &Patch::Merge(json!({"spec": {"progressDeadlineSeconds": 300}})),
+            )
+            .await
+            .map(|_| ()),
+        "delete app" => apps
+            .delete(
+                app,
+                &DeleteParams {
+                    dry_run: true,
+                    ..DeleteParams::default()
+                },
+            )
+            .await
+            .map(|_| ()),
+        "create app" => apps
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                },
+                &app_object(
+                    &common::unique("k"),
+                    project,
+                    json!([{"name": "web", "workload": {"image": "k:1"}}]),
+                ),
+            )
+            .await
+            .map(|_| ()),
+        other => panic!("no request {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_escalations() {
+    use common::{Level, Needs, reaches};
+    let admin = Client::admin().await;
+    let kube = plane().kube().await;
+    let a = org(&admin, "kmatrix-a", json!([])).await;
+    let b = org(&admin, "kmatrix-b", json!([])).await;
+    // (cluster name, cluster id, project name, project id, app name) per organization.
+    let mut objects = std::collections::HashMap::new();
+    for (key, org) in [("a", &a), ("b", &b)] {
+        let registration = cluster(&admin, org).await;
+        let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
+        let p = project(&admin, org, &cluster_id).await;
+        agent_took_namespace(&admin, &kube, org, &p).await;
+        let project_id = p["id"].as_str().unwrap().to_owned();
+        admin
+            .expect(
+                Method::POST,
+                "/api/v1/apps",
+                Some(common::web_app(&project_id, "m", "m:1")),
+                202,
+            )
+            .await;
+        let cluster_name = Api::<Project>::namespaced(kube.clone(), &format!("org-{org}"))
+            .get(p["name"].as_str().unwrap())
+            .await
+            .unwrap()
+            .spec
+            .cluster;
+        objects.insert(
+            key,
+            (
+                cluster_name,
+                cluster_id,
+                p["name"].as_str().unwrap().to_owned(),
+                project_id,
+                "m".to_owned(),
+            ),
+        );
+    }
+    let (_, cluster_a, project_a_name, project_a, _) = objects["a"].clone();
+    let roles = [
+        ("admin", Needs::Admin),
+        ("member", Needs::Member),
+        ("viewer", Needs::Viewer),
+    ];
+    let mut users = Vec::new();
+    for (role, needs) in roles {
+        for level in [Level::Org, Level::Cluster, Level::Project] {
+            let name = user(&admin, &format!("k{role}-{level:?}").to_lowercase()).await;
+            let path = match level {
+                Level::Org => format!("/api/v1/orgs/{a}/members"),
+                Level::Cluster => format!("/api/v1/clusters/{cluster_a}/members"),
+                Level::Project => format!("/api/v1/projects/{project_a}/members"),
+            };
+            admin
+                .expect(
+                    Method::PUT,
+                    &path,
+                    Some(json!({"user": name, "role": role})),
+                    200,
+                )
+                .await;
+            let session = Client::login(0, &name, PASSWORD).await;
+            let id = session.get("/api/v1/me").await.1["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let client = as_user(&id).await;
+            // Every one of them reaches project A once the controllers have bound the role.
+            let projects: Api<Project> = Api::namespaced(client.clone(), &format!("org-{a}"));
+            eventually(&format!("{name}'s binding"), 30, async || {
+                projects.get(&project_a_name).await.is_ok()
+            })
+            .await;
+            users.push((name, id, client, needs, level));
+        }
+    }
+    let cases = [
+        ("get cluster", Level::Cluster, Needs::Viewer, false),
+        ("change cluster", Level::Cluster, Needs::Admin, false),
+        (
+            "make self cluster admin",
+            Level::Cluster,
+            Needs::Admin,
+            false,
+        ),
+        ("get project", Level::Project, Needs::Viewer, false),
+        (
+            "make self project admin",
+            Level::Project,
+            Needs::Admin,
+            false,
+        ),
+        ("delete project", Level::Project, Needs::Admin, false),
+        ("get app", Level::Project, Needs::Viewer, false),
+        ("list apps", Level::Org, Needs::Viewer, true),
+        ("change app", Level::Project, Needs::Member, false),
+        ("delete app", Level::Project, Needs::Member, false),
+        ("create app", Level::Project, Needs::Member, false),
+    ]
+    .map(|(what, at, needs, org_wide)| KubectlCase {
+        what,
+        at,
+        needs,
+        org_wide,
+    });
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (name, id, client, holds, bound) in &users {
+        for (org, key) in [(&a, "a"), (&b, "b")] {
+            let own = key == "a";
+            let (cluster, _, project, _, app) = &objects[key];
+            for case in &cases {
+                let reached = if case.org_wide {
+                    *bound == Level::Org
+                } else {
+                    reaches(*bound, case.at)
+                };
+                let allowed = own && reached && *holds >= case.needs;
+                let result = kubectl_request(
+                    case.what,
+                    client,
+                    &format!("org-{org}"),
+                    (cluster, project, app),
+                    id,
+                )
+                .await;
+                checked += 1;
+                let ok = match (&result, allowed) {
+                    (Ok(()), true) => true,
+                    // Refused by RBAC or by kubenest's admission policies: 403 either way.
+                    (Err(kube::Error::Api(status)), false) => status.code == 403,
+                    _ => false,
+                };
+                if !ok {
+                    wrong.push(format!(
+                        "{name} ({holds:?} at {bound:?}) {} in {}: {:?}, want {}",
+                        case.what,
+                        if own { "own org" } else { "other org" },
+                        result.map_err(|e| e.to_string()),
+                        if allowed { "allowed" } else { "403" }
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+    assert_eq!(checked, 9 * 2 * cases.len());
+    eprintln!("kubectl matrix: {checked} requests, 0 leaks, 0 escalations");
+}

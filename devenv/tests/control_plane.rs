@@ -3,7 +3,8 @@
 //! loaded on the node, an external PostgreSQL — the test kit's, reached from the pods through
 //! the host address they see), exactly the README's install section. The hub, controllers and
 //! API server pods become Ready (their readiness probes are `/readyz`, which names each
-//! dependency), and the API answers a login through its Service.
+//! dependency), the API answers a login through its Service, and a kubectl write meets the
+//! API's rules through the admission webhook the chart registers.
 //!
 //! Needs root (the real node).
 
@@ -165,6 +166,25 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
                 .as_str()
                 .is_some_and(|t| !t.is_empty()),
             "{answer}"
+        );
+
+        // kubectl writes meet the API's rules: the cluster's API server calls the API server's
+        // admission webhook through the release's Service, with the CA the chart generated.
+        let apps: Api<kubenest_crds::App> = Api::namespaced(client.clone(), NAMESPACE);
+        let app: kubenest_crds::App = serde_json::from_value(json!({
+            "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+            "metadata": {"name": "not-in-a-project"},
+            "spec": {"project": "nowhere", "components": [
+                {"name": "web", "workload": {"image": "nginx:1.27"}}]},
+        }))
+        .unwrap();
+        let refused = apps.create(&Default::default(), &app).await.unwrap_err();
+        assert!(
+            refused.to_string().contains(
+                "admission webhook \"rules.kubenest.io\" denied the request: spec.project: no such \
+                 project in this organization"
+            ),
+            "{refused}"
         );
         drop(link);
     });

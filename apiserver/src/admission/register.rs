@@ -97,15 +97,20 @@ const RESOURCES: &[&str] = &[
     "stacktemplates",
 ];
 
-/// Applies both configurations. Creates and updates are refused while the webhook cannot be
-/// reached (`Fail`: nothing unchecked is stored); deletes are audited when it can be (`Ignore`:
-/// a namespace's deletion never waits on it).
-pub async fn register(
-    client: &kube::Client,
+/// The two configurations (mutating, validating) for `endpoint`, trusting `trusted`. Creates
+/// and updates are refused while the webhook cannot be reached (`Fail`: nothing unchecked is
+/// stored); deletes are audited when it can be (`Ignore`: a namespace's deletion never waits on
+/// it). The chart renders the same (`charts/kubenest/templates/admission.yaml`; a test compares).
+pub fn configurations(endpoint: &Endpoint, ca_bundle: &str, trusted: &[String]) -> (Value, Value) {
+    configurations_with(endpoint, ca_bundle, trusted, 10)
+}
+
+fn configurations_with(
     endpoint: &Endpoint,
     ca_bundle: &str,
     trusted: &[String],
-) -> Result<(), kube::Error> {
+    timeout: u32,
+) -> (Value, Value) {
     let conditions = json!([{
         "name": "not-kubenest-itself",
         "expression": format!("!(request.userInfo.username in {})", trusted_list(trusted)),
@@ -132,7 +137,7 @@ pub async fn register(
             "failurePolicy": "Fail",
             "sideEffects": "None",
             "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 10,
+            "timeoutSeconds": timeout,
             "reinvocationPolicy": "IfNeeded",
         }],
     });
@@ -149,7 +154,7 @@ pub async fn register(
                 "failurePolicy": "Fail",
                 "sideEffects": "NoneOnDryRun",
                 "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 10,
+                "timeoutSeconds": timeout,
             },
             {
                 "name": "deletes.kubenest.io",
@@ -159,10 +164,21 @@ pub async fn register(
                 "failurePolicy": "Ignore",
                 "sideEffects": "NoneOnDryRun",
                 "admissionReviewVersions": ["v1"],
-                "timeoutSeconds": 5,
+                "timeoutSeconds": timeout,
             },
         ],
     });
+    (mutating, validating)
+}
+
+/// Applies both [`configurations`].
+pub async fn register(
+    client: &kube::Client,
+    endpoint: &Endpoint,
+    ca_bundle: &str,
+    trusted: &[String],
+) -> Result<(), kube::Error> {
+    let (mutating, validating) = configurations(endpoint, ca_bundle, trusted);
     let params = PatchParams::apply("kubenest-apiserver").force();
     let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     api.patch(NAME, &params, &Patch::Apply(&mutating)).await?;

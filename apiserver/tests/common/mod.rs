@@ -370,3 +370,30 @@ pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, secs: u64, mut chec
     }
     panic!("timed out after {secs}s: {what}");
 }
+
+/// What an operation needs, as the product documents say (admin > member > viewer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Needs {
+    Viewer = 1,
+    Member = 2,
+    Admin = 3,
+}
+
+/// Where a role is bound, and where an object sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Org,
+    Cluster,
+    Project,
+}
+
+/// Whether a binding at `bound` reaches an object at `at` (of the same organization): an
+/// organization role reaches everything, a cluster role its cluster and its projects, a project
+/// role its project only; any role lets you see the organization itself.
+pub fn reaches(bound: Level, at: Level) -> bool {
+    match (bound, at) {
+        (_, Level::Org) | (Level::Org, _) => true,
+        (Level::Cluster, _) => true,
+        (Level::Project, at) => at == Level::Project,
+    }
+}
