@@ -791,3 +791,150 @@ async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_esc
     assert_eq!(checked, 9 * 2 * cases.len());
     eprintln!("kubectl matrix: {checked} requests, 0 leaks, 0 escalations");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_kept_in_git_are_not_rewritten_through_rest_and_a_cluster_manifest_survives_rotation()
+ {
+    let (org, project, session, member_id) = setting("git").await;
+    let admin = Client::admin().await;
+    let namespace = format!("org-{org}");
+    let project_name = project["name"].as_str().unwrap();
+
+    // Flux applies an App from a Kustomization (its field manager, its tracking labels).
+    let flux = PatchParams::apply("kustomize-controller").force();
+    let manifest = json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+        "metadata": {"name": "gitapp", "labels": {
+            "kustomize.toolkit.fluxcd.io/name": "apps",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}},
+        "spec": {"project": project_name, "components": [
+            {"name": "web", "workload": {"image": "shop:1", "port": 8080}}]},
+    });
+    let apps: Api<App> = Api::namespaced(as_user(&member_id).await, &namespace);
+    let stored = apps
+        .patch("gitapp", &flux, &Patch::Apply(&manifest))
+        .await
+        .unwrap();
+    let path = format!("/api/v1/apps/{}", stored.metadata.uid.unwrap());
+    let owner = "Flux Kustomization flux-system/apps";
+    for (method, route, body, says) in [
+        (
+            Method::PATCH,
+            path.clone(),
+            Some(json!({"progress_deadline_seconds": 300})),
+            "Change its manifest in Git",
+        ),
+        (
+            Method::POST,
+            format!("{path}/pause"),
+            None,
+            "Set spec.paused: true",
+        ),
+        (
+            Method::POST,
+            format!("{path}/rollback"),
+            Some(json!({"deployment_id": uuid::Uuid::new_v4().to_string()})),
+            "revert the commit",
+        ),
+        (
+            Method::DELETE,
+            path.clone(),
+            None,
+            "Remove its manifest from Git",
+        ),
+    ] {
+        let (status, answer) = session.call(method.clone(), &route, body).await;
+        assert_eq!(status, 409, "{method} {route}: {answer}");
+        assert_eq!(answer["error"]["code"], "gitops_owned", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(owner) && message.contains(says),
+            "{message}"
+        );
+    }
+    // A redeploy does not fight Git (the spec stays as Git has it).
+    session
+        .expect(Method::POST, &format!("{path}/redeploy"), None, 202)
+        .await;
+    let unchanged = Api::<App>::namespaced(plane().kube().await, &namespace)
+        .get("gitapp")
+        .await
+        .unwrap();
+    assert_eq!(unchanged.spec.progress_deadline_seconds, 600);
+    assert!(!unchanged.spec.paused);
+
+    // An organization admin keeps the cluster's manifest in Git; a rotation through REST
+    // raises the token version, and the manifest (still saying version 1) applies after it.
+    let keeper = user(&admin, "keeper").await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/orgs/{org}/members"),
+            Some(json!({"user": keeper, "role": "admin"})),
+            200,
+        )
+        .await;
+    let keeper_session = Client::login(0, &keeper, PASSWORD).await;
+    let keeper_id = keeper_session.get("/api/v1/me").await.1["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cluster_id = session
+        .get(&format!(
+            "/api/v1/projects/{}",
+            project["id"].as_str().unwrap()
+        ))
+        .await
+        .1["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let clusters: Api<kubenest_crds::cluster::Cluster> =
+        Api::namespaced(as_user(&keeper_id).await, &namespace);
+    let cluster_name = Api::<Project>::namespaced(plane().kube().await, &namespace)
+        .get(project_name)
+        .await
+        .unwrap()
+        .spec
+        .cluster;
+    let cluster_manifest = |display: &str| {
+        json!({
+            "apiVersion": "kubenest.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": cluster_name},
+            "spec": {"displayName": display, "provider": "existing", "tokenVersion": 1},
+        })
+    };
+    eventually("the keeper's binding", 30, async || {
+        clusters
+            .patch(
+                &cluster_name,
+                &flux,
+                &Patch::Apply(cluster_manifest("from git")),
+            )
+            .await
+            .is_ok()
+    })
+    .await;
+    let rotated = admin
+        .expect(
+            Method::POST,
+            &format!("/api/v1/clusters/{cluster_id}/rotate-token"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(rotated["token_version"], 2, "{rotated}");
+    let applied = clusters
+        .patch(
+            &cluster_name,
+            &flux,
+            &Patch::Apply(cluster_manifest("from git, again")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.token_version, 2);
+    assert_eq!(
+        applied.spec.display_name.as_deref(),
+        Some("from git, again")
+    );
+}

@@ -27,6 +27,7 @@
 pub mod actor;
 pub mod alerts;
 pub mod app;
+pub mod gitops;
 pub mod names;
 pub mod project;
 pub mod template;

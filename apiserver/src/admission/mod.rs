@@ -9,7 +9,9 @@
 //! - `POST /admission/mutate` stamps who really acted: `kubenest.io/actor` (the kubenest user's
 //!   name when the requester is one, else `kubernetes:{user}`) and `kubenest.io/actor-path`
 //!   (`kubectl` or `gitops`) from the request's authenticated identity, overwriting whatever
-//!   the writer put there. The controllers put that actor in the history.
+//!   the writer put there. The controllers put that actor in the history. It also keeps a
+//!   Cluster's `spec.tokenVersion` from going down: a manifest kept in Git still says the
+//!   version it was written with after a rotation, and stays appliable.
 //! - `POST /admission/validate` applies the rules of the REST handlers ([`rules`]) to the
 //!   object as written, refusing with the same reason and the same field (in the resource's own
 //!   spelling, `spec.components[0].workload.image`), and writes one audit entry per mutation
@@ -39,17 +41,7 @@ use crate::error::ApiError;
 use crate::k8s;
 use crate::state::AppState;
 
-/// Field managers of the GitOps engines kubenest knows: a write under one of them is on the
-/// `gitops` path.
-pub const GITOPS_MANAGERS: &[&str] = &[
-    "kustomize-controller",
-    "helm-controller",
-    "argocd-controller",
-    "argocd-application-controller",
-];
-
-/// The label that marks an object as managed from Git.
-pub const MANAGED_BY_LABEL: &str = "kubenest.io/managed-by";
+pub use kubenest_domain::gitops::{MANAGED_BY_LABEL, MANAGERS as GITOPS_MANAGERS};
 
 /// What the webhooks share: the API's state and the identities they trust.
 #[derive(Clone)]
@@ -174,7 +166,7 @@ async fn mutate(State(admission): State<Admission>, Json(review): Json<Review>) 
         annotations::ACTOR: actor.name,
         annotations::ACTOR_PATH: actor.path.as_str(),
     });
-    let ops = if object.metadata.annotations.is_some() {
+    let mut ops = if object.metadata.annotations.is_some() {
         vec![
             json!({"op": "add", "path": pointer(annotations::ACTOR), "value": stamp[annotations::ACTOR]}),
             json!({"op": "add", "path": pointer(annotations::ACTOR_PATH), "value": stamp[annotations::ACTOR_PATH]}),
@@ -182,6 +174,9 @@ async fn mutate(State(admission): State<Admission>, Json(review): Json<Review>) 
     } else {
         vec![json!({"op": "add", "path": "/metadata/annotations", "value": stamp})]
     };
+    if let Some(kept) = kept_token_version(&request) {
+        ops.push(json!({"op": "add", "path": "/spec/tokenVersion", "value": kept}));
+    }
     let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(ops))
         .map_err(|e| e.to_string())
         .and_then(|patch| {
@@ -198,6 +193,18 @@ async fn mutate(State(admission): State<Admission>, Json(review): Json<Review>) 
                 .into_review(),
         ),
     }
+}
+
+/// A Cluster's token version never goes down (rotations raise it; the hubs' revocation floor
+/// follows it): when a writer sends a lower one, or none, the current one is kept.
+fn kept_token_version(request: &AdmissionRequest<DynamicObject>) -> Option<u64> {
+    if request.resource.resource != "clusters" || request.operation != Operation::Update {
+        return None;
+    }
+    let version = |o: &DynamicObject| o.data["spec"]["tokenVersion"].as_u64();
+    let old = version(request.old_object.as_ref()?)?;
+    let new = request.object.as_ref().and_then(version);
+    new.is_none_or(|new| new < old).then_some(old)
 }
 
 /// The JSON pointer of an annotation.

@@ -340,6 +340,23 @@ pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
     .into()
 }
 
+/// Refuses a REST change of an object kept in Git ([`kubenest_domain::gitops::owner`]): a 409
+/// `gitops_owned` that names the owner and says how to make the change there (`in_git`). The
+/// change would otherwise be undone, silently, at the engine's next reconcile.
+pub fn not_in_git<K: kube::Resource>(object: &K, what: &str, in_git: &str) -> ApiResult<()> {
+    match kubenest_domain::gitops::owner(object.meta()) {
+        Some(owner) => Err(ApiError::conflict(
+            "gitops_owned",
+            format!(
+                "{what} {} is kept in Git by {owner}: a change made here would be undone at its \
+                 next reconcile. {in_git}",
+                object.meta().name.as_deref().unwrap_or_default()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A DNS label, or a 422 naming `field`.
 pub fn check_dns_label(field: &str, value: &str) -> ApiResult<()> {
     if k8s::is_name(value) {

@@ -280,6 +280,7 @@ pub async fn delete(
         .await?;
         return Ok((StatusCode::OK, Json(removed)));
     }
+    super::not_in_git(&scoped.object, "project", "Remove its manifest from Git.")?;
     let name = scoped.object.name_any();
     let namespace = scoped.namespace();
     let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
@@ -330,6 +331,12 @@ pub async fn put_member(
     Body(body): Body<MemberBody>,
 ) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "project")?;
+    super::not_in_git(
+        &scoped.object,
+        "project",
+        "Change spec.members in its manifest in Git.",
+    )?;
     change_member(
         &state,
         &scoped,
@@ -349,6 +356,12 @@ pub async fn delete_member(
     Path(path): Path<MemberPath>,
 ) -> ApiResult<Json<Vec<MemberView>>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Admin, "project")?;
+    super::not_in_git(
+        &scoped.object,
+        "project",
+        "Change spec.members in its manifest in Git.",
+    )?;
     change_member(&state, &scoped, "project", &path.user, None, |p| {
         &mut p.spec.members
     })

@@ -28,6 +28,11 @@ async fn set_paused(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &id).await?;
     scoped.require(Need::Write, "app")?;
+    super::super::not_in_git(
+        &scoped.object,
+        "app",
+        &format!("Set spec.paused: {paused} in its manifest in Git."),
+    )?;
     if scoped.object.spec.paused == paused {
         return Err(ApiError::conflict(
             if paused {
@@ -107,6 +112,12 @@ pub async fn rollback(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
+    super::super::not_in_git(
+        &scoped.object,
+        "app",
+        "Roll back in Git: revert the commit that made the change (GET this app's deployments \
+         for each one's spec).",
+    )?;
     admit(&scoped.object, Change::Rollback)?;
     let Ok(target) = Uuid::parse_str(&body.deployment_id) else {
         return Err(ApiError::invalid("deployment_id", "not a deployment id"));

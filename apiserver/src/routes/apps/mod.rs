@@ -186,6 +186,7 @@ pub async fn patch(
 ) -> ApiResult<(StatusCode, Json<AppResponse>)> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
+    super::not_in_git(&scoped.object, "app", "Change its manifest in Git.")?;
     if body.components.is_none() && body.progress_deadline_seconds.is_none() {
         return Err(ApiError::bad_request(
             "nothing to change: set components or progress_deadline_seconds",
@@ -234,6 +235,7 @@ pub async fn delete(
         force_app(&state, &caller, place, &scoped.object, &mut removed).await?;
         return Ok((StatusCode::OK, Json(removed)));
     }
+    super::not_in_git(&scoped.object, "app", "Remove its manifest from Git.")?;
     let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
     // Who asked is recorded before the delete, for the history's delete row.
     let patch = json!({"metadata": {"annotations": actor_annotations(&caller)}});
