@@ -537,6 +537,45 @@ async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_
     );
     let (status, _) = session.get(&audit).await;
     assert_eq!(status, 403);
+
+    // Another member deletes the App with kubectl: the delete row names them, not the last
+    // writer whose stamp the App still carries.
+    let other = user(&admin, "other").await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/orgs/{org}/members"),
+            Some(json!({"user": other, "role": "member"})),
+            200,
+        )
+        .await;
+    let other_id = Client::login(0, &other, PASSWORD)
+        .await
+        .get("/api/v1/me")
+        .await
+        .1["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let theirs: Api<App> = Api::namespaced(as_user(&other_id).await, &namespace);
+    eventually("the other member's binding", 30, async || {
+        theirs.delete("forged", &Default::default()).await.is_ok()
+    })
+    .await;
+    let mut rows = Value::Null;
+    eventually("the delete is recorded", 60, async || {
+        rows = admin.get(&history).await.1;
+        rows.as_array()
+            .is_some_and(|r| r.iter().any(|d| d["operation"] == "delete"))
+    })
+    .await;
+    let delete = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["operation"] == "delete")
+        .unwrap();
+    assert_eq!(delete["actor"], other.as_str(), "{rows}");
 }
 
 /// What a kubectl request of the matrix is: its name, where its object sits, the role it

@@ -42,7 +42,7 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
     };
     let spec = serde_json::to_value(&app.spec).map_err(|e| Error::Invalid(e.to_string()))?;
     let intent_key = format!("{}/delete", key.uid);
-    let new = new_deployment(
+    let mut new = new_deployment(
         app,
         key,
         &placement,
@@ -51,6 +51,23 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
         Operation::Delete,
         spec,
     );
+    // A kubectl or GitOps delete leaves no stamp on the App; the admission webhook recorded
+    // who asked (a REST delete stamped the App just before, and has no such entry).
+    let asked = app
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|at| chrono::DateTime::from_timestamp(at.0.as_second(), 0));
+    if let Some(at) = asked {
+        let since = at - chrono::Duration::seconds(30);
+        if let Some(deleter) = plane
+            .history
+            .deleter(&placement.org_id, "apps", &key.name, since)
+            .await?
+        {
+            new.actor = deleter;
+        }
+    }
     let (row, _) = plane.history.record_deployment(&new).await?;
     if old.cluster_phase.as_deref() == Some("Deleted") {
         finish(

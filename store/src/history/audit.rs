@@ -177,6 +177,31 @@ impl History {
         .await?)
     }
 
+    /// Who deleted an object through kubectl or GitOps: the actor of the newest successful
+    /// `{resource}.delete` entry of `name` since `since` (the admission webhook's record; a
+    /// delete leaves no stamp on the object itself).
+    pub async fn deleter(
+        &self,
+        org_id: &str,
+        resource: &str,
+        name: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT actor FROM audit_log
+             WHERE org_id = $1 AND action = $2 AND resource_name = $3 AND outcome = 'succeeded'
+               AND path IN ('kubectl', 'gitops') AND at >= $4
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(org_id)
+        .bind(format!("{resource}.delete"))
+        .bind(name)
+        .bind(since)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(actor,)| actor))
+    }
+
     /// An organization's entries, newest first, at most `limit`.
     pub async fn audit_log(&self, org_id: &str, limit: i64) -> Result<Vec<AuditEntry>, StoreError> {
         self.audit_page(org_id, &AuditFilter::default(), limit)
