@@ -15,6 +15,10 @@
 //!   object the caller has no role on answers 404, a role too weak 403.
 //! - Component secrets are fail-closed ([`secrets`]): sent through the hub to the agent, never
 //!   stored, 2xx only once the agent confirms.
+//! - It is also the door for everyone else: its admission webhooks ([`admission`]) apply the
+//!   same rules to kubectl and GitOps writes, stamp their true actor and audit them; REST
+//!   requests are audited by [`audit`]. Objects kept in Git answer 409 to REST changes
+//!   ([`routes::not_in_git`]).
 //! - Errors have one shape ([`error`]); the OpenAPI document is generated from the routes and
 //!   their types (`GET /api/v1/openapi.json`, committed as `apiserver/openapi.json`).
 
