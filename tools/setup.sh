@@ -39,6 +39,7 @@ if ((${#need_pkgs[@]})); then
 fi
 
 "$here/build-k8s-bins.sh"
+"$here/build-flux.sh"
 "$here/build-pause.sh"
 "$here/install-schemathesis.sh"
 "$here/install-console.sh"

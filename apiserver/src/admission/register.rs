@@ -36,6 +36,10 @@ impl std::str::FromStr for Endpoint {
         let parse = || {
             let (namespace, rest) = text.split_once('/')?;
             let (name, port) = rest.split_once(':')?;
+            let label = kubenest_domain::names::is_dns_label;
+            if !label(namespace) || !label(name) {
+                return None;
+            }
             Some(Self::Service {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),

@@ -106,6 +106,20 @@ pub async fn list(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid("limit", "between 1 and 500"));
     }
+    for (field, value) in [
+        ("actor", &query.actor),
+        ("resource_kind", &query.resource_kind),
+    ] {
+        if value
+            .as_deref()
+            .is_some_and(|v| v.len() > 512 || v.contains('\0'))
+        {
+            return Err(ApiError::invalid(
+                field,
+                "at most 512 characters, without NUL",
+            ));
+        }
+    }
     let filter = AuditFilter {
         actor: query.actor,
         path: query

@@ -26,6 +26,8 @@ mod bins;
 mod cluster;
 mod env;
 mod etcd;
+pub mod flux;
+mod git;
 mod images;
 mod namespace;
 pub mod node;
@@ -44,6 +46,8 @@ pub use env::{
     Environment, EnvironmentBuilder, shared, shared_management, shared_postgres, shared_real_node,
 };
 pub use etcd::Etcd;
+pub use flux::Flux;
+pub use git::GitServer;
 pub use images::{IMAGE_NAMES, ImageArchive, Images};
 pub use namespace::TestNamespace;
 pub use pki::{NodeCerts, NodeIdentity, Pki};

@@ -20,7 +20,8 @@ pub struct DeploymentView {
     pub revision: String,
     /// `create`, `update`, `rollback`, `pause`, `resume`, `redeploy` or `delete`.
     pub operation: String,
-    /// Who: a kubenest user, or `kubernetes:<field manager>` for kubectl and GitOps changes.
+    /// Who: a kubenest user, or `kubernetes:<user>` for another Kubernetes identity (kubectl,
+    /// GitOps), as the admission webhook stamped it.
     pub actor: String,
     /// `pending`, `succeeded`, `failed`, `superseded`, or `forced` (an admin removed the App
     /// without its cluster's confirmation; the message says what may be left there).

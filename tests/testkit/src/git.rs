@@ -1,0 +1,212 @@
+//! A Git server over smart HTTP on loopback, for GitOps engines under test: Git's own CGI
+//! program, `git http-backend`, behind a small axum handler, serving every bare repository in a
+//! temporary folder; and commits made into them.
+//!
+//! Written by hand (about fifty lines of CGI plumbing) because no maintained Rust crate serves
+//! Git's smart HTTP protocol; the protocol itself is Git's, unchanged.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::Error;
+
+/// Bare repositories served at `http://127.0.0.1:{port}/{name}.git`.
+#[derive(Debug)]
+pub struct GitServer {
+    dir: tempfile::TempDir,
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, Error> {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=kubenest tests",
+            "-c",
+            "user.email=tests@kubenest.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io("run git", e))?;
+    if !out.status.success() {
+        return Err(Error::Process(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+impl GitServer {
+    /// Serves an empty folder of repositories on a free loopback port.
+    pub async fn start() -> Result<Self, Error> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("git server folder", e))?;
+        let root = dir.path().join("repos");
+        std::fs::create_dir_all(&root).map_err(|e| Error::io("git repos folder", e))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| Error::io("bind the git server", e))?;
+        let base = format!(
+            "http://{}",
+            listener
+                .local_addr()
+                .map_err(|e| Error::io("git address", e))?
+        );
+        let app = axum::Router::new().fallback(backend).with_state(root);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { dir, base, task })
+    }
+
+    /// The clone URL of repository `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/{name}.git", self.base)
+    }
+
+    /// Writes `files` (path, contents; `None` removes) into repository `name` (created on first
+    /// use, branch `main`) and commits them; returns the commit's id.
+    pub fn commit(
+        &self,
+        name: &str,
+        files: &[(&str, Option<&str>)],
+        message: &str,
+    ) -> Result<String, Error> {
+        let bare = self.dir.path().join("repos").join(format!("{name}.git"));
+        let work = self.dir.path().join("work").join(name);
+        if !bare.exists() {
+            std::fs::create_dir_all(&work).map_err(|e| Error::io("git work tree", e))?;
+            git(
+                self.dir.path(),
+                &[
+                    "init",
+                    "-q",
+                    "--bare",
+                    "-b",
+                    "main",
+                    &bare.to_string_lossy(),
+                ],
+            )?;
+            git(&work, &["init", "-q", "-b", "main"])?;
+            git(&work, &["remote", "add", "origin", &bare.to_string_lossy()])?;
+        }
+        for (path, contents) in files {
+            let file = work.join(path);
+            match contents {
+                Some(text) => {
+                    if let Some(parent) = file.parent() {
+                        std::fs::create_dir_all(parent).map_err(|e| Error::io("git dir", e))?;
+                    }
+                    std::fs::write(&file, text).map_err(|e| Error::io("git file", e))?;
+                }
+                None => {
+                    let _ = std::fs::remove_file(&file);
+                }
+            }
+        }
+        git(&work, &["add", "-A"])?;
+        git(&work, &["commit", "-q", "--allow-empty", "-m", message])?;
+        git(&work, &["push", "-q", "origin", "main"])?;
+        git(&work, &["rev-parse", "HEAD"])
+    }
+}
+
+/// One request through `git http-backend` (CGI/1.1: the request in environment variables and
+/// standard input, the answer as header lines, a blank line and the body on standard output).
+async fn backend(
+    State(root): State<PathBuf>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let child = tokio::process::Command::new("git")
+        .arg("http-backend")
+        .env("GIT_PROJECT_ROOT", &root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", method.as_str())
+        .env("PATH_INFO", uri.path())
+        .env("QUERY_STRING", uri.query().unwrap_or_default())
+        .env("CONTENT_TYPE", header("content-type"))
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("HTTP_CONTENT_ENCODING", header("content-encoding"))
+        .env("GIT_PROTOCOL", header("git-protocol"))
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(&body).await;
+    }
+    let output = match child.wait_with_output().await {
+        Ok(output) => output.stdout,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    let split = output
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|at| (at, 4))
+        .or_else(|| {
+            output
+                .windows(2)
+                .position(|w| w == b"\n\n")
+                .map(|at| (at, 2))
+        });
+    let Some((at, gap)) = split else {
+        return (
+            StatusCode::BAD_GATEWAY,
+            "git http-backend answered no headers",
+        )
+            .into_response();
+    };
+    let mut status = StatusCode::OK;
+    let mut response_headers = HeaderMap::new();
+    for line in String::from_utf8_lossy(&output[..at]).lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            status = value
+                .split_whitespace()
+                .next()
+                .and_then(|code| code.parse().ok())
+                .and_then(|code| StatusCode::from_u16(code).ok())
+                .unwrap_or(StatusCode::BAD_GATEWAY);
+        } else if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.trim()),
+            HeaderValue::try_from(value),
+        ) {
+            response_headers.insert(name, value);
+        }
+    }
+    (status, response_headers, output[at + gap..].to_vec()).into_response()
+}
