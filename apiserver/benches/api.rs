@@ -5,7 +5,9 @@
 //! - `POST /api/v1/apps` against a direct create of the same App object;
 //! - SSE delivery: 1,000 subscribers (half on each replica) of one App's events; a sample is the
 //!   time from patching the App's status to a subscriber receiving the phase event, against the
-//!   same number of kube-apiserver watches of that App receiving the same change.
+//!   same number of kube-apiserver watches of that App receiving the same change;
+//! - the same create by a person's kubectl (a kubenest member's Kubernetes identity), which goes
+//!   through the admission webhooks, against the trusted create that skips them.
 //!
 //! Load is closed-loop with the same client code on both sides (the kube-apiserver needs client
 //! certificates, which wrk and oha do not present). Both API server replicas, the controllers,
@@ -197,9 +199,54 @@ async fn main() {
             async move { apps.create(&PostParams::default(), &app).await.is_ok() }
         }
     };
+    // The same create by a person's kubectl: through the admission webhooks (the actor stamp,
+    // the REST rules, the audit entry), against the trusted create above that skips them.
+    let member = common::user(&admin, "bench-member").await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/orgs/{org}/members"),
+            Some(json!({"user": member, "role": "member"})),
+            200,
+        )
+        .await;
+    let member_id = Client::login(0, &member, common::PASSWORD)
+        .await
+        .get("/api/v1/me")
+        .await
+        .1["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&plane.kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    config.auth_info.impersonate = Some(kubenest_crds::common::kubernetes_user(&member_id));
+    let door_apps: Api<App> = Api::namespaced(
+        kube::Client::try_from(config).unwrap(),
+        &format!("org-{org}"),
+    );
+    for _ in 0..300 {
+        if door_apps.list(&Default::default()).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let post_door = {
+        let (apps, project) = (door_apps.clone(), project_name.clone());
+        move |i: usize| {
+            let (apps, app) = (apps.clone(), app_object(&format!("door-{i}"), &project));
+            async move { apps.create(&PostParams::default(), &app).await.is_ok() }
+        }
+    };
+
     eprintln!("POST /apps");
     let (post_rps, post_p99) = load(post_api).await;
     let (kube_post_rps, kube_post_p99) = load(post_kube).await;
+    let (door_post_rps, door_post_p99) = load(post_door).await;
 
     eprintln!("SSE to {SUBSCRIBERS} subscribers");
     let watched = admin
@@ -227,6 +274,9 @@ async fn main() {
         "post_apps_rps": round(post_rps), "post_apps_p99_ms": round(post_p99),
         "kube_create_rps": round(kube_post_rps), "kube_create_p99_ms": round(kube_post_p99),
         "post_ratio": ratio(post_rps, kube_post_rps),
+        "kubectl_create_through_webhooks_rps": round(door_post_rps),
+        "kubectl_create_through_webhooks_p99_ms": round(door_post_p99),
+        "webhooks_ratio": ratio(door_post_rps, kube_post_rps),
         "sse_subscribers": SUBSCRIBERS,
         "sse_p50_ms": round(percentile(&sse, 0.5)), "sse_p99_ms": round(percentile(&sse, 0.99)),
         "kube_watch_p50_ms": round(percentile(&kube_watch, 0.5)),

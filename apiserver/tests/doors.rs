@@ -11,7 +11,9 @@ mod common;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use common::{Client, PASSWORD, cluster, eventually, org, plane, project, user};
+use common::{
+    Client, PASSWORD, agent_took_namespace, cluster, eventually, org, plane, project, user,
+};
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubenest_apiserver::routes::api_field;
@@ -77,22 +79,6 @@ fn kube_refusal(error: kube::Error) -> Refusal {
     }
 }
 
-/// What the status router writes once the agent has taken the project's namespace.
-async fn agent_took_namespace(admin: &Client, kube: &kube::Client, org: &str, project: &Value) {
-    let api: Api<Project> = Api::namespaced(kube.clone(), &format!("org-{org}"));
-    let name = project["name"].as_str().unwrap();
-    let generation = api.get(name).await.unwrap().metadata.generation.unwrap();
-    let patch = json!({"status": {"clusterPhase": "Ready", "ensuredGeneration": generation}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let path = format!("/api/v1/projects/{}", project["id"].as_str().unwrap());
-    eventually("the project is Ready", 30, async || {
-        admin.get(&path).await.1["phase"] == "Ready"
-    })
-    .await;
-}
-
 /// An organization with member `who` (a new user), a cluster and a Ready project; returns
 /// (org, project, the member's session, the member's id).
 async fn setting(prefix: &str) -> (String, Value, Client, String) {
@@ -109,18 +95,9 @@ async fn setting(prefix: &str) -> (String, Value, Client, String) {
         .unwrap()
         .to_owned();
     // The member's RoleBinding lets their Kubernetes user write in the organization.
-    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
-        Api::namespaced(kube, &format!("org-{org}"));
-    let subject = kubenest_crds::common::kubernetes_user(&id);
+    let kube = plane().kube().await;
     eventually("the member's RoleBinding", 30, async || {
-        bindings
-            .get_opt("kubenest-org-member")
-            .await
-            .unwrap()
-            .and_then(|b| b.subjects)
-            .unwrap_or_default()
-            .iter()
-            .any(|s| s.name == subject)
+        common::org_binding_has(&kube, &org, "kubenest-org-member", &id).await
     })
     .await;
     (org, project, session, id)

@@ -8,7 +8,6 @@
 mod common;
 
 use common::{Client, PASSWORD, eventually, org, plane, user};
-use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::Api;
 use kubenest_crds::organization::Organization;
 use reqwest::{Method, StatusCode};
@@ -28,18 +27,7 @@ async fn a_deleted_user_loses_everything_at_once_and_a_recreated_name_holds_noth
     let (_, members) = admin.get(&format!("/api/v1/orgs/{acme}/members")).await;
     assert_eq!(members[0]["user"], ivy.as_str(), "{members}");
     assert_eq!(members[0]["user_id"], id.as_str(), "{members}");
-    let bindings: Api<RoleBinding> = Api::namespaced(kube.clone(), &format!("org-{acme}"));
-    let subject = format!("kubenest:{id}");
-    let bound = async || {
-        bindings
-            .get_opt("kubenest-org-member")
-            .await
-            .unwrap()
-            .and_then(|b| b.subjects)
-            .unwrap_or_default()
-            .iter()
-            .any(|s| s.name == subject)
-    };
+    let bound = async || common::org_binding_has(&kube, &acme, "kubenest-org-member", &id).await;
     eventually("her RoleBinding", 30, async || bound().await).await;
     session
         .expect(Method::GET, &format!("/api/v1/orgs/{acme}"), None, 200)

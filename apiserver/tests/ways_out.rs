@@ -8,11 +8,10 @@
 
 mod common;
 
-use common::{Client, cluster, org, plane, project};
+use common::{Client, agent_took_namespace, cluster, org, plane, project};
 use kube::api::{Api, Patch, PatchParams};
 use kubenest_crds::App;
 use kubenest_crds::addon::{AddonDefinition, AddonInstance};
-use kubenest_crds::project::Project;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -27,23 +26,6 @@ async fn report_blocked(kube: &kube::Client, org: &str, app: &str) {
     api.patch_status(app, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-}
-
-/// What the status router writes once the agent has taken the project's namespace: without an
-/// agent in this plane, nothing is recorded or delivered to a project that is not Ready.
-async fn agent_took_namespace(admin: &Client, kube: &kube::Client, org: &str, project: &Value) {
-    let api: Api<Project> = Api::namespaced(kube.clone(), &format!("org-{org}"));
-    let name = project["name"].as_str().unwrap();
-    let generation = api.get(name).await.unwrap().metadata.generation.unwrap();
-    let patch = json!({"status": {"clusterPhase": "Ready", "ensuredGeneration": generation}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    let path = format!("/api/v1/projects/{}", project["id"].as_str().unwrap());
-    common::eventually("the project is Ready", 30, async || {
-        admin.get(&path).await.1["phase"] == "Ready"
-    })
-    .await;
 }
 
 fn components(web: &str, worker: &str) -> Value {

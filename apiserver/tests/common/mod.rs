@@ -397,3 +397,36 @@ pub fn reaches(bound: Level, at: Level) -> bool {
         (Level::Project, at) => at == Level::Project,
     }
 }
+
+/// What the status router writes once the agent has taken the project's namespace.
+pub async fn agent_took_namespace(admin: &Client, kube: &kube::Client, org: &str, project: &Value) {
+    let api: Api<kubenest_crds::project::Project> =
+        Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let name = project["name"].as_str().unwrap();
+    let generation = api.get(name).await.unwrap().metadata.generation.unwrap();
+    let patch = json!({"status": {"clusterPhase": "Ready", "ensuredGeneration": generation}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let path = format!("/api/v1/projects/{}", project["id"].as_str().unwrap());
+    eventually("the project is Ready", 30, async || {
+        admin.get(&path).await.1["phase"] == "Ready"
+    })
+    .await;
+}
+
+/// Whether the organization's RoleBinding `binding` (`kubenest-org-member`, ...) binds the
+/// Kubernetes user of kubenest user id `id`.
+pub async fn org_binding_has(kube: &kube::Client, org: &str, binding: &str, id: &str) -> bool {
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let subject = kubenest_crds::common::kubernetes_user(id);
+    bindings
+        .get_opt(binding)
+        .await
+        .unwrap()
+        .and_then(|b| b.subjects)
+        .unwrap_or_default()
+        .iter()
+        .any(|s| s.name == subject)
+}
