@@ -312,6 +312,12 @@ mod tests {
         assert!(is_alive(pid) && is_alive(grandchild));
         drop(process);
         assert!(!is_alive(pid), "the leader survived");
+        // The group's SIGKILL is delivered at once, but the grandchild (not our child, so not
+        // waited for) may take a moment to be scheduled and die on a loaded machine.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while is_alive(grandchild) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(!is_alive(grandchild), "the grandchild survived");
     }
 }
