@@ -147,6 +147,26 @@ async fn actor(state: &AppState, request: &AdmissionRequest<DynamicObject>) -> A
     }
 }
 
+/// The actor the mutating webhook already stamped on a create or update (its name and path
+/// annotations, the user id from the requester's name), so the audit entry does not look the
+/// user up a second time. Deletes carry no stamp of this request.
+fn stamped(request: &AdmissionRequest<DynamicObject>) -> Option<Actor> {
+    let annotations = request.object.as_ref()?.metadata.annotations.as_ref()?;
+    let path = AuditPath::parse(annotations.get(annotations::ACTOR_PATH)?)
+        .filter(|p| *p != AuditPath::Rest)?;
+    let id = request
+        .user_info
+        .username
+        .as_deref()
+        .and_then(|u| u.strip_prefix(kubenest_crds::common::KUBERNETES_USER_PREFIX))
+        .and_then(|id| uuid::Uuid::parse_str(id).ok())
+        .map(|id| id.to_string());
+    let name = annotations.get(annotations::ACTOR)?.clone();
+    // `kubernetes:…` names a requester that is no kubenest user (or no longer one).
+    let id = id.filter(|_| !name.starts_with("kubernetes:"));
+    Some(Actor { name, id, path })
+}
+
 /// Stamps the actor on every create and update by an untrusted writer.
 async fn mutate(State(admission): State<Admission>, Json(review): Json<Review>) -> Json<Review> {
     let request = match request(review) {
@@ -307,7 +327,10 @@ async fn audit(
     } else {
         k8s::org_name_of(&namespace).unwrap_or_default().to_owned()
     };
-    let actor = actor(state, request).await;
+    let actor = match stamped(request) {
+        Some(actor) => actor,
+        None => actor(state, request).await,
+    };
     let operation = match request.operation {
         Operation::Create => "create",
         Operation::Update => "update",
