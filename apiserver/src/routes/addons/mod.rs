@@ -19,6 +19,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
+
+mod checks;
+use checks::{check_values, check_version};
+pub(crate) use checks::{definition_named, values_refusal, version_refusal};
 use kubenest_domain::app::ways_out::AddonChange;
 
 /// A catalog entry.
@@ -148,66 +152,6 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
         progress_deadline_seconds: addon.spec.progress_deadline_seconds,
         revisions: None,
     }
-}
-
-pub(crate) async fn definition_named(
-    state: &AppState,
-    name: &str,
-) -> ApiResult<Option<AddonDefinition>> {
-    if !k8s::is_name(name) {
-        return Ok(None);
-    }
-    let api: Api<AddonDefinition> =
-        Api::namespaced(state.client().clone(), &state.settings().system_namespace);
-    Ok(api.get_opt(name).await?)
-}
-
-/// Checks values against the definition's JSON Schema, naming the first bad field.
-fn check_values(definition: &AddonDefinition, values: &Map<String, Value>) -> ApiResult<()> {
-    match values_refusal(definition, values)? {
-        Some((field, reason)) => Err(ApiError::invalid(field, reason)),
-        None => Ok(()),
-    }
-}
-
-/// The first value the definition's JSON Schema refuses: its field (`values.auth.database`)
-/// and why.
-pub(crate) fn values_refusal(
-    definition: &AddonDefinition,
-    values: &Map<String, Value>,
-) -> ApiResult<Option<(String, String)>> {
-    let Some(schema) = &definition.spec.values_schema else {
-        return Ok(None);
-    };
-    let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
-        .map_err(|e| ApiError::internal(format!("definition's values schema: {e}")))?;
-    let instance = Value::Object(values.clone());
-    Ok(validator.iter_errors(&instance).next().map(|error| {
-        let pointer = error.instance_path().to_string();
-        (
-            format!("values{}", pointer.replace('/', ".")),
-            error.to_string(),
-        )
-    }))
-}
-
-fn check_version(version: Option<&String>) -> ApiResult<()> {
-    match version_refusal(version) {
-        Some(reason) => Err(ApiError::invalid("version", reason)),
-        None => Ok(()),
-    }
-}
-
-/// Why a chart version is refused (only exact versions are taken).
-pub(crate) fn version_refusal(version: Option<&String>) -> Option<&'static str> {
-    let version = version?;
-    let core = version.trim_start_matches('v');
-    let core = core.split(['-', '+']).next().unwrap_or_default();
-    let exact = core.split('.').count() == 3
-        && core
-            .split('.')
-            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
-    (!exact).then_some("an exact chart version such as 16.2.3; ranges are refused")
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
