@@ -3,6 +3,11 @@
 //!
 //! Every kind the agent renders is watched (label `app.kubernetes.io/managed-by=kubenest-agent`)
 //! into a cache, so reconciles read live objects and prune without listing the API server.
+//! Where the agent's powers are cluster-wide (a kubeconfig of its own, as in development) one
+//! watch per kind covers the cluster. Installed by its chart they are not: it may only create
+//! namespaces and read capacity cluster-wide, so it binds its project role in each project
+//! namespace ([`ProjectGrant`]) and watches each of those namespaces on its own, starting and
+//! stopping those watches as project namespaces come and go.
 //! The same watches wake the StackDeploy controller ([`Applier::changes`]): a change reaches
 //! it only after the cache holds it, so a reconcile never reads an object older than the one
 //! that woke it, and the cluster serves one watch per kind rather than two.
@@ -15,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -106,19 +111,78 @@ fn selector_pairs(selector: &str) -> Vec<(&str, &str)> {
 /// Those told of every object a cache sees change.
 type Listeners = Arc<Mutex<Vec<mpsc::UnboundedSender<DynamicObject>>>>;
 
-/// One rendered kind's cache and who listens to its changes.
+/// The stores of one kind: one for the whole cluster (key `None`) when the agent's powers are
+/// cluster-wide, else one per project namespace, each with the token that stops its watch.
+type Stores = Arc<Mutex<BTreeMap<Option<String>, (Store<DynamicObject>, CancellationToken)>>>;
+
+/// One rendered kind's caches and who listens to its changes.
 struct Cache {
     resource: ApiResource,
-    store: Store<DynamicObject>,
+    stores: Stores,
     listeners: Listeners,
 }
+
+impl Cache {
+    /// The store holding `namespace`'s objects, once it has listed them.
+    fn ready_store(&self, namespace: &str) -> Option<Store<DynamicObject>> {
+        let stores = self.stores.lock().ok()?;
+        let (store, _) = stores
+            .get(&None)
+            .or_else(|| stores.get(&Some(namespace.to_owned())))?;
+        store
+            .wait_until_ready()
+            .now_or_never()
+            .is_some()
+            .then(|| store.clone())
+    }
+}
+
+/// What the agent binds in each project namespace when its own powers are namespaced (the
+/// chart's least-privilege install): its ServiceAccount gets `role` there, and it watches each
+/// project namespace on its own instead of the whole cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectGrant {
+    /// The ClusterRole with the agent's powers inside a project namespace.
+    pub role: String,
+    /// The agent's ServiceAccount: (namespace, name).
+    pub service_account: (String, String),
+}
+
+impl ProjectGrant {
+    /// The RoleBinding that gives the agent its powers in `namespace` (pure).
+    pub fn role_binding(&self, namespace: &str) -> Value {
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {
+                "name": PROJECT_BINDING,
+                "namespace": namespace,
+                "labels": {labels::MANAGED_BY: labels::MANAGED_BY_AGENT},
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": self.role,
+            },
+            "subjects": [{
+                "kind": "ServiceAccount",
+                "namespace": self.service_account.0,
+                "name": self.service_account.1,
+            }],
+        })
+    }
+}
+
+/// The name of the agent's RoleBinding in each project namespace.
+pub const PROJECT_BINDING: &str = "kubenest-agent";
 
 /// Applies objects and keeps the agent's caches of what it manages.
 pub struct Applier {
     client: kube::Client,
     kinds: Mutex<HashMap<(String, String), (ApiResource, bool)>>,
-    caches: BTreeMap<(String, String), Cache>,
+    caches: Arc<BTreeMap<(String, String), Cache>>,
     namespaces: Store<Namespace>,
+    grant: Option<ProjectGrant>,
 }
 
 impl std::fmt::Debug for Applier {
@@ -156,73 +220,200 @@ fn run_reflector<K>(
     });
 }
 
+/// Starts the watch of one rendered kind in `namespace` (`None`: the whole cluster) into a
+/// store of its own, its changes told to the kind's listeners.
+fn watch_kind(
+    client: &kube::Client,
+    cache: &Cache,
+    namespace: Option<&str>,
+    shutdown: &CancellationToken,
+) {
+    let writer = reflector::store::Writer::new(cache.resource.clone());
+    let store = writer.as_reader();
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &cache.resource),
+        None => Api::all_with(client.clone(), &cache.resource),
+    };
+    let config = watcher::Config::default()
+        .labels(&format!(
+            "{}={}",
+            labels::MANAGED_BY,
+            labels::MANAGED_BY_AGENT
+        ))
+        .any_semantic();
+    let tell = cache.listeners.clone();
+    let changed = move |object: DynamicObject| {
+        if let Ok(mut listeners) = tell.lock() {
+            listeners.retain(|l| l.send(object.clone()).is_ok());
+        }
+    };
+    let stop = shutdown.child_token();
+    run_reflector(writer, watcher(api, config), changed, &stop);
+    if let Ok(mut stores) = cache.stores.lock() {
+        stores.insert(namespace.map(str::to_owned), (store, stop));
+    }
+}
+
+/// Project scope: binds the agent in every project namespace it has no watches in yet and
+/// starts them there; stops the watches of namespaces that are gone. A binding that fails is
+/// logged, and the watches' backoff retries until a later pass (or `project.ensure`) lands it.
+async fn follow_projects(
+    client: &kube::Client,
+    caches: &BTreeMap<(String, String), Cache>,
+    namespaces: &Store<Namespace>,
+    grant: &ProjectGrant,
+    shutdown: &CancellationToken,
+) {
+    let wanted: BTreeSet<String> = namespaces
+        .state()
+        .iter()
+        .filter_map(|ns| ns.metadata.name.clone())
+        .collect();
+    let watched: BTreeSet<String> = caches
+        .values()
+        .next()
+        .and_then(|cache| {
+            cache
+                .stores
+                .lock()
+                .ok()
+                .map(|s| s.keys().flatten().cloned().collect())
+        })
+        .unwrap_or_default();
+    for namespace in wanted.difference(&watched) {
+        if let Err(error) = bind(client, grant, namespace).await {
+            tracing::warn!(%namespace, %error, "cannot bind the agent's project role");
+        }
+        for cache in caches.values() {
+            watch_kind(client, cache, Some(namespace), shutdown);
+        }
+        tracing::info!(%namespace, "watching the project namespace");
+    }
+    for namespace in watched.difference(&wanted) {
+        for cache in caches.values() {
+            if let Some((_, stop)) = cache
+                .stores
+                .lock()
+                .ok()
+                .and_then(|mut s| s.remove(&Some(namespace.clone())))
+            {
+                stop.cancel();
+            }
+        }
+    }
+}
+
+/// Applies the agent's RoleBinding in project namespace `namespace`.
+async fn bind(
+    client: &kube::Client,
+    grant: &ProjectGrant,
+    namespace: &str,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::erase::<k8s_openapi::api::rbac::v1::RoleBinding>(&()),
+    );
+    api.patch(
+        PROJECT_BINDING,
+        &PatchParams::apply(field_managers::AGENT).force(),
+        &Patch::Apply(&grant.role_binding(namespace)),
+    )
+    .await?;
+    Ok(())
+}
+
 impl Applier {
-    /// Starts the caches (until `shutdown`) and waits until each has listed once.
+    /// Starts the caches (until `shutdown`) and waits until each has listed once. With a
+    /// `grant`, the agent's powers are namespaced: it binds itself in each project namespace
+    /// and watches them one by one; without, it watches each kind across the cluster.
     pub async fn start(
         client: kube::Client,
+        grant: Option<ProjectGrant>,
         shutdown: &CancellationToken,
     ) -> Result<Self, ApplyError> {
         let mut caches = BTreeMap::new();
         let mut kinds = HashMap::new();
         for (api_version, kind) in PRUNABLE {
             let (resource, namespaced) = discover(&client, api_version, kind).await?;
-            let writer = reflector::store::Writer::new(resource.clone());
-            let reader = writer.as_reader();
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-            let config = watcher::Config::default()
-                .labels(&format!(
-                    "{}={}",
-                    labels::MANAGED_BY,
-                    labels::MANAGED_BY_AGENT
-                ))
-                .any_semantic();
-            let listeners = Listeners::default();
-            let tell = listeners.clone();
-            let changed = move |object: DynamicObject| {
-                if let Ok(mut listeners) = tell.lock() {
-                    listeners.retain(|l| l.send(object.clone()).is_ok());
-                }
-            };
-            run_reflector(writer, watcher(api, config), changed, shutdown);
             kinds.insert(
                 ((*api_version).to_owned(), (*kind).to_owned()),
                 (resource.clone(), namespaced),
             );
-            caches.insert(
-                ((*api_version).to_owned(), (*kind).to_owned()),
-                Cache {
-                    resource,
-                    store: reader,
-                    listeners,
-                },
-            );
+            let cache = Cache {
+                resource,
+                stores: Stores::default(),
+                listeners: Listeners::default(),
+            };
+            if grant.is_none() {
+                watch_kind(&client, &cache, None, shutdown);
+            }
+            caches.insert(((*api_version).to_owned(), (*kind).to_owned()), cache);
         }
+        let caches = Arc::new(caches);
         let writer = reflector::store::Writer::<Namespace>::new(());
         let namespaces = writer.as_reader();
         let config = watcher::Config::default()
             .labels(labels::PROJECT_ID)
             .any_semantic();
+        let (touched, mut follow) = mpsc::unbounded_channel::<()>();
         run_reflector(
             writer,
             watcher(Api::<Namespace>::all(client.clone()), config),
-            |_| {},
+            move |_| {
+                let _ = touched.send(());
+            },
             shutdown,
         );
         let ready = async {
-            for cache in caches.values() {
-                let _ = cache.store.wait_until_ready().await;
-            }
             let _ = namespaces.wait_until_ready().await;
+            if let Some(grant) = &grant {
+                follow_projects(&client, &caches, &namespaces, grant, shutdown).await;
+            }
+            for cache in caches.values() {
+                let stores: Vec<_> = cache
+                    .stores
+                    .lock()
+                    .map(|s| s.values().map(|(store, _)| store.clone()).collect())
+                    .unwrap_or_default();
+                for store in stores {
+                    let _ = store.wait_until_ready().await;
+                }
+            }
         };
         tokio::time::timeout(Duration::from_secs(60), ready)
             .await
             .map_err(|_| ApplyError::CachesNotReady)?;
+        if let Some(grant) = grant.clone() {
+            let (client, caches, namespaces) = (client.clone(), caches.clone(), namespaces.clone());
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        touched = follow.recv() => if touched.is_none() { return },
+                    }
+                    while follow.try_recv().is_ok() {}
+                    follow_projects(&client, &caches, &namespaces, &grant, &shutdown).await;
+                }
+            });
+        }
         Ok(Self {
             client,
             kinds: Mutex::new(kinds),
             caches,
             namespaces,
+            grant,
         })
+    }
+
+    /// Gives the agent its powers in a project namespace it has just made (a no-op when its
+    /// powers are cluster-wide), so the objects of a project can be applied at once.
+    pub async fn grant(&self, namespace: &str) -> Result<(), kube::Error> {
+        match &self.grant {
+            Some(grant) => bind(&self.client, grant, namespace).await,
+            None => Ok(()),
+        }
     }
 
     /// Every object of a rendered kind that changes from now on (applied, or deleted), each
@@ -292,9 +483,11 @@ impl Applier {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
-        if let Some(cache) = self.caches.get(&(api_version.to_owned(), kind.to_owned())) {
+        if let Some(cache) = self.caches.get(&(api_version.to_owned(), kind.to_owned()))
+            && let Some(store) = cache.ready_store(namespace)
+        {
             let key = ObjectRef::new_with(name, cache.resource.clone()).within(namespace);
-            if let Some(cached) = cache.store.get(&key) {
+            if let Some(cached) = store.get(&key) {
                 return Ok(serde_json::to_value(&*cached).ok());
             }
         }
@@ -336,6 +529,30 @@ impl Applier {
         serde_json::to_value(live).map_err(|_| ApplyError::Malformed)
     }
 
+    /// The objects of `cache`'s kind the agent manages in `namespace`: from the cache, or from
+    /// the API server while the cache of a namespace just made has not listed it yet.
+    async fn managed(
+        &self,
+        cache: &Cache,
+        namespace: &str,
+    ) -> Result<Vec<Arc<DynamicObject>>, ApplyError> {
+        if let Some(store) = cache.ready_store(namespace) {
+            return Ok(store.state());
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &cache.resource);
+        let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_AGENT);
+        let listed = api
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| ApplyError::Kube {
+                kind: cache.resource.kind.clone(),
+                name: String::new(),
+                source,
+            })?;
+        Ok(listed.items.into_iter().map(Arc::new).collect())
+    }
+
     /// Deletes every object of a prunable kind in `namespace` whose labels match `selector`
     /// (equalities, comma-separated) and that is not in `keep`. Returns how many such objects
     /// are still there (being deleted or not yet deleted).
@@ -347,10 +564,10 @@ impl Applier {
     ) -> Result<usize, ApplyError> {
         let pairs = selector_pairs(selector);
         let mut remaining = 0;
-        for ((api_version, kind), cache) in &self.caches {
-            let doomed: Vec<(String, bool)> = cache
-                .store
-                .state()
+        for ((api_version, kind), cache) in self.caches.iter() {
+            let doomed: Vec<(String, bool)> = self
+                .managed(cache, namespace)
+                .await?
                 .iter()
                 .filter(|o| o.metadata.namespace.as_deref() == Some(namespace))
                 .filter(|o| {

@@ -90,6 +90,19 @@ pub struct Args {
     /// Apply the agent's CRDs at start (the chart does this in production).
     #[arg(long)]
     install_crds: bool,
+    /// The ClusterRole of the agent's powers inside a project namespace, when its own are
+    /// namespaced (the chart's install): it binds that role to its ServiceAccount in each
+    /// project namespace it makes, and watches project namespaces one by one. Without it the
+    /// agent's credentials must hold those powers cluster-wide.
+    #[arg(
+        long,
+        env = "KUBENEST_AGENT_PROJECT_ROLE",
+        requires = "service_account"
+    )]
+    project_role: Option<String>,
+    /// The agent's own ServiceAccount (in `--namespace`), the subject of its project bindings.
+    #[arg(long, env = "KUBENEST_AGENT_SERVICE_ACCOUNT")]
+    service_account: Option<String>,
     /// Address of the admin endpoint (/metrics, /healthz, /readyz). The agent's only listener:
     /// it is for the cluster's own probes and scrapes, the hub is still dialled out to.
     #[arg(
@@ -152,7 +165,6 @@ impl Args {
                 cluster_id,
                 org_id,
             },
-            namespace: self.namespace,
             helm: Helm::new(self.helm, self.catalog),
             gitops: self
                 .gitops_repo
@@ -163,6 +175,14 @@ impl Args {
                 push_prefix: self.build_push_prefix,
             },
             install_crds: self.install_crds,
+            project_grant: self
+                .project_role
+                .zip(self.service_account)
+                .map(|(role, account)| crate::apply::ProjectGrant {
+                    role,
+                    service_account: (self.namespace.clone(), account),
+                }),
+            namespace: self.namespace,
         })
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kubenest_contracts as wire;
@@ -300,17 +300,23 @@ fn error_policy(
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let held = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
     let namespace = ctx.namespace.clone();
+    // The build Jobs as the applier's caches see them change: it watches them wherever its
+    // powers reach (the whole cluster, or each project namespace).
+    let Some((resource, jobs)) = ctx.applier.changes("batch/v1", "Job") else {
+        tracing::error!("the applier caches no Jobs; not reconciling builds");
+        return;
+    };
     Controller::new(held, watcher::Config::default())
-        .watches(
-            Api::<Job>::all(ctx.client.clone()),
-            watcher::Config::default().labels(labels::BUILD_ID),
-            move |job| {
+        .watches_stream_with(
+            jobs.map(Ok),
+            move |job: DynamicObject| {
                 let id = job.labels().get(labels::BUILD_ID)?;
                 Some(
                     kube::runtime::reflector::ObjectRef::new(&build_request_name(id))
                         .within(&namespace),
                 )
             },
+            resource,
         )
         .graceful_shutdown_on(shutdown)
         .run(

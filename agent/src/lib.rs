@@ -82,6 +82,9 @@ pub struct Config {
     pub builders: Builders,
     /// Install the agent's CRDs at start (the chart does this in production).
     pub install_crds: bool,
+    /// Namespaced powers: the role the agent binds in each project namespace (the chart's
+    /// install); `None` when its credentials hold cluster-wide powers.
+    pub project_grant: Option<apply::ProjectGrant>,
 }
 
 impl std::fmt::Debug for Config {
@@ -147,7 +150,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         client: client.clone(),
         namespace: config.namespace.clone(),
         cluster_id: config.uplink.cluster_id.to_string(),
-        applier: apply::Applier::start(client.clone(), &shutdown).await?,
+        applier: apply::Applier::start(client.clone(), config.project_grant.clone(), &shutdown)
+            .await?,
         reporter,
         helm: config.helm.clone(),
         gitops: config

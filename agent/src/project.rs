@@ -1,5 +1,5 @@
 //! Projects: a namespace with kubenest's labels (and optionally a registry pull secret for its
-//! default service account). The agent never creates or deletes anything outside a project's
+//! default service account), and, when the agent's powers are namespaced, its RoleBinding there. The agent never creates or deletes anything outside a project's
 //! namespace, and refuses a namespace that exists without being this project's.
 
 use kubenest_crds::names::{field_managers, labels};
@@ -77,6 +77,8 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
         )
         .await
         .map_err(Refusal::internal)?;
+    // With namespaced powers, the agent's own in the new namespace before anything goes in.
+    ctx.applier.grant(name).await.map_err(Refusal::internal)?;
     if let Some(secret) = &command.registry_secret {
         let account = json!({
             "apiVersion": "v1", "kind": "ServiceAccount",

@@ -341,6 +341,7 @@ pub async fn agent_config(
             push_prefix: "builds.test".into(),
         },
         install_crds: true,
+        project_grant: None,
     }
 }
 

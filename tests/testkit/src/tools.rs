@@ -1,5 +1,5 @@
-//! The command-line tools tests drive charts with: helm with a throwaway home, and a
-//! server-side dry run of a manifest against a cluster of the kit.
+//! The command-line tools tests drive charts with: helm with a throwaway home, and kubectl's
+//! server-side apply (or its dry run) of a manifest against a cluster of the kit.
 
 use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
@@ -21,6 +21,20 @@ pub fn helm(args: &[&str]) -> Result<Output, Error> {
 
 /// `kubectl apply --server-side --dry-run=server` of `manifest` into `namespace` of `cluster`.
 pub fn server_dry_run(cluster: &Cluster, namespace: &str, manifest: &str) -> Result<Output, Error> {
+    kubectl_apply(cluster, namespace, manifest, &["--dry-run=server"])
+}
+
+/// `kubectl apply --server-side` of `manifest` into `namespace` of `cluster`, as its admin.
+pub fn server_apply(cluster: &Cluster, namespace: &str, manifest: &str) -> Result<Output, Error> {
+    kubectl_apply(cluster, namespace, manifest, &[])
+}
+
+fn kubectl_apply(
+    cluster: &Cluster,
+    namespace: &str,
+    manifest: &str,
+    extra: &[&str],
+) -> Result<Output, Error> {
     let bins = Binaries::locate()?;
     let mut apply = Command::new(&bins.kubectl)
         .arg(format!(
@@ -30,12 +44,12 @@ pub fn server_dry_run(cluster: &Cluster, namespace: &str, manifest: &str) -> Res
         .args([
             "apply",
             "--server-side",
-            "--dry-run=server",
             "--namespace",
             namespace,
             "-f",
             "-",
         ])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
