@@ -136,11 +136,36 @@ pub struct Client {
 
 /// The HTTP client: rustls with the public roots, plus `extra` CA certificates.
 fn http_client(extra: Option<Vec<reqwest::Certificate>>) -> reqwest::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(60));
+    roots(
+        reqwest::Client::builder().timeout(std::time::Duration::from_secs(60)),
+        extra,
+    )
+    .build()
+}
+
+fn roots(
+    mut builder: reqwest::ClientBuilder,
+    extra: Option<Vec<reqwest::Certificate>>,
+) -> reqwest::ClientBuilder {
     for certificate in extra.into_iter().flatten() {
         builder = builder.add_root_certificate(certificate);
     }
-    builder.build()
+    builder
+}
+
+/// The CA certificates of a `--ca-file`.
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, ApiError> {
+    let ca_error = |reason: String| ApiError::CaFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
+    let certificates =
+        reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
+    if certificates.is_empty() {
+        return Err(ca_error("no PEM certificate in it".into()));
+    }
+    Ok(certificates)
 }
 
 /// Whether `base` is plain HTTP to a host other than loopback.
@@ -178,17 +203,10 @@ impl Client {
         let Some(path) = ca_file else {
             return Ok(Self::new(base));
         };
-        let ca_error = |reason: String| ApiError::CaFile {
+        let http = http_client(Some(ca_certificates(path)?)).map_err(|e| ApiError::CaFile {
             path: path.to_owned(),
-            reason,
-        };
-        let pem = std::fs::read(path).map_err(|e| ca_error(e.to_string()))?;
-        let certificates =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_error(e.to_string()))?;
-        if certificates.is_empty() {
-            return Err(ca_error("no PEM certificate in it".into()));
-        }
-        let http = http_client(Some(certificates)).map_err(|e| ca_error(e.to_string()))?;
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             http,
             ca_file: Some(std::path::absolute(path).unwrap_or_else(|_| path.to_owned())),
@@ -207,6 +225,21 @@ impl Client {
     /// The CA file this client trusts besides the public roots.
     pub fn ca_file(&self) -> Option<&Path> {
         self.ca_file.as_deref()
+    }
+
+    /// An HTTP client for long responses (an event or log stream): the same roots, no overall
+    /// timeout (only one for connecting).
+    pub fn streaming(&self) -> Result<reqwest::Client, ApiError> {
+        let extra = self.ca_file.as_deref().map(ca_certificates).transpose()?;
+        roots(
+            reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10)),
+            extra,
+        )
+        .build()
+        .map_err(|e| ApiError::CaFile {
+            path: self.ca_file.clone().unwrap_or_default(),
+            reason: e.to_string(),
+        })
     }
 
     pub fn base(&self) -> &str {

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use kubenest_testkit::node::NodeBinaries;
-use kubenest_testkit::{Binaries, Environment, NodePool};
+use kubenest_testkit::{Binaries, Environment, Images, NodePool};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -116,6 +116,10 @@ async fn up(
         "  clusters and PostgreSQL ready in {:.1}s",
         started.elapsed().as_secs_f64()
     );
+    let demo_image = match real_node {
+        Some(name) => Some(load_demo_images(&env, name).await?),
+        None => None,
+    };
 
     let postgres = env.postgres().context("postgres missing")?;
     let mut conn = PgConnection::connect(&postgres.url("postgres")).await?;
@@ -123,7 +127,11 @@ async fn up(
         .await?;
     let database_url = postgres.url(DATABASE);
 
-    let mut options = Options::default();
+    let mut options = Options {
+        // HTTPS with a certificate made for this run (`KUBENEST_CA_FILE` in dev.env).
+        api_tls: true,
+        ..Options::default()
+    };
     // `make dev` builds the console first; without a build the API runs without it.
     let console = crate::system::repository_root().join("console/dist");
     if console.join("index.html").is_file() {
@@ -160,7 +168,11 @@ async fn up(
         started.elapsed().as_secs_f64()
     );
 
-    let contents = dev_env(&env, &bins, &system)?;
+    let mut contents = dev_env(&env, &bins, &system)?;
+    if let (Some(edge), Some(image)) = (real_node, &demo_image) {
+        writeln!(contents, "KUBENEST_REAL_NODE_CLUSTER={edge}")?;
+        writeln!(contents, "KUBENEST_DEMO_IMAGE={image}")?;
+    }
     std::fs::write(&env_file, contents).with_context(|| format!("write {}", env_file.display()))?;
     print_summary(&env, &bins, &system, &env_file).await?;
     println!("kubenest dev environment is ready");
@@ -172,6 +184,27 @@ async fn up(
     drop(env);
     eprintln!("stopped");
     outcome
+}
+
+/// The images of the demo App (the web app, Postgres, Redis), built if need be
+/// (`tools/build-images.sh`, cached) and loaded onto the real node of cluster `name`; returns
+/// the demo image's reference.
+async fn load_demo_images(env: &Environment, name: &str) -> anyhow::Result<String> {
+    let started = Instant::now();
+    let names = ["demo", "postgres", "redis"];
+    let images = Images::build(&names).await?;
+    let cluster = env
+        .cluster(name)
+        .context("the real-node cluster is missing")?;
+    for image in names {
+        cluster.import_image(images.archive(image)?).await?;
+    }
+    eprintln!(
+        "  images {} loaded onto {name} in {:.1}s",
+        names.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(images.get("demo")?.reference.clone())
 }
 
 /// The `.kubenest/dev.env` lines: where everything is, for scripts and tests.
@@ -199,6 +232,9 @@ fn dev_env(env: &Environment, bins: &Binaries, system: &System) -> anyhow::Resul
     }
     writeln!(out, "KUBENEST_DATABASE_URL={}", system.database_url())?;
     writeln!(out, "KUBENEST_API={}", system.api_url())?;
+    if let Some(ca) = system.api_ca() {
+        writeln!(out, "KUBENEST_CA_FILE={}", absolute(ca)?)?;
+    }
     if let Some(console) = system.console_url() {
         writeln!(out, "KUBENEST_CONSOLE={console}")?;
     }
@@ -277,6 +313,9 @@ async fn print_summary(
         system.api_url(),
         system.api_url()
     );
+    if let Some(ca) = system.api_ca() {
+        println!("  API CA         {}  (KUBENEST_CA_FILE)", ca.display());
+    }
     if let Some(console) = system.console_url() {
         println!("  console        {console}");
     }

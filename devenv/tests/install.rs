@@ -19,11 +19,13 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{eventually, run};
+use common::run;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, ListParams, PostParams};
 use kubenest_devenv::system::{Options, System};
+use kubenest_devenv::tour::demo;
 use kubenest_testkit::{Cluster, Environment, Images};
 use serde_json::{Value, json};
 
@@ -166,25 +168,19 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .await
             .unwrap();
         let project_id = project["id"].as_str().unwrap().to_owned();
-        let body = json!({
-            "project_id": project_id, "name": "demo", "progress_deadline_seconds": REAL.as_secs(),
-            "components": [
-                {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
-                {"name": "cache", "type": "addon", "addon_spec": {"definition": "redis"}},
-                {"name": "web", "type": "workload", "workload_spec": {
-                    "image": DEMO, "replicas": 1, "port": 8080,
-                    "env": [
-                        {"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}},
-                        {"name": "REDIS_URL", "export_ref": {"component": "cache", "export": "url"}},
-                        {"name": "DEMO_VERSION", "value": "one"}
-                    ]}}
-            ]
-        });
+        let body = demo::app(&project_id, "demo", DEMO, "one", REAL);
         let app = admin.post("/api/v1/apps", &body).await.unwrap();
         let app_id = app["id"].as_str().unwrap().to_owned();
         let path = format!("/api/v1/apps/{app_id}");
         let first = running(&mut admin, &path, edge, |_| true).await;
-        let answer = demo_answer(&edge_client, "one").await;
+        // It ran with namespaced powers: the chart gives the agent none in project namespaces
+        // but the role it binds there itself.
+        let binding = Api::<RoleBinding>::namespaced(edge_client.clone(), "shop")
+            .get("kubenest-agent")
+            .await
+            .unwrap();
+        assert_eq!(binding.role_ref.name, "kubenest-agent-project");
+        let answer = ask(&edge_client, "one").await;
         assert_eq!(answer["ok"], true, "{answer}");
         assert_eq!(answer["postgres"]["connected"], true, "{answer}");
         assert_eq!(answer["redis"]["connected"], true, "{answer}");
@@ -238,7 +234,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .unwrap();
         let first_revision = first["revision"].clone();
         running(&mut admin, &path, edge, |r| *r != first_revision).await;
-        assert_eq!(demo_answer(&edge_client, "two").await["version"], "two");
+        assert_eq!(ask(&edge_client, "two").await["version"], "two");
         assert_eq!(web_image(&edge_client).await, DEMO_NEXT);
         let history = admin.get(&format!("{path}/deployments")).await.unwrap();
         let original = history
@@ -259,7 +255,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .unwrap();
         // The rollback restores the first spec, hence its revision.
         running(&mut admin, &path, edge, |r| *r == first_revision).await;
-        assert_eq!(demo_answer(&edge_client, "one").await["version"], "one");
+        assert_eq!(ask(&edge_client, "one").await["version"], "one");
         assert_eq!(web_image(&edge_client).await, DEMO);
         drop(system);
     });
@@ -303,49 +299,15 @@ async fn running(
     last
 }
 
-/// The demo's JSON answer to a request from inside the cluster network: a pod (the demo image's
-/// `kubenest-demo get`) asks the App's Service by its DNS name, until the answer reports
-/// `version`.
-async fn demo_answer(client: &kube::Client, version: &str) -> Value {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for attempt in 0..30 {
-        let name = format!("ask-{version}-{attempt}");
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "restartPolicy": "Never",
-                "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "ask", "image": DEMO,
-                    "imagePullPolicy": "Never",
-                    "args": ["get", "http://demo-web.shop.svc:8080/"],
-                    "securityContext": {"allowPrivilegeEscalation": false,
-                                        "capabilities": {"drop": ["ALL"]}}
-                }]
-            }
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        let mut phase = String::new();
-        eventually("the asking pod ends", Duration::from_secs(60), async || {
-            phase = pods
-                .get(&name)
-                .await
-                .unwrap()
-                .status
-                .and_then(|s| s.phase)
-                .unwrap_or_default();
-            phase == "Succeeded" || phase == "Failed"
-        })
-        .await;
-        let log = pods.logs(&name, &LogParams::default()).await.unwrap();
-        pods.delete(&name, &DeleteParams::default()).await.unwrap();
-        let answer: Value = serde_json::from_str(log.trim()).unwrap_or(Value::Null);
-        if phase == "Succeeded" && answer["version"] == version {
-            return answer;
-        }
-        eprintln!("asked the demo ({phase}): {log}");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    panic!("the demo never answered version {version} from inside the cluster");
+/// The demo's answer from inside the cluster network, once it reports `version`.
+async fn ask(client: &kube::Client, version: &str) -> Value {
+    demo::ask(
+        client,
+        DEMO,
+        "http://demo-web.shop.svc:8080/",
+        version,
+        REAL,
+    )
+    .await
+    .unwrap()
 }

@@ -30,6 +30,9 @@ fn the_tour_runs_on_the_whole_system() {
         let options = f.system.options();
         let env = DevEnv {
             api: f.system.api_url(),
+            ca_file: f.system.api_ca().map(Into::into),
+            // The whole system here runs on kwok nodes; install.rs runs the demo on a real one.
+            real_node: None,
             admin_user: options.admin_user.clone(),
             admin_password: options.admin_password.clone(),
             org: options.org.clone(),

@@ -9,11 +9,16 @@ use anyhow::Context as _;
 #[derive(Debug, Clone)]
 pub struct DevEnv {
     pub api: String,
+    /// The CA certificate of an https API (`KUBENEST_CA_FILE`, which the CLI reads too).
+    pub ca_file: Option<PathBuf>,
     pub admin_user: String,
     pub admin_password: String,
     pub org: String,
     /// Workload cluster name → (cluster id, kubeconfig).
     pub clusters: BTreeMap<String, (String, PathBuf)>,
+    /// The cluster with a real node and the demo image loaded on it
+    /// (`KUBENEST_REAL_NODE_CLUSTER`, `KUBENEST_DEMO_IMAGE`), where the tour runs the demo App.
+    pub real_node: Option<(String, String)>,
 }
 
 impl DevEnv {
@@ -54,10 +59,43 @@ impl DevEnv {
         }
         Ok(Self {
             api: get("KUBENEST_API")?,
+            ca_file: vars.get("KUBENEST_CA_FILE").map(PathBuf::from),
             admin_user: get("KUBENEST_ADMIN_USER")?,
             admin_password: get("KUBENEST_ADMIN_PASSWORD")?,
             org: get("KUBENEST_ORG")?,
             clusters,
+            real_node: vars
+                .get("KUBENEST_REAL_NODE_CLUSTER")
+                .zip(vars.get("KUBENEST_DEMO_IMAGE"))
+                .map(|(cluster, image)| ((*cluster).to_owned(), (*image).to_owned())),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "KUBENEST_API=https://127.0.0.1:1\nKUBENEST_ADMIN_USER=admin\n\
+        KUBENEST_ADMIN_PASSWORD=pw\nKUBENEST_ORG=dev\nKUBENEST_CLUSTERS=east\n\
+        KUBENEST_CLUSTER_ID_EAST=c1\nKUBENEST_KUBECONFIG_EAST=/k/east\n";
+
+    #[test]
+    fn the_ca_and_the_real_node_are_read_when_dev_env_names_them() {
+        let bare = DevEnv::parse(BASE).unwrap();
+        assert_eq!((bare.ca_file, bare.real_node), (None, None));
+        let full = DevEnv::parse(&format!(
+            "{BASE}KUBENEST_CA_FILE=/run/ca.crt\nKUBENEST_REAL_NODE_CLUSTER=edge\n\
+             KUBENEST_DEMO_IMAGE=localhost/kubenest/demo:0.1.0\n"
+        ))
+        .unwrap();
+        assert_eq!(full.ca_file, Some(PathBuf::from("/run/ca.crt")));
+        assert_eq!(
+            full.real_node,
+            Some(("edge".into(), "localhost/kubenest/demo:0.1.0".into()))
+        );
+        // A real node without the demo image is no place for the demo.
+        let half = DevEnv::parse(&format!("{BASE}KUBENEST_REAL_NODE_CLUSTER=edge\n")).unwrap();
+        assert_eq!(half.real_node, None);
     }
 }

@@ -48,7 +48,8 @@ impl EventStream {
             .session()
             .map(|s| s.access_token.clone())
             .ok_or(api::ApiError::NotLoggedIn)?;
-        let mut request = reqwest::Client::new()
+        let mut request = client
+            .streaming()?
             .get(format!(
                 "{}/api/v1/events/stream?{filter}={}",
                 api.trim_end_matches('/'),

@@ -5,7 +5,8 @@
 //! Steps: the registered clusters (and a registration's answer); a project on each cluster; the
 //! reference App (a Postgres addon and a web workload reading `DATABASE_URL` from it) Running;
 //! its history; an image change as a new deployment; a rollback; the Deployment scaled behind
-//! kubenest's back, the drift reported on the event stream and healed; pause and resume; delete.
+//! kubenest's back, the drift reported on the event stream and healed; pause and resume; on a
+//! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]); delete.
 //! Every step checks the workload cluster itself too, not only what the API says.
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 use kubenest_cli::api;
 use kubenest_cli::cmd::{Progress, Table, progress, text};
 
+pub mod demo;
 mod env;
 mod events;
 mod printer;
@@ -69,7 +71,7 @@ pub fn reference_app(project_id: &str, image: &str) -> Value {
 /// Runs the tour against the environment `env` describes.
 pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut client = api::Client::new(&env.api);
+    let mut client = api::Client::with_ca(&env.api, env.ca_file.as_deref())?;
     client.login(&env.admin_user, &env.admin_password).await?;
     out.line(format!(
         "kubenest tour against {} as {} (organization {})",
@@ -357,8 +359,15 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         "   resumed: shop-web has {replicas} replicas again"
     ));
 
-    // 9. Delete.
-    out.step(9, "delete the App, then the projects");
+    // 9. The demo App on the real node, when there is one.
+    let mut next = 9;
+    if let Some((edge, image)) = &env.real_node {
+        demo_on_real_node(&mut client, env, edge, image, &projects, out).await?;
+        next += 1;
+    }
+
+    // 10. Delete.
+    out.step(next, "delete the App, then the projects");
     client.delete(&format!("/api/v1/apps/{app_id}")).await?;
     kubenest_cli::cmd::wait_deleted(&mut client, &app_id, STEP).await?;
     eventually("the workload gone from the cluster", async || {
@@ -381,6 +390,64 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         "tour finished in {:.1}s",
         started.elapsed().as_secs_f64()
     ));
+    Ok(())
+}
+
+/// The demo App (web app, Postgres, Redis) in `edge`'s tour project, in real containers: its
+/// HTTP answer from inside the cluster network says what it reached; then it is deleted.
+async fn demo_on_real_node(
+    client: &mut api::Client,
+    env: &DevEnv,
+    edge: &str,
+    image: &str,
+    projects: &BTreeMap<String, (String, String)>,
+    out: &mut Printer,
+) -> anyhow::Result<()> {
+    out.step(
+        9,
+        &format!(
+            "the demo App on {edge}, a real node: a web app, Postgres and Redis in containers"
+        ),
+    );
+    let (project_id, _) = projects
+        .get(edge)
+        .with_context(|| format!("no tour project on {edge}"))?;
+    let (_, kubeconfig) = &env.clusters[edge];
+    let project = client
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await?;
+    let namespace = text(&project["namespace"]);
+    let created = client
+        .post(
+            "/api/v1/apps",
+            &demo::app(project_id, "demo", image, "tour", STEP),
+        )
+        .await?;
+    let app_id = text(&created["id"]);
+    running(client, &app_id, None, out).await?;
+    let url = format!("http://demo-web.{namespace}.svc:8080/");
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
+    let answer = demo::ask(&workload, image, &url, "tour", STEP).await?;
+    out.line(format!(
+        "   GET {url} from a pod on {edge}, answered by {}:",
+        text(&answer["hostname"])
+    ));
+    for backend in ["postgres", "redis"] {
+        let found = &answer[backend];
+        out.line(format!(
+            "   {backend:<8} {}: connected {}, wrote and read back {}",
+            text(&found["target"]),
+            text(&found["connected"]),
+            text(&found["read_back"])
+        ));
+    }
+    anyhow::ensure!(
+        answer["ok"] == true,
+        "the demo did not reach both backends: {answer}"
+    );
+    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
+    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
+    out.line(format!("   App demo deleted from {edge}"));
     Ok(())
 }
 
