@@ -112,6 +112,103 @@ fn app_object(name: &str, project: &str, components: Value) -> App {
     .unwrap()
 }
 
+/// Apps the hub's `app.deploy` schema would refuse once built: each is refused at both doors
+/// with its field, never accepted to sit `Pending` with `InvalidCommand`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_hub_would_refuse_is_refused_at_both_doors_with_the_field() {
+    let (org, project, session, id) = setting("hubdoor").await;
+    let project_name = project["name"].as_str().unwrap();
+    let project_id = project["id"].as_str().unwrap();
+    let apps: Api<App> = Api::namespaced(as_user(&id).await, &format!("org-{org}"));
+    let web = |spec: Value| {
+        let mut workload = json!({"image": "shop:1", "port": 8080});
+        workload
+            .as_object_mut()
+            .unwrap()
+            .extend(spec.as_object().unwrap().clone());
+        workload
+    };
+    let cases = [
+        (
+            json!({"ingress": {"host": "Bad Host!", "path": "/"}}),
+            json!({"ingress": {"host": "Bad Host!", "path": "/"}}),
+            "components[0].workload_spec.ingress.host",
+        ),
+        (
+            json!({"resources": {"cpu_request": "lots"}}),
+            json!({"resources": {"cpuRequest": "lots"}}),
+            "components[0].workload_spec.resources.cpu_request",
+        ),
+        (
+            json!({"resources": {"memory_limit": "1 banana"}}),
+            json!({"resources": {"memoryLimit": "1 banana"}}),
+            "components[0].workload_spec.resources.memory_limit",
+        ),
+        (
+            json!({"health_check": {"path": "/", "period_seconds": 0}}),
+            json!({"healthCheck": {"path": "/", "periodSeconds": 0}}),
+            "components[0].workload_spec.health_check.period_seconds",
+        ),
+    ];
+    for (rest_spec, crd_spec, field) in cases {
+        let (status, body) = session
+            .post(
+                "/api/v1/apps",
+                json!({"project_id": project_id, "name": "shop", "components": [
+                    {"name": "web", "type": "workload", "workload_spec": web(rest_spec)}]}),
+            )
+            .await;
+        let rest = rest_refusal(status, &body);
+        assert_eq!(
+            (rest.status, rest.field.as_deref()),
+            (422, Some(field)),
+            "{body}"
+        );
+        let object = app_object(
+            "shop",
+            project_name,
+            json!([{"name": "web", "workload": web(crd_spec)}]),
+        );
+        let kube = kube_refusal(
+            apps.create(&PostParams::default(), &object)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!((kube.status, kube.field.as_deref()), (422, Some(field)));
+    }
+    // A chart version that is no exact version, for an addon component.
+    Api::<kubenest_crds::addon::AddonDefinition>::namespaced(plane().kube().await, common::SYSTEM)
+        .patch(
+            "hubdoordb",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "hubdoordb"},
+                "spec": {"displayName": "Hub door DB",
+                    "chart": {"repository": "charts/addons", "name": "hubdoordb", "version": "1.0.0"},
+                    "exports": {"host": "{release}.{namespace}.svc"}}
+            })),
+        )
+        .await
+        .unwrap();
+    let (status, body) = session
+        .post(
+            "/api/v1/apps",
+            json!({"project_id": project_id, "name": "shop", "components": [
+                {"name": "db", "type": "addon",
+                 "addon_spec": {"definition": "hubdoordb", "version": "latest"}}]}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    assert_eq!(
+        (rest.status, rest.field.as_deref()),
+        (422, Some("components[0].addon_spec.version")),
+        "{body}"
+    );
+    // Nothing was written by any of them.
+    assert!(apps.get_opt("shop").await.unwrap().is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_bad_objects_are_refused_alike_through_rest_and_kubectl() {
     let (org, project, session, id) = setting("doors").await;

@@ -164,6 +164,22 @@ impl Validator {
         })
     }
 
+    /// Checks one payload of type `kind` against its schema, as a peer would on receiving it:
+    /// the error's path is a JSON pointer into the payload. For the side that builds a payload
+    /// from a user's input, to refuse at its own door what the hub would refuse later.
+    pub fn check_payload(&self, kind: MessageType, payload: &Value) -> Result<(), FrameError> {
+        match self.payloads.get(&kind) {
+            Some(validator) => validator
+                .validate(payload)
+                .map_err(|error| schema_error("", &error)),
+            None => Err(FrameError::new(
+                ErrorCode::UnknownType,
+                "",
+                format!("no schema for {kind}"),
+            )),
+        }
+    }
+
     /// Typed envelope → frame text, refusing what a peer would refuse.
     pub fn encode(&self, envelope: &Envelope) -> Result<String, FrameError> {
         let value = serde_json::to_value(envelope).map_err(|e| {

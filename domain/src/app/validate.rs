@@ -61,9 +61,121 @@ pub fn check_component_names(names: &[&str]) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// Checks a built deploy: the component names ([`check_component_names`]), and that every export
-/// reference names an addon component of the same App that publishes that export.
+/// Checks a built deploy: the component names ([`check_component_names`]), that every export
+/// reference names an addon component of the same App that publishes that export, and then the
+/// hub's own schema of `app.deploy` ([`check_contract`]).
 pub fn validate_deploy(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
+    check_references(deploy)?;
+    check_contract(deploy)
+}
+
+/// The deploy against the `app.deploy` schema the hub validates every frame with (and the
+/// agent trusts): a quantity, a host, a period or a chart version the hub would refuse is
+/// refused here, on every path that builds a deploy, with the App's field rather than a
+/// pointer into a command the user never sees.
+pub fn check_contract(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
+    let validator =
+        wire::Validator::shared().map_err(|e| refuse("spec".into(), String::new(), e.reason))?;
+    let payload = serde_json::to_value(deploy)
+        .map_err(|e| refuse("spec".into(), String::new(), e.to_string()))?;
+    validator
+        .check_payload(wire::MessageType::AppDeploy, &payload)
+        .map_err(|e| refuse(field_at(deploy, &e.path), e.path, e.reason))
+}
+
+/// The App's field (as the CRD spells it) that the deploy's JSON pointer `pointer` came from
+/// (pure): `/components/2/resources/cpu_request` is `spec.components[2].workload.resources.cpuRequest`.
+pub fn field_at(deploy: &wire::AppDeploy, pointer: &str) -> String {
+    let segments: Vec<&str> = pointer.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        ["components", i, rest @ ..] => {
+            let Ok(index) = i.parse::<usize>() else {
+                return "spec.components".into();
+            };
+            let base = format!("spec.components[{index}]");
+            match (deploy.components.get(index), rest) {
+                (_, []) => base,
+                (_, ["name", ..]) => format!("{base}.name"),
+                (Some(wire::Component::Workload(_)), rest) => workload_field(&base, rest),
+                (Some(wire::Component::Addon(_)), rest) => addon_field(&base, rest),
+                (None, _) => base,
+            }
+        }
+        ["progress_deadline_seconds", ..] => "spec.progressDeadlineSeconds".into(),
+        _ => "spec".into(),
+    }
+}
+
+fn workload_field(base: &str, rest: &[&str]) -> String {
+    let workload = format!("{base}.workload");
+    match rest {
+        ["source", "image", ..] => format!("{workload}.image"),
+        ["source", "chart", more @ ..] => path(&format!("{workload}.helm.chart"), more),
+        ["source", "values", more @ ..] => values(&format!("{workload}.helm.values"), more),
+        ["source", "type" | "mode", ..] | ["source"] => workload,
+        ["source", more @ ..] => path(&format!("{workload}.git"), more),
+        // The component's Secret is named after the App and the component.
+        ["secret", ..] => format!("{base}.name"),
+        more => path(&workload, more),
+    }
+}
+
+fn addon_field(base: &str, rest: &[&str]) -> String {
+    let addon = format!("{base}.addon");
+    match rest {
+        ["chart", "version", ..] => format!("{addon}.version"),
+        // The chart and the exports come from the definition.
+        ["chart" | "definition" | "exports", ..] => format!("{addon}.definition"),
+        ["values", more @ ..] => values(&format!("{addon}.values"), more),
+        _ => addon,
+    }
+}
+
+/// `base` and the wire's snake_case segments in the CRD's camelCase (`[n]` for an index).
+fn path(base: &str, segments: &[&str]) -> String {
+    let mut out = base.to_owned();
+    for segment in segments {
+        if segment.parse::<usize>().is_ok() {
+            out.push_str(&format!("[{segment}]"));
+            continue;
+        }
+        out.push('.');
+        match *segment {
+            "git_ref" => out.push_str("ref"),
+            other => {
+                let mut upper = false;
+                for c in other.chars() {
+                    if c == '_' {
+                        upper = true;
+                    } else if upper {
+                        out.push(c.to_ascii_uppercase());
+                        upper = false;
+                    } else {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `base` and chart values' keys as the user wrote them (JSON pointer escapes undone).
+fn values(base: &str, segments: &[&str]) -> String {
+    let mut out = base.to_owned();
+    for segment in segments {
+        if segment.parse::<usize>().is_ok() {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            out.push('.');
+            out.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    out
+}
+
+/// The references between components: names, and export references that resolve.
+fn check_references(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
     let names: Vec<&str> = deploy
         .components
         .iter()
@@ -168,6 +280,70 @@ mod tests {
         let error = validate_deploy(&to_workload).unwrap_err();
         assert_eq!(error.pointer, "/components/1/env/0/export_ref/component");
         assert_eq!(error.field, "spec.components[1].workload.env[0].exportRef");
+    }
+
+    #[test]
+    fn what_the_hubs_schema_refuses_is_refused_with_the_apps_field() {
+        let cases: [(&str, serde_json::Value, &str); 6] = [
+            (
+                "/components/1/resources/cpu_request",
+                json!({"resources": {"cpu_request": "lots"}}),
+                "spec.components[1].workload.resources.cpuRequest",
+            ),
+            (
+                "/components/1/resources/memory_limit",
+                json!({"resources": {"memory_limit": "1 banana"}}),
+                "spec.components[1].workload.resources.memoryLimit",
+            ),
+            (
+                "/components/1/ingress/host",
+                json!({"ingress": {"host": "Bad Host!", "path": "/"}}),
+                "spec.components[1].workload.ingress.host",
+            ),
+            (
+                "/components/1/health_check/period_seconds",
+                json!({"health_check": {"path": "/", "period_seconds": 0}}),
+                "spec.components[1].workload.healthCheck.periodSeconds",
+            ),
+            (
+                "/components/1/source/image",
+                json!({"source": {"type": "image", "image": "a b"}}),
+                "spec.components[1].workload.image",
+            ),
+            (
+                "/components/1/source/git_ref",
+                json!({"source": {"type": "git", "repository": "https://g/r.git", "git_ref": "", "mode": "dockerfile"}}),
+                "spec.components[1].workload.git.ref",
+            ),
+        ];
+        for (pointer, change, field) in cases {
+            let mut value = serde_json::to_value(shop()).unwrap();
+            for (key, v) in change.as_object().unwrap() {
+                value["components"][1][key] = v.clone();
+            }
+            let bad: wire::AppDeploy = serde_json::from_value(value).unwrap();
+            let error = validate_deploy(&bad).unwrap_err();
+            assert_eq!(
+                (error.pointer.as_str(), error.field.as_str()),
+                (pointer, field)
+            );
+            assert!(!error.reason.is_empty());
+        }
+        // An addon's chart version is the App's `version`; a chart value keeps its own key.
+        let mut latest = shop();
+        if let wire::Component::Addon(a) = &mut latest.components[0] {
+            a.chart.version = "latest".into();
+        }
+        let error = validate_deploy(&latest).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].addon.version");
+        assert_eq!(
+            field_at(&shop(), "/components/0/values/primary/max_connections"),
+            "spec.components[0].addon.values.primary.max_connections"
+        );
+        assert_eq!(
+            field_at(&shop(), "/progress_deadline_seconds"),
+            "spec.progressDeadlineSeconds"
+        );
     }
 
     #[test]
