@@ -102,6 +102,15 @@ impl ApiError {
     }
 
     /// The body is not what the endpoint takes (unknown field, wrong type, not JSON).
+    /// A method the path does not take (405).
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }

@@ -1,4 +1,5 @@
-//! Extractors with the API's own errors: a JSON body whose errors name the field, and the
+//! Extractors with the API's own errors: a JSON body whose errors name the field, a query
+//! string whose errors name the parameter, and the
 //! authenticated caller (bearer access token, per-user rate limits). Every request checks the
 //! token's user against PostgreSQL: a deleted or disabled user, one created again under the
 //! same name (another id) or a token from before a password change (an older token epoch) is
@@ -69,6 +70,51 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
 impl<T: JsonSchema> OperationInput for Body<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
         axum::Json::<T>::operation_input(ctx, operation);
+    }
+}
+
+/// The query string of a request. An unknown parameter or a value of the wrong type is a 400
+/// in the API's error shape naming the parameter (`limit`), where axum's own extractor would
+/// answer plain text.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let pairs = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(pairs)
+            .map(Self)
+            .map_err(|e| query_error(&e.path().to_string(), &e.inner().to_string()))
+    }
+}
+
+/// The 400 of a query string that does not deserialize: the parameter at `path`, or for an
+/// unknown one (serde reports it at the top) the name it quotes.
+fn query_error(path: &str, message: &str) -> ApiError {
+    let parameter = if path == "." {
+        message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split_once('`'))
+            .map(|(name, _)| name.to_owned())
+    } else {
+        Some(path.to_owned())
+    };
+    let message = match &parameter {
+        Some(name) => format!("query parameter {name}: {message}"),
+        None => format!("query string: {message}"),
+    };
+    ApiError {
+        field: parameter,
+        ..ApiError::bad_request(message)
+    }
+}
+
+impl<T: JsonSchema> OperationInput for Query<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        axum::extract::Query::<T>::operation_input(ctx, operation);
     }
 }
 

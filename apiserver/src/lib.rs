@@ -287,6 +287,16 @@ pub fn app(state: AppState) -> Router {
         audit::record,
     ));
     let routes = metrics::metrics().http.instrument(routes);
+    // A known path with a method it does not take: the API's error shape, not an empty 405.
+    let routes = routes.method_not_allowed_fallback(
+        |method: axum::http::Method, uri: axum::http::Uri| async move {
+            error::ApiError::method_not_allowed(format!(
+                "{method} is not a method of {} (the Allow header lists those that are)",
+                uri.path()
+            ))
+            .into_response()
+        },
+    );
     let document = Arc::new(api);
     let routes = match &state.settings().console_dir {
         Some(dir) => routes.fallback_service(console::router(dir)),

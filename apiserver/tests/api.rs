@@ -1997,3 +1997,63 @@ async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organi
     );
     assert_eq!(checked, users.len() * 2 * 12);
 }
+
+/// Every refusal is in the API's error shape, also those made before a handler runs: a query
+/// value of the wrong type, an unknown query parameter, a method the path does not take, a
+/// path that is no route, a body that is not JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_parameter() {
+    let admin = Client::admin().await;
+    let token = admin.token.clone().unwrap();
+    let send = async |method: Method, path: &str, body: Option<&str>| {
+        let mut request = admin
+            .http
+            .request(method, format!("{}{path}", admin.base))
+            .bearer_auth(&token);
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "text/plain")
+                .body(body.to_owned());
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let allow = response
+            .headers()
+            .get("allow")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        (status, body, allow)
+    };
+    for (query, parameter) in [
+        ("limit=abc", "limit"),
+        ("limit=-1", "limit"),
+        ("colour=red", "colour"),
+    ] {
+        let (status, body, _) = send(Method::GET, &format!("/api/v1/apps?{query}"), None).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request", "{body}");
+        assert_eq!(body["error"]["field"], parameter, "{query}: {body}");
+    }
+    // A value of the right type that is out of range is the handler's to refuse, as before.
+    let (status, body, _) = send(Method::GET, "/api/v1/apps?limit=0", None).await;
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (422, Some("limit"))
+    );
+
+    let (status, body, allow) = send(Method::DELETE, "/api/v1/orgs", None).await;
+    assert_eq!(status, 405, "{body}");
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    let allow = allow.unwrap_or_default();
+    assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+
+    let (status, body, _) = send(Method::GET, "/api/v1/no-such-thing", None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found"))
+    );
+
+    let (status, body, _) = send(Method::POST, "/api/v1/orgs", Some("name=x")).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+}

@@ -3,8 +3,9 @@
 //! the alerts of what they have a role on (the organization, the cluster, or the App's project)
 //! and acknowledges with the member role there.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use kube::ResourceExt;
 use kubenest_crds::common::Role;
 use kubenest_store::{Alert, AlertState};

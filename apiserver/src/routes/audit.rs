@@ -1,8 +1,9 @@
 //! An organization's audit log (organization admins): every mutation by every path, newest
 //! first, filtered and paged.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use kubenest_store::{AuditEntry, AuditFilter, AuditPath, Outcome};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

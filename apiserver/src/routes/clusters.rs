@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;

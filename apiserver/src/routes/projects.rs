@@ -1,7 +1,8 @@
 //! Projects: one namespace on one cluster.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};

@@ -38,19 +38,8 @@ pub(crate) fn values_refusal(
     definition: &AddonDefinition,
     values: &Map<String, Value>,
 ) -> ApiResult<Option<(String, String)>> {
-    let Some(schema) = &definition.spec.values_schema else {
-        return Ok(None);
-    };
-    let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
-        .map_err(|e| ApiError::internal(format!("definition's values schema: {e}")))?;
-    let instance = Value::Object(values.clone());
-    Ok(validator.iter_errors(&instance).next().map(|error| {
-        let pointer = error.instance_path().to_string();
-        (
-            format!("values{}", pointer.replace('/', ".")),
-            error.to_string(),
-        )
-    }))
+    kubenest_domain::app::values_refusal(definition.spec.values_schema.as_ref(), values)
+        .map_err(ApiError::internal)
 }
 
 pub(super) fn check_version(version: Option<&String>) -> ApiResult<()> {

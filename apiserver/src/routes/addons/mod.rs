@@ -1,8 +1,9 @@
 //! The addon catalog (AddonDefinitions) and standalone addons (AddonInstances) with their
 //! revision history, upgrades and rollbacks.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};

@@ -1,7 +1,8 @@
 //! An App's deployment history, each deployment with its diff.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use kube::ResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,9 @@
 //! The App list: by organization or project, paged with `limit` and `continue` across every
 //! organization the caller sees.
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use kubenest_crds::App;

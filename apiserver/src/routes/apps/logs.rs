@@ -7,8 +7,9 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use crate::extract::Query;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;

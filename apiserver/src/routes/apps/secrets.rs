@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::extract::Query;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use kube::ResourceExt;
 use kubenest_contracts::{
     self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
