@@ -92,6 +92,7 @@ async fn export_values(
         release: &target.release,
         namespace: target.namespace,
         password: &password,
+        values: target.values,
     };
     let mut values = exports::expand(target.exports, &facts)?;
     values.entry("password".into()).or_insert(password);

@@ -2,7 +2,9 @@
 //!
 //! An AddonDefinition maps each export to a template, e.g. `host` → `{release}.{namespace}.svc`
 //! or `dsn` → `postgres://{user}:{password}@{host}:{port}/{database}`. Placeholders are the
-//! release name, the namespace, the generated password and any other export of the same addon.
+//! release name, the namespace, the generated password, any other export of the same addon, and
+//! `{values.<path>}`: a value the chart is rendered with (`{values.database}`), so an export
+//! says what the addon really runs with rather than what it runs with by default.
 //! The password is generated on the cluster and kept in the export Secret; it never leaves it.
 
 use std::collections::BTreeMap;
@@ -14,6 +16,10 @@ pub enum ExportError {
     Unknown { export: String, placeholder: String },
     #[error("export {export:?} refers to itself through other exports")]
     Cycle { export: String },
+    #[error(
+        "export {export:?} uses {{values.{path}}}, which the addon's values do not set to a string, number or boolean"
+    )]
+    NoValue { export: String, path: String },
 }
 
 /// The values every template may use besides the other exports.
@@ -22,6 +28,23 @@ pub struct Facts<'a> {
     pub release: &'a str,
     pub namespace: &'a str,
     pub password: &'a str,
+    /// The values the chart is rendered with.
+    pub values: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+/// The scalar at dotted `path` of `values`, as text.
+fn value_at(values: &serde_json::Map<String, serde_json::Value>, path: &str) -> Option<String> {
+    let mut parts = path.split('.');
+    let mut at = values.get(parts.next()?)?;
+    for part in parts {
+        at = at.get(part)?;
+    }
+    match at {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
 }
 
 /// Expands every export of `mapping`.
@@ -71,6 +94,13 @@ fn resolve(
                 resolve(other, mapping, facts, done, visiting)?
             }
             "password" => facts.password.to_owned(),
+            other if other.starts_with("values.") => {
+                let path = &other["values.".len()..];
+                value_at(facts.values, path).ok_or_else(|| ExportError::NoValue {
+                    export: export.to_owned(),
+                    path: path.to_owned(),
+                })?
+            }
             other => {
                 return Err(ExportError::Unknown {
                     export: export.to_owned(),
@@ -105,8 +135,8 @@ mod tests {
         [
             ("host", "{release}.{namespace}.svc"),
             ("port", "5432"),
-            ("user", "app"),
-            ("database", "app"),
+            ("user", "{values.user}"),
+            ("database", "{values.database}"),
             ("password", "{password}"),
             (
                 "dsn",
@@ -118,15 +148,26 @@ mod tests {
         .collect()
     }
 
-    const FACTS: Facts<'static> = Facts {
-        release: "shop-db",
-        namespace: "shop-prod",
-        password: "s3cret",
-    };
+    fn chart_values() -> serde_json::Map<String, serde_json::Value> {
+        serde_json::json!({"user": "app", "database": "app", "persistence": {"size": "1Gi"}})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    fn facts(values: &serde_json::Map<String, serde_json::Value>) -> Facts<'_> {
+        Facts {
+            release: "shop-db",
+            namespace: "shop-prod",
+            password: "s3cret",
+            values,
+        }
+    }
 
     #[test]
     fn exports_expand_placeholders_and_each_other() {
-        let values = expand(&postgres(), &FACTS).unwrap();
+        let chart = chart_values();
+        let values = expand(&postgres(), &facts(&chart)).unwrap();
         assert_eq!(values["host"], "shop-db.shop-prod.svc");
         assert_eq!(values["password"], "s3cret");
         assert_eq!(
@@ -136,11 +177,43 @@ mod tests {
     }
 
     #[test]
+    fn exports_say_what_the_chart_runs_with() {
+        let mut chart = chart_values();
+        chart.insert("database".into(), "orders".into());
+        chart.insert("user".into(), "shop".into());
+        let values = expand(&postgres(), &facts(&chart)).unwrap();
+        assert_eq!(
+            values["dsn"],
+            "postgres://shop:s3cret@shop-db.shop-prod.svc:5432/orders"
+        );
+        let mut size = postgres();
+        size.insert("size".into(), "{values.persistence.size}".into());
+        assert_eq!(expand(&size, &facts(&chart)).unwrap()["size"], "1Gi");
+        // A value the chart is not given, or one that is no scalar, is an error, not "".
+        chart.remove("user");
+        assert_eq!(
+            expand(&postgres(), &facts(&chart)).unwrap_err(),
+            ExportError::NoValue {
+                export: "user".into(),
+                path: "user".into()
+            }
+        );
+        let mut object = postgres();
+        object.insert("p".into(), "{values.persistence}".into());
+        assert!(matches!(
+            expand(&object, &facts(&chart_values())),
+            Err(ExportError::NoValue { .. })
+        ));
+    }
+
+    #[test]
     fn unknown_placeholders_and_cycles_are_errors() {
+        let chart = chart_values();
+        let facts = facts(&chart);
         let mut bad = postgres();
         bad.insert("uri".into(), "{scheme}://{host}".into());
         assert_eq!(
-            expand(&bad, &FACTS).unwrap_err(),
+            expand(&bad, &facts).unwrap_err(),
             ExportError::Unknown {
                 export: "uri".into(),
                 placeholder: "scheme".into()
@@ -151,7 +224,7 @@ mod tests {
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
         assert!(matches!(
-            expand(&cycle, &FACTS),
+            expand(&cycle, &facts),
             Err(ExportError::Cycle { .. })
         ));
     }

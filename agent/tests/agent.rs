@@ -773,3 +773,55 @@ async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
         .await;
     assert_eq!(common::committed(&f.bare, &values_path), None);
 }
+
+#[tokio::test]
+async fn an_addons_exports_say_what_its_chart_runs_with() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "exports").await;
+    let client = f.east.client().await.unwrap();
+    let id = app_id();
+    let app = app_ref(&id, "orders", &project, &namespace);
+    let mut deploy = reference_app(app, "r1", "nginx:1.27", 1);
+    // The catalog's mapping: user and database from the values the chart is rendered with.
+    if let wire::Component::Addon(db) = &mut deploy.components[0] {
+        db.exports.insert("user".into(), "{values.user}".into());
+        db.exports
+            .insert("database".into(), "{values.database}".into());
+        db.values.insert("user".into(), json!("shop"));
+        db.values.insert("database".into(), json!("orders"));
+    }
+    f.backend.accept(deploy).await;
+    f.backend
+        .app_status("the App Running", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
+        .get("orders-db-exports")
+        .await
+        .unwrap();
+    let data = secret.data.unwrap();
+    let dsn = String::from_utf8(data["dsn"].0.clone()).unwrap();
+    let password = String::from_utf8(data["password"].0.clone()).unwrap();
+    assert_eq!(
+        dsn,
+        format!("postgres://shop:{password}@orders-db.{namespace}.svc:5432/orders")
+    );
+    // The database the chart makes is the one the DSN names.
+    let statefulset =
+        Api::<k8s_openapi::api::apps::v1::StatefulSet>::namespaced(client, &namespace)
+            .get("orders-db")
+            .await
+            .unwrap();
+    let env = statefulset.spec.unwrap().template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap();
+    let value = |name: &str| {
+        env.iter()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    };
+    assert_eq!(value("POSTGRES_DB").as_deref(), Some("orders"));
+    assert_eq!(value("POSTGRES_USER").as_deref(), Some("shop"));
+}

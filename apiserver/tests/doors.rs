@@ -186,6 +186,8 @@ async fn what_the_hub_would_refuse_is_refused_at_both_doors_with_the_field() {
                 "metadata": {"name": "hubdoordb"},
                 "spec": {"displayName": "Hub door DB",
                     "chart": {"repository": "charts/addons", "name": "hubdoordb", "version": "1.0.0"},
+                    "valuesSchema": {"type": "object", "additionalProperties": false,
+                        "properties": {"memory": {"type": "string"}}},
                     "exports": {"host": "{release}.{namespace}.svc"}}
             })),
         )
@@ -205,6 +207,33 @@ async fn what_the_hub_would_refuse_is_refused_at_both_doors_with_the_field() {
         (422, Some("components[0].addon_spec.version")),
         "{body}"
     );
+    // An addon component's values against its definition's schema, at both doors: a
+    // `replicas` the chart does not take.
+    let (status, body) = session
+        .post(
+            "/api/v1/apps",
+            json!({"project_id": project_id, "name": "shop", "components": [
+                {"name": "db", "type": "addon",
+                 "addon_spec": {"definition": "hubdoordb", "values": {"replicas": 2}}}]}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    assert_eq!(
+        (rest.status, rest.field.as_deref()),
+        (422, Some("components[0].addon_spec.values")),
+        "{body}"
+    );
+    let object = app_object(
+        "shop",
+        project_name,
+        json!([{"name": "db", "addon": {"definition": "hubdoordb", "values": {"replicas": 2}}}]),
+    );
+    let kube = kube_refusal(
+        apps.create(&PostParams::default(), &object)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(kube, rest);
     // Nothing was written by any of them.
     assert!(apps.get_opt("shop").await.unwrap().is_none());
 }

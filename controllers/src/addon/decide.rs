@@ -303,6 +303,7 @@ mod tests {
             },
             exports: BTreeMap::new(),
             default_values: json!({"a": {"b": 1, "c": 2}}).as_object().cloned().unwrap(),
+            values_schema: None,
         }
     }
 

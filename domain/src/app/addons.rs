@@ -2,6 +2,7 @@
 
 use kubenest_contracts as wire;
 use kubenest_crds::addon::AddonDefinition;
+use serde_json::{Map, Value};
 
 use super::build::ResolvedAddon;
 
@@ -16,5 +17,28 @@ pub fn resolved_addon(definition: &AddonDefinition) -> ResolvedAddon {
         },
         exports: definition.spec.exports.clone(),
         default_values: definition.spec.default_values.clone(),
+        values_schema: definition.spec.values_schema.clone(),
     }
+}
+
+/// The first way `values` break a definition's values schema, if they do: (the field, as
+/// `values.persistence.size`, and why). The same check for an App's addon component and a
+/// standalone addon, on every path.
+pub fn values_refusal(
+    schema: Option<&Map<String, Value>>,
+    values: &Map<String, Value>,
+) -> Result<Option<(String, String)>, String> {
+    let Some(schema) = schema else {
+        return Ok(None);
+    };
+    let validator = jsonschema::validator_for(&Value::Object(schema.clone()))
+        .map_err(|e| format!("the definition's values schema: {e}"))?;
+    let instance = Value::Object(values.clone());
+    Ok(validator.iter_errors(&instance).next().map(|error| {
+        let pointer = error.instance_path().to_string();
+        (
+            format!("values{}", pointer.replace('/', ".")),
+            error.to_string(),
+        )
+    }))
 }

@@ -31,6 +31,8 @@ pub struct ResolvedAddon {
     pub exports: BTreeMap<String, String>,
     /// Values the App's own values are merged over.
     pub default_values: Map<String, Value>,
+    /// What the App's own values must satisfy (the definition's `valuesSchema`).
+    pub values_schema: Option<Map<String, Value>>,
 }
 
 /// A spec that cannot be built, naming the field (a path into the App) and why.
@@ -118,6 +120,21 @@ fn build_component(
             let resolved = addons
                 .get(&addon.definition)
                 .ok_or_else(|| invalid(field, "unknown addon definition"))?;
+            match super::addons::values_refusal(resolved.values_schema.as_ref(), &addon.values) {
+                Ok(None) => {}
+                Ok(Some((field, reason))) => {
+                    return Err(invalid(
+                        format!("spec.components[{i}].addon.{field}"),
+                        reason,
+                    ));
+                }
+                Err(reason) => {
+                    return Err(invalid(
+                        format!("spec.components[{i}].addon.definition"),
+                        reason,
+                    ));
+                }
+            }
             let mut chart = resolved.chart.clone();
             if let Some(version) = &addon.version {
                 chart.version = version.clone();
@@ -262,6 +279,11 @@ mod tests {
                     .as_object()
                     .cloned()
                     .unwrap(),
+            values_schema: json!({"type": "object", "additionalProperties": false, "properties": {
+                "persistence": {"type": "object"}, "replicas": {"type": "integer"},
+                "database": {"type": "string", "pattern": "^[a-z_][a-z0-9_]*$"}}})
+            .as_object()
+            .cloned(),
         };
         BTreeMap::from([("postgres".to_owned(), postgres)])
     }
@@ -285,6 +307,19 @@ mod tests {
                 } }
             ]
         })
+    }
+
+    #[test]
+    fn addon_values_must_satisfy_the_definitions_schema() {
+        let mut app = shop();
+        app["components"][0]["addon"]["values"] = json!({"database": "Not A Name"});
+        let error = build_deploy(&identity(), &spec(app), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].addon.values.database");
+        let mut app = shop();
+        app["components"][0]["addon"]["values"] = json!({"replicaz": 3});
+        let error = build_deploy(&identity(), &spec(app), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].addon.values");
+        assert!(error.reason.contains("replicaz"), "{}", error.reason);
     }
 
     #[test]

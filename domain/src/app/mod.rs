@@ -10,7 +10,7 @@ mod revision;
 mod validate;
 pub mod ways_out;
 
-pub use addons::resolved_addon;
+pub use addons::{resolved_addon, values_refusal};
 pub use assess::{Assessment, Facts, Outcome, assess};
 pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};
