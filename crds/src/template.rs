@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Condition, preserve_unknown_items};
 
-/// A template: components with `{{ parameter }}` slots, instantiated into an App.
+/// A template: components with `${parameter}` slots, instantiated into an App.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "kubenest.io",
@@ -45,7 +45,8 @@ pub struct StackTemplateSpec {
     #[serde(default)]
     #[schemars(length(max = 64))]
     pub parameters: Vec<Parameter>,
-    /// App components, in the App's shape, where any string may hold `{{ name }}` slots.
+    /// App components, in the App's shape, where any string may hold `${name}` slots (a string
+    /// that is exactly one slot takes the slot's typed value).
     #[schemars(length(min = 1, max = 64), transform = preserve_unknown_items)]
     pub components: Vec<serde_json::Map<String, serde_json::Value>>,
 }
