@@ -47,25 +47,11 @@ fn fixture() -> &'static Fixture {
                 ));
                 let mgmt = env.management().unwrap();
                 let east = env.cluster("east").unwrap();
-                let mgmt_client = mgmt.client().await.unwrap();
-                common::system_namespace(&mgmt_client).await;
-                let hub = common::Hub::prepare(mgmt);
-                let (url, signer) = (hub.url.clone(), hub.signer.clone());
                 let shutdown = tokio_util::sync::CancellationToken::new();
-                hub.start(shutdown.clone());
                 let (cluster_id, org_id) = ("c-east-1", "acme");
-                let backend = Backend::start(
-                    &url,
-                    signer.clone(),
-                    Api::namespaced(mgmt_client, common::SYSTEM),
-                    cluster_id,
-                    org_id,
-                    shutdown.clone(),
-                );
+                let (url, backend, token) =
+                    common::hub_with_backend(mgmt, cluster_id, org_id, &shutdown).await;
                 let bare = common::bare_repository();
-                let token = signer
-                    .cluster_token(&wire::Id::new(cluster_id), &wire::Id::new(org_id), 1)
-                    .unwrap();
                 let config = common::agent_config(
                     east,
                     &url,

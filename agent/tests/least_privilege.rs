@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Backend, app_ref, project, reference_app};
+use common::{app_ref, project, reference_app};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::{Namespace, Node, Secret, ServiceAccount};
@@ -110,29 +110,15 @@ fn the_agent_runs_an_app_with_namespaced_powers_and_is_fenced_outside_project_na
         let mgmt = env.management().unwrap();
         let east = env.cluster("east").unwrap();
         let admin = east.client().await.unwrap();
-        let mgmt_client = mgmt.client().await.unwrap();
-        common::system_namespace(&mgmt_client).await;
         // What `helm install` does before the agent starts: its namespace, CRDs and RBAC.
         common::system_namespace(&admin).await;
         kubenest_agent::ensure_crds(&admin).await.unwrap();
         apply_chart_rbac(east, common::SYSTEM);
 
-        let hub = common::Hub::prepare(mgmt);
-        let (url, signer) = (hub.url.clone(), hub.signer.clone());
         let shutdown = tokio_util::sync::CancellationToken::new();
-        hub.start(shutdown.clone());
         let (cluster_id, org_id) = ("c-east-lp", "acme");
-        let backend = Backend::start(
-            &url,
-            signer.clone(),
-            Api::namespaced(mgmt_client, common::SYSTEM),
-            cluster_id,
-            org_id,
-            shutdown.clone(),
-        );
-        let token = signer
-            .cluster_token(&wire::Id::new(cluster_id), &wire::Id::new(org_id), 1)
-            .unwrap();
+        let (url, backend, token) =
+            common::hub_with_backend(mgmt, cluster_id, org_id, &shutdown).await;
         let dir = tempfile::tempdir().unwrap();
         let agent = agent_client(east, &admin, dir.path()).await;
         let bare = common::bare_repository();

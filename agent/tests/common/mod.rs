@@ -293,6 +293,34 @@ pub fn catalog() -> PathBuf {
     manifest.join("..").join("charts").join("addons")
 }
 
+/// A hub replica on `mgmt` and the controllers' session through it to cluster `cluster_id` of
+/// organization `org_id`, until `shutdown`: (the hub's URL, the session, the cluster's agent
+/// token).
+pub async fn hub_with_backend(
+    mgmt: &kubenest_testkit::Cluster,
+    cluster_id: &str,
+    org_id: &str,
+    shutdown: &CancellationToken,
+) -> (String, Backend, String) {
+    let mgmt_client = mgmt.client().await.unwrap();
+    system_namespace(&mgmt_client).await;
+    let hub = Hub::prepare(mgmt);
+    let (url, signer) = (hub.url.clone(), hub.signer.clone());
+    hub.start(shutdown.clone());
+    let backend = Backend::start(
+        &url,
+        signer.clone(),
+        Api::namespaced(mgmt_client, SYSTEM),
+        cluster_id,
+        org_id,
+        shutdown.clone(),
+    );
+    let token = signer
+        .cluster_token(&wire::Id::new(cluster_id), &wire::Id::new(org_id), 1)
+        .unwrap();
+    (url, backend, token)
+}
+
 /// Creates the system namespace on a cluster if missing.
 pub async fn system_namespace(client: &kube::Client) {
     let ns =
