@@ -186,6 +186,24 @@ fn build_workload(
         },
         _ => return Err(invalid(at(""), "set exactly one of image, git or helm")),
     };
+    if matches!(source, wire::WorkloadSource::Helm { .. }) {
+        // A chart renders its own objects: these fields would reach nothing, so they are
+        // refused rather than ignored.
+        let container_fields = [
+            (workload.replicas != 1, ".replicas"),
+            (workload.port.is_some(), ".port"),
+            (!workload.env.is_empty(), ".env"),
+            (workload.ingress.is_some(), ".ingress"),
+            (workload.resources.is_some(), ".resources"),
+            (workload.health_check.is_some(), ".healthCheck"),
+        ];
+        if let Some((_, field)) = container_fields.iter().find(|(set, _)| *set) {
+            return Err(invalid(
+                at(field),
+                "a Helm chart workload renders its own objects; set this in the chart's values",
+            ));
+        }
+    }
     let mut env = Vec::with_capacity(workload.env.len());
     for (j, var) in workload.env.iter().enumerate() {
         let from = match (&var.value, &var.export_ref) {
@@ -307,6 +325,37 @@ mod tests {
                 } }
             ]
         })
+    }
+
+    #[test]
+    fn a_chart_workload_refuses_the_fields_a_chart_would_ignore() {
+        let chart =
+            json!({"repository": "oci://registry.test/charts", "name": "web", "version": "1.0.0"});
+        let with = |extra: Value| {
+            let mut workload = json!({"helm": {"chart": chart, "values": {"replicaCount": 3}}});
+            workload
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            spec(
+                json!({"project": "storefront", "components": [{"name": "web", "workload": workload}]}),
+            )
+        };
+        assert!(build_deploy(&identity(), &with(json!({})), &catalog()).is_ok());
+        for (extra, field) in [
+            (json!({"replicas": 3}), "replicas"),
+            (json!({"port": 8080}), "port"),
+            (json!({"env": [{"name": "A", "value": "b"}]}), "env"),
+            (
+                json!({"ingress": {"host": "a.test", "path": "/"}}),
+                "ingress",
+            ),
+            (json!({"resources": {"cpuRequest": "1"}}), "resources"),
+            (json!({"healthCheck": {"path": "/"}}), "healthCheck"),
+        ] {
+            let error = build_deploy(&identity(), &with(extra), &catalog()).unwrap_err();
+            assert_eq!(error.field, format!("spec.components[0].workload.{field}"));
+        }
     }
 
     #[test]
