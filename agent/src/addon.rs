@@ -58,6 +58,10 @@ pub struct AddonTarget<'a> {
     pub chart: &'a wire::ChartRef,
     pub values: &'a wire::HelmValues,
     pub exports: &'a wire::ExportMapping,
+    /// A chart that is not kubenest's (a Helm workload's): rendered with the App's values and
+    /// nothing of kubenest's (no `fullnameOverride`, no `kubenest.*` values), and given no
+    /// export Secret. The catalog's charts are kubenest's and take both.
+    pub third_party: bool,
     /// Write every object even when its stamp says it is current.
     pub force: bool,
 }
@@ -110,6 +114,34 @@ fn password_of(secret: &Value) -> Option<String> {
 
 /// Renders, applies and records one addon.
 pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutcome, AddonError> {
+    let mut objects = BTreeSet::new();
+    let (values, chart_values) = if target.third_party {
+        (BTreeMap::new(), Value::Object(target.values.clone()))
+    } else {
+        let values = publish_exports(ctx, target, &mut objects).await?;
+        let mut chart_values = Value::Object(target.values.clone());
+        chart_values["fullnameOverride"] = target.release.clone().into();
+        chart_values["kubenest"] = json!({"exportSecret": target.export_secret});
+        (values, chart_values)
+    };
+    let rendered = ctx
+        .helm
+        .template(
+            &target.release,
+            target.namespace,
+            target.chart,
+            &chart_values,
+        )
+        .await?;
+    apply_rendered(ctx, target, rendered, values, objects).await
+}
+
+/// Writes the export Secret of a catalog addon; returns its values.
+async fn publish_exports(
+    ctx: &Context,
+    target: &AddonTarget<'_>,
+    objects: &mut BTreeSet<ObjectId>,
+) -> Result<BTreeMap<String, String>, AddonError> {
     let values = export_values(ctx, target).await?;
     let engine = base64::engine::general_purpose::STANDARD;
     let data: serde_json::Map<String, Value> = values
@@ -121,22 +153,20 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
         "metadata": {"name": target.export_secret, "namespace": target.namespace, "labels": target.labels},
         "data": data,
     });
-    let mut objects = BTreeSet::new();
     ctx.applier.apply(&secret, target.force).await?;
     objects.extend(id_of(&secret));
+    Ok(values)
+}
 
-    let mut chart_values = Value::Object(target.values.clone());
-    chart_values["fullnameOverride"] = target.release.clone().into();
-    chart_values["kubenest"] = json!({"exportSecret": target.export_secret});
-    let rendered = ctx
-        .helm
-        .template(
-            &target.release,
-            target.namespace,
-            target.chart,
-            &chart_values,
-        )
-        .await?;
+/// Applies what the chart rendered (in the project's namespace, with the owner's labels) and
+/// records it in the GitOps repository.
+async fn apply_rendered(
+    ctx: &Context,
+    target: &AddonTarget<'_>,
+    rendered: Vec<Value>,
+    values: BTreeMap<String, String>,
+    mut objects: BTreeSet<ObjectId>,
+) -> Result<AddonOutcome, AddonError> {
     let mut ready = true;
     let (mut ready_replicas, mut desired_replicas) = (0, 0);
     let mut waiting = String::new();
@@ -318,6 +348,7 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
         chart: &apply.chart,
         values: &apply.values,
         exports: &apply.exports,
+        third_party: false,
         force: ctx.full_pass_due(apply.addon.addon_id.as_str()),
     };
     let (phase, message, commit, keep) = match self::apply(&ctx, &target).await {

@@ -811,3 +811,71 @@ async fn an_addons_exports_say_what_its_chart_runs_with() {
     assert_eq!(value("POSTGRES_DB").as_deref(), Some("orders"));
     assert_eq!(value("POSTGRES_USER").as_deref(), Some("shop"));
 }
+
+#[tokio::test]
+async fn a_chart_workload_runs_from_a_chart_repository_with_its_values_and_nothing_of_kubenests() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "chart").await;
+    let client = f.east.client().await.unwrap();
+    // A chart that is not kubenest's, served over HTTP: it records the values it was given.
+    let repository = kubenest_testkit::ChartRepository::start().await.unwrap();
+    repository
+        .publish(
+            "webapp",
+            &[
+                (
+                    "Chart.yaml",
+                    "apiVersion: v2\nname: webapp\nversion: 0.3.0\n",
+                ),
+                ("values.yaml", "replicaCount: 1\nimage: nginx:1.27\n"),
+                (
+                    "templates/deployment.yaml",
+                    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-webapp\n\
+                     spec:\n  replicas: {{ .Values.replicaCount }}\n  selector:\n    matchLabels: {app: {{ .Release.Name }}}\n\
+                     \x20 template:\n    metadata:\n      labels: {app: {{ .Release.Name }}}\n    spec:\n\
+                     \x20     containers:\n        - name: web\n          image: {{ .Values.image }}\n",
+                ),
+                (
+                    "templates/values.yaml",
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-values\n\
+                     data:\n  values.json: {{ toJson .Values | quote }}\n",
+                ),
+            ],
+        )
+        .unwrap();
+    let id = app_id();
+    let app = app_ref(&id, "site", &project, &namespace);
+    let deploy: wire::AppDeploy = serde_json::from_value(json!({
+        "app": app, "revision": "r1", "progress_deadline_seconds": 120,
+        "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": repository.url(), "name": "webapp", "version": "0.3.0"},
+            "values": {"replicaCount": 2}}}]
+    }))
+    .unwrap();
+    f.backend.accept(deploy).await;
+    f.backend
+        .app_status("the chart workload Running", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+    assert_eq!(replicas(&deployments, "site-web-webapp").await, Some(2));
+    // The chart got the App's values over its own defaults, and nothing else.
+    let recorded =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &namespace)
+            .get("site-web-values")
+            .await
+            .unwrap();
+    let values: serde_json::Value =
+        serde_json::from_str(&recorded.data.unwrap()["values.json"]).unwrap();
+    assert_eq!(values, json!({"replicaCount": 2, "image": "nginx:1.27"}));
+    // No export Secret: a chart workload publishes nothing.
+    assert!(
+        Api::<Secret>::namespaced(client, &namespace)
+            .get_opt("site-web-exports")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -105,6 +105,7 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
             chart: &a.chart,
             values: &a.values,
             exports: &a.exports,
+            third_party: false,
             force,
         };
         plan.steps.push(Step {
@@ -194,6 +195,7 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
                     chart,
                     values,
                     exports: &NO_EXPORTS,
+                    third_party: true,
                     force,
                 })));
             }

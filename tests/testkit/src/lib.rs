@@ -23,6 +23,7 @@
 //! when it is killed.
 
 mod bins;
+mod charts;
 mod cluster;
 mod env;
 mod etcd;
@@ -41,6 +42,7 @@ mod wait;
 use std::path::PathBuf;
 
 pub use bins::{Binaries, pinned_version};
+pub use charts::ChartRepository;
 pub use cluster::{Cluster, ClusterRole, NodePool};
 pub use env::{
     Environment, EnvironmentBuilder, shared, shared_management, shared_postgres, shared_real_node,
