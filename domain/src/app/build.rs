@@ -167,6 +167,15 @@ fn build_workload(
         (Some(image), None, None) => wire::WorkloadSource::Image {
             image: image.clone(),
         },
+        (None, Some(git), None) if git.mode == kubenest_crds::app::BuildMode::Buildpack => {
+            // The buildpacks Job would run the builder on an empty folder: nothing checks the
+            // source out for it. Refused until a builder that does exists.
+            return Err(invalid(
+                at(".git.mode"),
+                "buildpack builds are not available yet (nothing checks the source out for \
+                 the builder); use mode dockerfile with a Dockerfile in the repository",
+            ));
+        }
         (None, Some(git), None) => wire::WorkloadSource::Git(wire::GitSource {
             repository: git.repository.clone(),
             git_ref: git.git_ref.clone(),
@@ -325,6 +334,20 @@ mod tests {
                 } }
             ]
         })
+    }
+
+    #[test]
+    fn buildpack_builds_are_refused_until_a_builder_checks_the_source_out() {
+        let git = |mode: &str| {
+            spec(
+                json!({"project": "storefront", "components": [{"name": "web", "workload": {
+                "git": {"repository": "https://git.test/shop.git", "ref": "main", "mode": mode}}}]}),
+            )
+        };
+        assert!(build_deploy(&identity(), &git("dockerfile"), &catalog()).is_ok());
+        let error = build_deploy(&identity(), &git("buildpack"), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].workload.git.mode");
+        assert!(error.reason.contains("dockerfile"), "{}", error.reason);
     }
 
     #[test]
