@@ -36,6 +36,7 @@ pub mod limits;
 pub mod logs;
 pub mod metrics;
 pub mod model;
+pub mod parameters;
 pub mod routes;
 pub mod run;
 pub mod secrets;
@@ -282,10 +283,16 @@ pub fn app(state: AppState) -> Router {
     // One pass over the routes gives both the router and its document.
     let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
-    let routes = routes.route_layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        audit::record,
-    ));
+    let declared = Arc::new(parameters::Declared::of(&api));
+    let routes = routes
+        .route_layer(axum::middleware::from_fn_with_state(
+            declared,
+            parameters::refuse_unknown,
+        ))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::record,
+        ));
     let routes = metrics::metrics().http.instrument(routes);
     // A known path with a method it does not take: the API's error shape, not an empty 405.
     let routes = routes.method_not_allowed_fallback(

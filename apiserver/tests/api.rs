@@ -2034,6 +2034,10 @@ async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_paramet
         assert_eq!(body["error"]["code"], "bad_request", "{body}");
         assert_eq!(body["error"]["field"], parameter, "{query}: {body}");
     }
+    // An operation that reads no query string refuses a parameter too, by the document's list.
+    let (status, body, _) = send(Method::GET, "/api/v1/orgs?colour=red", None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["field"], "colour", "{body}");
     // A value of the right type that is out of range is the handler's to refuse, as before.
     let (status, body, _) = send(Method::GET, "/api/v1/apps?limit=0", None).await;
     assert_eq!(
