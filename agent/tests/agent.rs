@@ -81,6 +81,22 @@ async fn replicas(deployments: &Api<Deployment>, name: &str) -> Option<i32> {
     deployments.get(name).await.unwrap().spec.unwrap().replicas
 }
 
+/// The `dsn` and `password` an addon's export Secret holds.
+async fn dsn_and_password(
+    client: &kube::Client,
+    namespace: &str,
+    secret: &str,
+) -> (String, String) {
+    let data = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get(secret)
+        .await
+        .unwrap()
+        .data
+        .unwrap();
+    let text = |key: &str| String::from_utf8(data[key].0.clone()).unwrap();
+    (text("dsn"), text("password"))
+}
+
 fn app_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
@@ -140,13 +156,7 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
         (key_ref.name.as_str(), key_ref.key.as_str()),
         ("shop-db-exports", "dsn")
     );
-    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
-        .get("shop-db-exports")
-        .await
-        .unwrap();
-    let data = secret.data.unwrap();
-    let dsn = String::from_utf8(data["dsn"].0.clone()).unwrap();
-    let password = String::from_utf8(data["password"].0.clone()).unwrap();
+    let (dsn, password) = dsn_and_password(&client, &namespace, "shop-db-exports").await;
     assert_eq!(
         dsn,
         format!("postgres://app:{password}@shop-db.{namespace}.svc:5432/app")
@@ -782,13 +792,7 @@ async fn an_addons_exports_say_what_its_chart_runs_with() {
             s.phase == AppPhase::Running
         })
         .await;
-    let secret = Api::<Secret>::namespaced(client.clone(), &namespace)
-        .get("orders-db-exports")
-        .await
-        .unwrap();
-    let data = secret.data.unwrap();
-    let dsn = String::from_utf8(data["dsn"].0.clone()).unwrap();
-    let password = String::from_utf8(data["password"].0.clone()).unwrap();
+    let (dsn, password) = dsn_and_password(&client, &namespace, "orders-db-exports").await;
     assert_eq!(
         dsn,
         format!("postgres://shop:{password}@orders-db.{namespace}.svc:5432/orders")
