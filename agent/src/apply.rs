@@ -173,6 +173,10 @@ impl ProjectGrant {
     }
 }
 
+/// How often the project namespaces are followed even when none changed (a binding that
+/// failed is tried again).
+const FOLLOW_EVERY: Duration = Duration::from_secs(30);
+
 /// The name of the agent's RoleBinding in each project namespace.
 pub const PROJECT_BINDING: &str = "kubenest-agent";
 
@@ -255,8 +259,9 @@ fn watch_kind(
 }
 
 /// Project scope: binds the agent in every project namespace it has no watches in yet and
-/// starts them there; stops the watches of namespaces that are gone. A binding that fails is
-/// logged, and the watches' backoff retries until a later pass (or `project.ensure`) lands it.
+/// starts them there; stops the watches of namespaces that are gone. A namespace whose binding
+/// fails gets no watches yet: the next pass (a namespace change, or the periodic one) tries
+/// again.
 async fn follow_projects(
     client: &kube::Client,
     caches: &BTreeMap<(String, String), Cache>,
@@ -282,7 +287,8 @@ async fn follow_projects(
         .unwrap_or_default();
     for namespace in wanted.difference(&watched) {
         if let Err(error) = bind(client, grant, namespace).await {
-            tracing::warn!(%namespace, %error, "cannot bind the agent's project role");
+            tracing::warn!(%namespace, %error, "cannot bind the agent's project role yet");
+            continue;
         }
         for cache in caches.values() {
             watch_kind(client, cache, Some(namespace), shutdown);
@@ -392,6 +398,7 @@ impl Applier {
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
                         touched = follow.recv() => if touched.is_none() { return },
+                        () = tokio::time::sleep(FOLLOW_EVERY) => {}
                     }
                     while follow.try_recv().is_ok() {}
                     follow_projects(&client, &caches, &namespaces, &grant, &shutdown).await;
