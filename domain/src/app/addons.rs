@@ -1,10 +1,23 @@
-//! An AddonDefinition as the build of an App needs it.
+//! An AddonDefinition as the build of an App needs it, and the check of values against it.
+
+use std::collections::BTreeMap;
 
 use kubenest_contracts as wire;
 use kubenest_crds::addon::AddonDefinition;
 use serde_json::{Map, Value};
 
-use super::build::ResolvedAddon;
+/// An AddonDefinition as the build of an App needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedAddon {
+    /// The chart the definition installs.
+    pub chart: wire::ChartRef,
+    /// What an installed addon publishes, by name.
+    pub exports: BTreeMap<String, String>,
+    /// Values the App's own values are merged over.
+    pub default_values: Map<String, Value>,
+    /// What the App's own values must satisfy (the definition's `valuesSchema`).
+    pub values_schema: Option<Map<String, Value>>,
+}
 
 /// The chart, exports and default values of `definition`, in the wire's shape.
 pub fn resolved_addon(definition: &AddonDefinition) -> ResolvedAddon {

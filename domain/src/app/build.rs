@@ -6,6 +6,7 @@ use kubenest_contracts as wire;
 use kubenest_crds::app::{AppSpec, Component, Workload};
 use serde_json::{Map, Value};
 
+use super::addons::{ResolvedAddon, values_refusal};
 use super::revision::revision_of;
 use super::validate::{FieldError, validate_deploy};
 
@@ -20,19 +21,6 @@ pub struct AppIdentity {
     pub project_id: String,
     /// The project's namespace on the cluster.
     pub namespace: String,
-}
-
-/// An AddonDefinition as the build needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedAddon {
-    /// The chart the definition installs.
-    pub chart: wire::ChartRef,
-    /// What an installed addon publishes, by name.
-    pub exports: BTreeMap<String, String>,
-    /// Values the App's own values are merged over.
-    pub default_values: Map<String, Value>,
-    /// What the App's own values must satisfy (the definition's `valuesSchema`).
-    pub values_schema: Option<Map<String, Value>>,
 }
 
 /// A spec that cannot be built, naming the field (a path into the App) and why.
@@ -120,7 +108,7 @@ fn build_component(
             let resolved = addons
                 .get(&addon.definition)
                 .ok_or_else(|| invalid(field, "unknown addon definition"))?;
-            match super::addons::values_refusal(resolved.values_schema.as_ref(), &addon.values) {
+            match values_refusal(resolved.values_schema.as_ref(), &addon.values) {
                 Ok(None) => {}
                 Ok(Some((field, reason))) => {
                     return Err(invalid(

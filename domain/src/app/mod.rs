@@ -10,9 +10,9 @@ mod revision;
 mod validate;
 pub mod ways_out;
 
-pub use addons::{resolved_addon, values_refusal};
+pub use addons::{ResolvedAddon, resolved_addon, values_refusal};
 pub use assess::{Assessment, Facts, Outcome, assess};
-pub use build::{AppIdentity, BuildError, ResolvedAddon, build_deploy, merge};
+pub use build::{AppIdentity, BuildError, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};
 pub use validate::{FieldError, MAX_COMPONENTS, check_component_names, validate_deploy};
 
