@@ -4,11 +4,19 @@
 //! row it wrote and read back). The tour runs it on `make dev`'s real-node cluster;
 //! `devenv/tests/install.rs` runs it on the agent that the chart installed.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, LogParams, PostParams};
+use kubenest_cli::api;
+use kubenest_cli::cmd::text;
 use serde_json::{Value, json};
+
+use super::env::DevEnv;
+use super::printer::Printer;
+use super::watch::{STEP, running};
 
 /// The demo App `name` in project `project_id` running `image`, reporting `version`.
 pub fn app(project_id: &str, name: &str, image: &str, version: &str, deadline: Duration) -> Value {
@@ -90,4 +98,62 @@ pub async fn ask(
         last = format!("{phase}: {}", log.trim());
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The demo App (web app, Postgres, Redis) in `edge`'s tour project, in real containers: its
+/// HTTP answer from inside the cluster network says what it reached; then it is deleted.
+pub(super) async fn on_real_node(
+    client: &mut api::Client,
+    env: &DevEnv,
+    edge: &str,
+    image: &str,
+    projects: &BTreeMap<String, (String, String)>,
+    out: &mut Printer,
+) -> anyhow::Result<()> {
+    out.step(
+        9,
+        &format!(
+            "the demo App on {edge}, a real node: a web app, Postgres and Redis in containers"
+        ),
+    );
+    let (project_id, _) = projects
+        .get(edge)
+        .with_context(|| format!("no tour project on {edge}"))?;
+    let (_, kubeconfig) = &env.clusters[edge];
+    let project = client
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await?;
+    let namespace = text(&project["namespace"]);
+    let created = client
+        .post(
+            "/api/v1/apps",
+            &app(project_id, "demo", image, "tour", STEP),
+        )
+        .await?;
+    let app_id = text(&created["id"]);
+    running(client, &app_id, None, out).await?;
+    let url = format!("http://demo-web.{namespace}.svc:8080/");
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
+    let answer = ask(&workload, image, &url, "tour", STEP).await?;
+    out.line(format!(
+        "   GET {url} from a pod on {edge}, answered by {}:",
+        text(&answer["hostname"])
+    ));
+    for backend in ["postgres", "redis"] {
+        let found = &answer[backend];
+        out.line(format!(
+            "   {backend:<8} {}: connected {}, wrote and read back {}",
+            text(&found["target"]),
+            text(&found["connected"]),
+            text(&found["read_back"])
+        ));
+    }
+    anyhow::ensure!(
+        answer["ok"] == true,
+        "the demo did not reach both backends: {answer}"
+    );
+    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
+    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
+    out.line(format!("   App demo deleted from {edge}"));
+    Ok(())
 }

@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use kubenest_cli::api;
 use serde_json::Value;
 
-use super::STEP;
+use super::watch::STEP;
 
 /// One Server-Sent Event.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 //! Every step checks the workload cluster itself too, not only what the API says.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -18,39 +18,19 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use kubenest_cli::api;
-use kubenest_cli::cmd::{Progress, Table, progress, text};
+use kubenest_cli::cmd::{Table, text};
 
 pub mod demo;
 mod env;
 mod events;
 mod printer;
+mod watch;
 
 pub use env::DevEnv;
 pub use events::{Event, EventStream};
 pub use printer::Printer;
-
-/// How long one step may take before the tour gives up.
-pub(crate) const STEP: Duration = Duration::from_secs(180);
-
-/// Polls `check` until it yields a value, or fails with what it last saw.
-async fn eventually<T>(
-    what: &str,
-    mut check: impl AsyncFnMut() -> anyhow::Result<Result<T, String>>,
-) -> anyhow::Result<T> {
-    let deadline = Instant::now() + STEP;
-    loop {
-        let last = match check().await? {
-            Ok(value) => return Ok(value),
-            Err(last) => last,
-        };
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "{what}: not so after {}s (last seen: {last})",
-            STEP.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
+use watch::STEP;
+use watch::{eventually, history, running};
 
 /// The reference App: a Postgres addon and a web workload whose `DATABASE_URL` is the addon's
 /// `dsn` export, wired on the cluster (the password never leaves it).
@@ -362,7 +342,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     // 9. The demo App on the real node, when there is one.
     let mut next = 9;
     if let Some((edge, image)) = &env.real_node {
-        demo_on_real_node(&mut client, env, edge, image, &projects, out).await?;
+        demo::on_real_node(&mut client, env, edge, image, &projects, out).await?;
         next += 1;
     }
 
@@ -391,156 +371,6 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
-}
-
-/// The demo App (web app, Postgres, Redis) in `edge`'s tour project, in real containers: its
-/// HTTP answer from inside the cluster network says what it reached; then it is deleted.
-async fn demo_on_real_node(
-    client: &mut api::Client,
-    env: &DevEnv,
-    edge: &str,
-    image: &str,
-    projects: &BTreeMap<String, (String, String)>,
-    out: &mut Printer,
-) -> anyhow::Result<()> {
-    out.step(
-        9,
-        &format!(
-            "the demo App on {edge}, a real node: a web app, Postgres and Redis in containers"
-        ),
-    );
-    let (project_id, _) = projects
-        .get(edge)
-        .with_context(|| format!("no tour project on {edge}"))?;
-    let (_, kubeconfig) = &env.clusters[edge];
-    let project = client
-        .get(&format!("/api/v1/projects/{project_id}"))
-        .await?;
-    let namespace = text(&project["namespace"]);
-    let created = client
-        .post(
-            "/api/v1/apps",
-            &demo::app(project_id, "demo", image, "tour", STEP),
-        )
-        .await?;
-    let app_id = text(&created["id"]);
-    running(client, &app_id, None, out).await?;
-    let url = format!("http://demo-web.{namespace}.svc:8080/");
-    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
-    let answer = demo::ask(&workload, image, &url, "tour", STEP).await?;
-    out.line(format!(
-        "   GET {url} from a pod on {edge}, answered by {}:",
-        text(&answer["hostname"])
-    ));
-    for backend in ["postgres", "redis"] {
-        let found = &answer[backend];
-        out.line(format!(
-            "   {backend:<8} {}: connected {}, wrote and read back {}",
-            text(&found["target"]),
-            text(&found["connected"]),
-            text(&found["read_back"])
-        ));
-    }
-    anyhow::ensure!(
-        answer["ok"] == true,
-        "the demo did not reach both backends: {answer}"
-    );
-    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
-    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
-    out.line(format!("   App demo deleted from {edge}"));
-    Ok(())
-}
-
-/// Waits for the change made after `before` to run, printing each phase it passes through.
-async fn running(
-    client: &mut api::Client,
-    app_id: &str,
-    before: Option<&Value>,
-    out: &mut Printer,
-) -> anyhow::Result<Value> {
-    let started = Instant::now();
-    let mut seen = Vec::<String>::new();
-    let app = eventually("the change Running", async || {
-        let app = client.get(&format!("/api/v1/apps/{app_id}")).await?;
-        let phase = text(&app["phase"]);
-        if seen.last() != Some(&phase) {
-            seen.push(phase);
-        }
-        match progress(&app, before) {
-            Progress::Running => Ok(Ok(app)),
-            Progress::Failed(message) => anyhow::bail!("the App failed: {message}"),
-            Progress::Waiting(state) => Ok(Err(state)),
-        }
-    })
-    .await?;
-    out.line(format!(
-        "   {} → revision {} Running after {:.1}s",
-        seen.join(" → "),
-        text(&app["revision"]).chars().take(12).collect::<String>(),
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(app)
-}
-
-/// Prints the App's history (expecting `rows` deployments); returns the oldest deployment's id.
-async fn history(
-    client: &mut api::Client,
-    app_id: &str,
-    out: &mut Printer,
-    rows: usize,
-) -> anyhow::Result<String> {
-    let history = eventually("the history recorded", async || {
-        let history = client
-            .get(&format!("/api/v1/apps/{app_id}/deployments"))
-            .await?;
-        let count = history.as_array().map_or(0, Vec::len);
-        let settled = history
-            .as_array()
-            .is_some_and(|rows| rows.iter().all(|r| r["result"] != "pending"));
-        Ok(if count == rows && settled {
-            Ok(history)
-        } else {
-            Err(history.to_string())
-        })
-    })
-    .await?;
-    let mut table = Table::new(["DEPLOYMENT", "OPERATION", "ACTOR", "RESULT", "CHANGED"]);
-    for row in history.as_array().into_iter().flatten() {
-        let changed: Vec<String> = row["diff"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|op| {
-                format!(
-                    "{} {}{}",
-                    text(&op["op"]),
-                    text(&op["path"]),
-                    match &op["value"] {
-                        Value::String(v) => format!(" = {v}"),
-                        _ => String::new(),
-                    }
-                )
-            })
-            .take(2)
-            .collect();
-        table.push(vec![
-            text(&row["id"]).chars().take(8).collect(),
-            text(&row["operation"]),
-            text(&row["actor"]),
-            text(&row["result"]),
-            if changed.is_empty() {
-                "-".into()
-            } else {
-                changed.join("; ")
-            },
-        ]);
-    }
-    out.table(&table);
-    history
-        .as_array()
-        .and_then(|rows| rows.last())
-        .map(|row| text(&row["id"]))
-        .context("no deployment recorded")
 }
 
 fn set_image(components: &mut Value, image: &str) -> anyhow::Result<()> {
