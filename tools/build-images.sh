@@ -8,7 +8,7 @@
 #   tools/build-images.sh --check [NAME...]  also run each image's programs (--version) when cached
 #   tools/build-images.sh --print-env   print where the archives are, as KEY=VALUE lines
 #
-# Names: apiserver controllers hub agent demo postgres redis (and base, the one they share).
+# Names: apiserver controllers hub agent demo postgres redis builder (and base, the one they share).
 # Images are `localhost/kubenest/<name>:<workspace version>`. An image is rebuilt only when its
 # inputs change: the files of its build context (its images/<name>/ folder, the stripped binary,
 # helm and the addon charts for the agent) and its base.
@@ -29,7 +29,7 @@ profile=${KUBENEST_IMAGE_PROFILE:-debug}
 version=$(awk -F'"' '/^\[workspace.package\]/ {w = 1} w && /^version *=/ {print $2; exit}' \
   "$repo/Cargo.toml")
 out=$cache/images
-all=(apiserver controllers hub agent demo postgres redis)
+all=(apiserver controllers hub agent demo postgres redis builder)
 
 image_of() { echo "localhost/kubenest/$1:$version"; }
 archive_of() { echo "$out/$1-$version.oci.tar"; }
@@ -61,7 +61,7 @@ for arg in "$@"; do
       sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
       exit 0
       ;;
-    base | apiserver | controllers | hub | agent | demo | postgres | redis) names+=("$arg") ;;
+    base | apiserver | controllers | hub | agent | demo | postgres | redis | builder) names+=("$arg") ;;
     *)
       echo "build-images.sh: unknown argument '$arg' (see --help)" >&2
       exit 2
@@ -181,6 +181,8 @@ check_image() {
       "redis-server --port 0 --unixsocket /tmp/check.sock --save '' --daemonize yes >/dev/null
        for _ in \$(seq 100); do [ -S /tmp/check.sock ] && break; sleep 0.1; done
        redis-cli -s /tmp/check.sock ping; s=\$?; redis-cli -s /tmp/check.sock shutdown nosave; exit \$s") ;;
+    builder) cmds=("buildah --version" "git --version" "ssh -V 2>&1"
+      "kubenest-build 2>&1 | grep -c 'GIT_REPOSITORY is not set' | sed 's/\$/ refusal without a repository/'") ;;
     *) cmds=("$(binary_of "$name") --version") ;;
   esac
   for cmd in "${cmds[@]}"; do

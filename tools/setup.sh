@@ -28,6 +28,11 @@ command -v conntrack >/dev/null || need_pkgs+=(conntrack)
 command -v buildah >/dev/null || need_pkgs+=(buildah)
 [[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need_pkgs+=(busybox-static)
 command -v gcc >/dev/null || need_pkgs+=(gcc libc6-dev)
+# Builds from Git (agent/src/build.rs): the distribution registry they push to and the nodes
+# pull from, htpasswd for its accounts, skopeo to put base images into it.
+command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
+command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
+command -v skopeo >/dev/null || need_pkgs+=(skopeo)
 if ((${#need_pkgs[@]})); then
   start=$SECONDS
   echo "[setup] installing Debian packages: ${need_pkgs[*]}" >&2

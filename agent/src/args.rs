@@ -66,20 +66,17 @@ pub struct Args {
     /// random wait up to this), so a restarted hub replica is not hit by its whole fleet at once.
     #[arg(long, default_value_t = 10)]
     reconnect_spread_seconds: u64,
-    /// Image of the Kaniko executor (Dockerfile builds).
+    /// The builder image of Git workloads (images/builder: checks out, builds, pushes).
     #[arg(
         long,
-        env = "KUBENEST_KANIKO_IMAGE",
-        default_value = "kaniko-executor:v1.23.2"
+        env = "KUBENEST_BUILDER_IMAGE",
+        default_value = "localhost/kubenest/builder:0.1.0"
     )]
-    kaniko_image: String,
-    /// Image of the Cloud Native Buildpacks builder (buildpack builds).
-    #[arg(
-        long,
-        env = "KUBENEST_BUILDPACKS_IMAGE",
-        default_value = "buildpacks-builder:0.20"
-    )]
-    buildpacks_image: String,
+    builder_image: String,
+    /// PEM file of a CA the builds trust beside the public roots, for a Git server or registry
+    /// of a private CA.
+    #[arg(long, env = "KUBENEST_BUILD_CA_FILE")]
+    build_ca_file: Option<std::path::PathBuf>,
     /// Where Git workloads' images are pushed (`<prefix>/<namespace>/<name>:<revision>`).
     #[arg(
         long,
@@ -152,6 +149,11 @@ impl Args {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let token = read_to_string(&self.token_file)?.trim().to_owned();
         let (cluster_id, org_id) = token_identity(&token).ok_or(ArgsError::NoIdentity)?;
+        let build_ca = self
+            .build_ca_file
+            .as_deref()
+            .map(read_to_string)
+            .transpose()?;
         Ok(Config {
             client: kubenest_runtime::kube::client(self.kubeconfig.as_deref()).await?,
             uplink: UplinkConfig {
@@ -170,9 +172,9 @@ impl Args {
                 .gitops_repo
                 .map(|repo| (repo, self.gitops_branch, self.gitops_workdir)),
             builders: Builders {
-                kaniko: self.kaniko_image,
-                buildpacks: self.buildpacks_image,
+                image: self.builder_image,
                 push_prefix: self.build_push_prefix,
+                ca: build_ca,
             },
             install_crds: self.install_crds,
             project_grant: self

@@ -132,43 +132,65 @@ pub fn image(found: Option<&BuildRequest>) -> Image {
     }
 }
 
-/// The build Job of a request (pure).
+/// The ConfigMap in an App's namespace that holds the CA its builds trust (beside the public
+/// roots) for the Git server and the registry, when the agent was given one.
+pub const CA_CONFIG_MAP: &str = "kubenest-build-ca";
+
+/// The CA ConfigMap of an App's namespace (pure).
+pub fn ca_config_map(namespace: &str, ca: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": CA_CONFIG_MAP, "namespace": namespace,
+                     "labels": {labels::MANAGED_BY: labels::MANAGED_BY_AGENT}},
+        "data": {"ca.crt": ca},
+    })
+}
+
+/// The build Job of a request (pure): one pod of the builder image (images/builder) checks out
+/// the revision, builds its Dockerfile with buildah and pushes the image. It mounts, each only
+/// if it exists, the component's Git credentials ([`wire::git_secret`]), the project's registry
+/// credentials ([`wire::REGISTRY_SECRET`], to push) and the CA of [`CA_CONFIG_MAP`]. When the
+/// build fails, its log's last lines become the container's termination message
+/// (`FallbackToLogsOnError`), which [`failure`] reads back.
 pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) -> Value {
     let name = build_request_name(request.build_id.as_str());
     let source = &request.source;
-    let context = format!(
-        "git://{}#{}",
-        source
-            .repository
-            .trim_start_matches("https://")
-            .trim_start_matches("ssh://"),
-        source.git_ref
-    );
-    let container = match source.mode {
-        wire::BuildMode::Dockerfile => json!({
-            "name": "kaniko",
-            "image": builders.kaniko,
-            "args": [
-                format!("--context={context}"),
-                format!("--context-sub-path={}", source.context_dir.clone().unwrap_or_default()),
-                "--dockerfile=Dockerfile",
-                format!("--destination={}", request.image),
-            ],
-        }),
-        wire::BuildMode::Buildpack => json!({
-            "name": "buildpacks",
-            "image": builders.buildpacks,
-            "command": ["/cnb/lifecycle/creator"],
-            "args": [
-                format!("-app=/workspace/{}", source.context_dir.clone().unwrap_or_default()),
-                request.image.clone(),
-            ],
-            "env": [
-                {"name": "GIT_REPOSITORY", "value": source.repository},
-                {"name": "GIT_REF", "value": source.git_ref},
-            ],
-        }),
+    let mode = match source.mode {
+        wire::BuildMode::Dockerfile => "dockerfile",
+        wire::BuildMode::Buildpack => "buildpack",
     };
+    let git_secret = wire::git_secret(request.app.name.as_str(), request.component.as_str());
+    let mut volumes = vec![
+        json!({"name": "workspace", "emptyDir": {}}),
+        json!({"name": "storage", "emptyDir": {}}),
+        json!({"name": "git", "secret": {"secretName": git_secret.as_str(), "optional": true,
+                                         "defaultMode": 0o400}}),
+        json!({"name": "registry", "secret": {"secretName": wire::REGISTRY_SECRET,
+                                              "optional": true, "defaultMode": 0o400}}),
+    ];
+    let mut mounts = vec![
+        json!({"name": "workspace", "mountPath": "/workspace"}),
+        json!({"name": "storage", "mountPath": "/var/lib/containers"}),
+        json!({"name": "git", "mountPath": "/kubenest/git", "readOnly": true}),
+        json!({"name": "registry", "mountPath": "/kubenest/registry", "readOnly": true}),
+    ];
+    if builders.ca.is_some() {
+        volumes.push(json!({"name": "ca", "configMap": {"name": CA_CONFIG_MAP}}));
+        mounts.push(json!({"name": "ca", "mountPath": "/kubenest/ca", "readOnly": true}));
+    }
+    let container = json!({
+        "name": "build",
+        "image": builders.image,
+        "env": [
+            {"name": "GIT_REPOSITORY", "value": source.repository},
+            {"name": "GIT_REF", "value": source.git_ref},
+            {"name": "CONTEXT_DIR", "value": source.context_dir.clone().unwrap_or_default()},
+            {"name": "BUILD_MODE", "value": mode},
+            {"name": "IMAGE", "value": request.image},
+        ],
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    });
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -182,7 +204,8 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
             },
         },
         "spec": {
-            "backoffLimit": 1,
+            // A build that failed fails again from the same revision: no retry.
+            "backoffLimit": 0,
             "activeDeadlineSeconds": 3600,
             "ttlSecondsAfterFinished": 86400,
             "template": {
@@ -193,9 +216,25 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
                     labels::BUILD_OF: request.app.app_id.as_str(),
                     labels::COMPONENT: request.component.as_str(),
                 }},
-                "spec": {"restartPolicy": "Never", "containers": [container]},
+                "spec": {
+                    "restartPolicy": "Never",
+                    // The builder talks to Git and the registry only, never to the cluster.
+                    "automountServiceAccountToken": false,
+                    "enableServiceLinks": false,
+                    "containers": [container],
+                    "volumes": volumes,
+                },
             },
         },
+    })
+}
+
+/// The last lines a failed build pod left as its termination message, if any (pure).
+pub fn failure(pod: &Value) -> Option<String> {
+    let statuses = pod.pointer("/status/containerStatuses")?.as_array()?;
+    statuses.iter().find_map(|s| {
+        let message = s.pointer("/state/terminated/message")?.as_str()?.trim();
+        (!message.is_empty()).then(|| message.to_owned())
     })
 }
 
@@ -250,11 +289,19 @@ async fn reconcile(
     if matches!(old.phase.as_deref(), Some("Succeeded" | "Failed")) {
         return Ok(Action::await_change());
     }
+    if let Some(ca) = &ctx.builders.ca {
+        ctx.applier
+            .apply(&ca_config_map(request.app.namespace.as_str(), ca), false)
+            .await?;
+    }
     let live = ctx
         .applier
         .apply(&job(request, &ctx.builders), false)
         .await?;
-    let (phase_name, message) = progress(&live);
+    let (phase_name, mut message) = progress(&live);
+    if phase_name == "Failed" {
+        message = failure_lines(&ctx, request).await.unwrap_or(message);
+    }
     let image = (phase_name == "Succeeded").then(|| request.image.clone());
     if old.phase.as_deref() != Some(phase_name) || old.message != message {
         let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
@@ -286,6 +333,29 @@ async fn reconcile(
     }
     Ok(Action::requeue(Duration::from_secs(10)))
 }
+
+/// The last lines of a failed build's pod (its termination message), read from the App's
+/// namespace; `None` when there is none to read (the pod is gone, or left no message).
+async fn failure_lines(ctx: &Context, request: &wire::BuildRequest) -> Option<String> {
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+        ctx.client.clone(),
+        request.app.namespace.as_str(),
+    );
+    let selector = format!("{}={}", labels::BUILD_ID, request.build_id);
+    let list = pods
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .inspect_err(|error| tracing::debug!(%error, "reading the failed build's pod"))
+        .ok()?;
+    list.items.iter().find_map(|pod| {
+        let lines = failure(&serde_json::to_value(pod).ok()?)?;
+        let tail: Vec<&str> = lines.lines().rev().take(FAILURE_LINES).collect();
+        Some(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+    })
+}
+
+/// How many of a failed build's last log lines its status carries.
+const FAILURE_LINES: usize = 20;
 
 fn error_policy(
     _held: Arc<BuildRequest>,
@@ -360,33 +430,72 @@ mod tests {
 
     fn builders() -> crate::context::Builders {
         crate::context::Builders {
-            kaniko: "kaniko-executor:v1".into(),
-            buildpacks: "buildpacks-lifecycle:v1".into(),
+            image: "builder:v1".into(),
             push_prefix: "builds".into(),
+            ca: Some("PEM".into()),
         }
     }
 
     #[test]
-    fn a_dockerfile_build_is_a_kaniko_job_pushing_the_requested_image() {
+    fn a_build_is_one_pod_of_the_builder_with_the_source_and_the_credentials_it_may_use() {
         let job = job(&request(wire::BuildMode::Dockerfile), &builders());
-        let container = &job["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(container["image"], "kaniko-executor:v1");
-        let args: Vec<&str> = container["args"]
+        assert_eq!(job["metadata"]["namespace"], "shop");
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        let container = &pod["containers"][0];
+        assert_eq!(container["image"], "builder:v1");
+        assert_eq!(
+            container["terminationMessagePolicy"],
+            "FallbackToLogsOnError"
+        );
+        let env: BTreeMap<&str, &str> = container["env"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|a| a.as_str().unwrap())
+            .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
             .collect();
-        assert!(args.contains(&"--context=git://git.example.test/shop.git#main"));
-        assert!(args.contains(&"--destination=builds/shop/web:abc"));
-        assert_eq!(job["metadata"]["namespace"], "shop");
+        assert_eq!(env["GIT_REPOSITORY"], "https://git.example.test/shop.git");
+        assert_eq!(env["GIT_REF"], "main");
+        assert_eq!(env["CONTEXT_DIR"], "web");
+        assert_eq!(env["BUILD_MODE"], "dockerfile");
+        assert_eq!(env["IMAGE"], "builds/shop/web:abc");
+        let volumes: BTreeMap<&str, &Value> = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["name"].as_str().unwrap(), v))
+            .collect();
+        assert_eq!(volumes["git"]["secret"]["secretName"], "shop-web-git");
+        assert_eq!(volumes["git"]["secret"]["optional"], true);
+        assert_eq!(
+            volumes["registry"]["secret"]["secretName"],
+            "kubenest-registry"
+        );
+        assert_eq!(volumes["ca"]["configMap"]["name"], CA_CONFIG_MAP);
+        let no_ca = crate::context::Builders {
+            ca: None,
+            ..builders()
+        };
+        let job = super::job(&request(wire::BuildMode::Dockerfile), &no_ca);
+        let names: Vec<&str> = job["spec"]["template"]["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert!(!names.contains(&"ca"));
     }
 
     #[test]
-    fn a_buildpack_build_runs_the_lifecycle_creator() {
-        let job = job(&request(wire::BuildMode::Buildpack), &builders());
-        let container = &job["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(container["command"][0], "/cnb/lifecycle/creator");
+    fn a_failed_build_pod_gives_back_its_termination_message() {
+        let pod = json!({"status": {"containerStatuses": [{"state": {"terminated": {
+            "exitCode": 1, "message": "STEP 2/2: RUN false\nError: exit status 1\n"}}}]}});
+        assert_eq!(
+            failure(&pod).as_deref(),
+            Some("STEP 2/2: RUN false\nError: exit status 1")
+        );
+        assert_eq!(failure(&json!({"status": {}})), None);
     }
 
     #[test]

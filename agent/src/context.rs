@@ -149,10 +149,12 @@ impl Context {
 /// The images that build from source.
 #[derive(Debug, Clone)]
 pub struct Builders {
-    pub kaniko: String,
-    pub buildpacks: String,
+    /// The builder image (images/builder: Git and buildah) every build Job runs.
+    pub image: String,
     /// Where Git workloads' images are pushed.
     pub push_prefix: String,
+    /// PEM of a CA the builds trust beside the public roots (a private Git server or registry).
+    pub ca: Option<String>,
 }
 
 impl std::fmt::Debug for Context {

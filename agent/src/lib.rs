@@ -8,7 +8,7 @@
 //! - [`stack`]: an App's addons and workloads, drift, phase and progress deadlines;
 //! - [`addon`]: charts rendered with helm ([`helm`]), applied, committed to the cluster's GitOps
 //!   repository ([`gitops`]), with exports published in a Secret ([`exports`]);
-//! - [`build`]: Kaniko or buildpacks Jobs for Git workloads;
+//! - [`build`]: the build Jobs of Git workloads (the builder image: Git and buildah);
 //! - [`project`]: namespaces, for `project.ensure` and `project.delete`.
 //!
 //! Rendering ([`render`]), drift comparison ([`drift`]), workload readiness ([`readiness`]), export expansion, the checks of an App

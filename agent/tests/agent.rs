@@ -416,6 +416,7 @@ async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_na
     };
     let set = |values: &[(&str, &str)]| wire::SecretSet {
         target: target.clone(),
+        kind: wire::SecretKind::Opaque,
         values: values
             .iter()
             .map(|(k, v)| ((*k).to_owned(), wire::SecretValue((*v).to_owned())))

@@ -316,8 +316,37 @@ pub struct SecretTarget {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretSet {
     pub target: SecretTarget,
+    /// The Secret's type; a registry credential's one key is `.dockerconfigjson`.
+    #[serde(default, skip_serializing_if = "SecretKind::is_opaque")]
+    pub kind: SecretKind,
     #[schemars(extend("minProperties" = 1, "maxProperties" = 128))]
     pub values: BTreeMap<String, SecretValue>,
+}
+
+/// The type of a Secret `secret.set` writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretKind {
+    /// `Opaque`: any keys.
+    #[default]
+    Opaque,
+    /// `kubernetes.io/dockerconfigjson`: registry credentials that pods pull with.
+    DockerConfigJson,
+}
+
+impl SecretKind {
+    /// The default, left out of a message.
+    pub fn is_opaque(&self) -> bool {
+        *self == SecretKind::Opaque
+    }
+
+    /// The Kubernetes Secret type.
+    pub fn secret_type(self) -> &'static str {
+        match self {
+            SecretKind::Opaque => "Opaque",
+            SecretKind::DockerConfigJson => "kubernetes.io/dockerconfigjson",
+        }
+    }
 }
 
 /// A secret value. Its `Debug` shows only its length.

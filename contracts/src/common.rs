@@ -161,6 +161,17 @@ pub fn object_name(parts: &[&str]) -> String {
     format!("{head}-{hash}")
 }
 
+/// The Secret on the cluster that holds a Git workload's repository credentials (set through
+/// the API with `secret.set`: `username` and `password` for https, or `ssh-privatekey` and
+/// `known_hosts` for ssh), mounted only into its build's pod, never into the workload.
+pub fn git_secret(app: &str, component: &str) -> Name {
+    Name::new(object_name(&[app, component, "git"]))
+}
+
+/// The `kubernetes.io/dockerconfigjson` Secret of a project's registry credentials in its
+/// namespace: the namespace's pods pull with it and its builds push with it.
+pub const REGISTRY_SECRET: &str = "kubenest-registry";
+
 /// The Secret on the cluster that holds a workload component's own values (set through the
 /// API with `secret.set`, mounted into its containers with `envFrom`).
 pub fn component_secret(app: &str, component: &str) -> Name {

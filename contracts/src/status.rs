@@ -13,7 +13,7 @@ use crate::common::{Condition, Id, Name};
 pub struct Hello {
     #[schemars(length(min = 1, max = 64))]
     pub agent_version: String,
-    /// Optional features this agent supports, e.g. `build.kaniko`, `logs`.
+    /// Optional features this agent supports, e.g. `build.dockerfile`, `logs`.
     #[serde(default)]
     #[schemars(length(max = 64), inner(length(min = 1, max = 64)))]
     pub capabilities: Vec<String>,

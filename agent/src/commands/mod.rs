@@ -112,12 +112,7 @@ impl Commands {
     pub fn hello(&self) -> wire::Hello {
         wire::Hello {
             agent_version: format!("kubenest-agent/{}", env!("CARGO_PKG_VERSION")),
-            capabilities: vec![
-                "build.kaniko".into(),
-                "build.buildpacks".into(),
-                "gitops".into(),
-                "logs".into(),
-            ],
+            capabilities: vec!["build.dockerfile".into(), "gitops".into(), "logs".into()],
             kubernetes_version: self.ctx.kubernetes_version.clone(),
         }
     }

@@ -33,6 +33,9 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
             ));
         }
     }
+    if set.kind == wire::SecretKind::DockerConfigJson {
+        check_docker_config(set)?;
+    }
     let engine = base64::engine::general_purpose::STANDARD;
     let data: serde_json::Map<String, serde_json::Value> = set
         .values
@@ -48,7 +51,10 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
     let name = target.secret.as_str();
     // A merge patch sets these keys and keeps the others (server-side apply would drop keys an
     // earlier `secret.set` of the same manager wrote).
-    let patch = json!({"metadata": {"labels": labels}, "data": data});
+    // The type too: a Secret of another type under this name is refused (types are immutable),
+    // never silently kept.
+    let kind = set.kind.secret_type();
+    let patch = json!({"metadata": {"labels": labels}, "type": kind, "data": data});
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -58,7 +64,7 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
             let secret: Secret = serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": name, "labels": labels},
-                "type": "Opaque",
+                "type": kind,
                 "data": data,
             }))
             .map_err(Refusal::internal)?;
@@ -69,6 +75,37 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
         }
         Err(error) => Err(Refusal::internal(error)),
     }
+}
+
+/// A registry credential holds one key, `.dockerconfigjson`, whose value is a Docker config
+/// with an `auths` object (what the kubelet reads), and nothing else.
+fn check_docker_config(set: &wire::SecretSet) -> Result<(), Refusal> {
+    const KEY: &str = ".dockerconfigjson";
+    if let Some(other) = set.values.keys().find(|k| *k != KEY) {
+        return Err(Refusal::new(
+            RejectReason::Invalid,
+            "a registry credential has the one key .dockerconfigjson",
+            Some(&format!(
+                "/values/{}",
+                other.replace('~', "~0").replace('/', "~1")
+            )),
+        ));
+    }
+    let valid = set.values.get(KEY).is_some_and(|value| {
+        serde_json::from_str::<serde_json::Value>(&value.0).is_ok_and(|config| {
+            config
+                .get("auths")
+                .is_some_and(serde_json::Value::is_object)
+        })
+    });
+    if !valid {
+        return Err(Refusal::new(
+            RejectReason::Invalid,
+            "a registry credential is a JSON object with an `auths` object",
+            Some("/values/.dockerconfigjson"),
+        ));
+    }
+    Ok(())
 }
 
 pub(super) async fn secret_delete(

@@ -119,6 +119,20 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
         let wire::Component::Workload(w) = component else {
             continue;
         };
+        // The Secrets `secret.set` fills for the workload (its own values, its repository's
+        // credentials) are the App's while the workload is: pruned with it, never before.
+        for secret in [
+            wire::component_secret(app.name.as_str(), w.name.as_str()),
+            wire::git_secret(app.name.as_str(), w.name.as_str()),
+        ] {
+            plan.rendered
+                .insert(("v1".into(), "Secret".into(), secret.as_str().to_owned()));
+        }
+    }
+    for component in &deploy.components {
+        let wire::Component::Workload(w) = component else {
+            continue;
+        };
         let step = |work: Work<'a>| Step {
             component: &w.name,
             kind: Kind::Workload,

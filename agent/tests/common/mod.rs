@@ -20,6 +20,9 @@ pub mod rest;
 
 pub const SYSTEM: &str = "kubenest-system";
 
+/// The builder image tools/build-images.sh makes.
+pub const BUILDER: &str = "localhost/kubenest/builder:0.1.0";
+
 /// Polls `check` every 100 ms until it holds, for at most `within`.
 pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, within: Duration, mut check: F) {
     let start = std::time::Instant::now();
@@ -364,9 +367,9 @@ pub async fn agent_config(
         helm: kubenest_agent::helm::Helm::new(bins.helm, catalog()),
         gitops: Some((gitops.display().to_string(), "main".into(), work)),
         builders: kubenest_agent::context::Builders {
-            kaniko: "kaniko-executor:test".into(),
-            buildpacks: "buildpacks-builder:test".into(),
+            image: BUILDER.into(),
             push_prefix: "builds.test".into(),
+            ca: None,
         },
         install_crds: true,
         project_grant: None,

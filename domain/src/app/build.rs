@@ -156,12 +156,11 @@ fn build_workload(
             image: image.clone(),
         },
         (None, Some(git), None) if git.mode == kubenest_crds::app::BuildMode::Buildpack => {
-            // The buildpacks Job would run the builder on an empty folder: nothing checks the
-            // source out for it. Refused until a builder that does exists.
+            // The builder image builds Dockerfiles; no buildpacks builder exists yet.
             return Err(invalid(
                 at(".git.mode"),
-                "buildpack builds are not available yet (nothing checks the source out for \
-                 the builder); use mode dockerfile with a Dockerfile in the repository",
+                "buildpack builds are not available (the builder builds Dockerfiles); use \
+                 mode dockerfile with a Dockerfile in the repository",
             ));
         }
         (None, Some(git), None) => wire::WorkloadSource::Git(wire::GitSource {

@@ -353,6 +353,18 @@ impl Cluster {
         }
     }
 
+    /// Lets the real node pull from the registry at `address` over HTTPS, trusting CA file `ca`
+    /// (credentials come from the pods' image pull Secrets). Errs on a cluster without one.
+    pub fn trust_registry(&self, address: &str, ca: &Path) -> Result<(), Error> {
+        match &self.node {
+            Some(node) => node.trust_registry(address, ca),
+            None => Err(Error::Process(format!(
+                "cluster {} has no real node to trust a registry on",
+                self.name
+            ))),
+        }
+    }
+
     /// Tags an imported image `source` as `target` on the real node (a new tag of the same
     /// content, for tests that change an App's image). Errs on a cluster without a real node.
     pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {

@@ -16,7 +16,8 @@ use tokio::io::AsyncWriteExt as _;
 
 use crate::Error;
 
-/// Bare repositories served at `http://127.0.0.1:{port}/{name}.git`.
+/// Bare repositories served at `http://127.0.0.1:{port}/{name}.git`, or over HTTPS with an
+/// account on another address ([`GitServer::start_secured`]).
 #[derive(Debug)]
 pub struct GitServer {
     dir: tempfile::TempDir,
@@ -68,11 +69,54 @@ impl GitServer {
                 .local_addr()
                 .map_err(|e| Error::io("git address", e))?
         );
-        let app = axum::Router::new().fallback(backend).with_state(root);
+        let app = axum::Router::new().fallback(backend).with_state(Served {
+            root,
+            authorization: None,
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         Ok(Self { dir, base, task })
+    }
+
+    /// Serves an empty folder of repositories over HTTPS on `host` (a free port), with a
+    /// serving certificate of `ca`, to the one account `username`/`password` (HTTP basic
+    /// authentication; anyone else gets 401).
+    pub async fn start_secured(
+        host: std::net::IpAddr,
+        ca: &crate::ServerCa,
+        username: &str,
+        password: &str,
+    ) -> Result<Self, Error> {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().map_err(|e| Error::io("git server folder", e))?;
+        let root = dir.path().join("repos");
+        std::fs::create_dir_all(&root).map_err(|e| Error::io("git repos folder", e))?;
+        let serving = ca.issue("git", &[host])?;
+        let tls = axum_server::tls_rustls::RustlsConfig::from_pem_file(&serving.cert, &serving.key)
+            .await
+            .map_err(|e| Error::io("the git server's certificate", e))?;
+        let listener = std::net::TcpListener::bind((host, 0))
+            .map_err(|e| Error::io("bind the git server", e))?;
+        let address = listener
+            .local_addr()
+            .map_err(|e| Error::io("git address", e))?;
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{password}"));
+        let app = axum::Router::new().fallback(backend).with_state(Served {
+            root,
+            authorization: Some(format!("Basic {token}")),
+        });
+        let server = axum_server::from_tcp_rustls(listener, tls)
+            .map_err(|e| Error::io("serve the git server", e))?;
+        let task = tokio::spawn(async move {
+            let _ = server.serve(app.into_make_service()).await;
+        });
+        Ok(Self {
+            dir,
+            base: format!("https://{address}"),
+            task,
+        })
     }
 
     /// The clone URL of repository `name`.
@@ -127,15 +171,34 @@ impl GitServer {
     }
 }
 
+/// What the server serves, and to whom.
+#[derive(Debug, Clone)]
+struct Served {
+    root: PathBuf,
+    /// The `Authorization` header every request must carry, if any.
+    authorization: Option<String>,
+}
+
 /// One request through `git http-backend` (CGI/1.1: the request in environment variables and
 /// standard input, the answer as header lines, a blank line and the body on standard output).
 async fn backend(
-    State(root): State<PathBuf>,
+    State(served): State<Served>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(expected) = &served.authorization {
+        let given = headers.get(axum::http::header::AUTHORIZATION);
+        if given.and_then(|v| v.to_str().ok()) != Some(expected.as_str()) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(axum::http::header::WWW_AUTHENTICATE, "Basic realm=\"git\"")],
+            )
+                .into_response();
+        }
+    }
+    let root = served.root;
     let header = |name: &str| {
         headers
             .get(name)

@@ -36,6 +36,8 @@ mod pki;
 mod postgres;
 pub mod process;
 mod proxy;
+mod registry;
+mod tls;
 pub mod tools;
 mod wait;
 
@@ -56,6 +58,8 @@ pub use pki::{NodeCerts, NodeIdentity, Pki};
 pub use postgres::{Postgres, TestDatabase};
 pub use process::ManagedProcess;
 pub use proxy::{LinkMode, TcpProxy};
+pub use registry::Registry;
+pub use tls::{ServerCa, ServingFiles};
 pub use wait::free_port;
 
 /// What went wrong starting or using the environment.

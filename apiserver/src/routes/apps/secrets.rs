@@ -129,6 +129,7 @@ pub async fn put_secret(
     let place = secret_place(&scoped, &path.component)?;
     let command = Envelope::new(SecretSet {
         target: place.target,
+        kind: wire::SecretKind::Opaque,
         values: body
             .values
             .into_iter()

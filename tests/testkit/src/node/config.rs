@@ -57,6 +57,11 @@ impl Layout {
         self.config.join("cni")
     }
 
+    /// containerd's registry configuration: one `{host:port}/hosts.toml` per registry.
+    pub fn registry_hosts_dir(&self) -> PathBuf {
+        self.containerd_dir().join("certs.d")
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.config.join(name)
     }
@@ -106,6 +111,8 @@ state = "{d}/state"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = "{d}/runc"
         SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{hosts}"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN_DIR}"
     conf_dir = "{conf}"
@@ -113,6 +120,17 @@ state = "{d}/state"
 "#,
         socket = show(&layout.containerd_socket()),
         conf = show(&layout.cni_conf_dir()),
+        hosts = show(&layout.registry_hosts_dir()),
+    )
+}
+
+/// containerd's `hosts.toml` for registry `address` (`host:port`): pulls over HTTPS, trusting
+/// the CA in file `ca` (the node's answer to "which registries, and whose certificates").
+pub fn registry_hosts(address: &str, ca: &Path) -> String {
+    format!(
+        "server = \"https://{address}\"\n\n[host.\"https://{address}\"]\n  \
+         capabilities = [\"pull\", \"resolve\"]\n  ca = \"{}\"\n",
+        show(ca)
     )
 }
 

@@ -163,6 +163,15 @@ impl RealNode {
             })
     }
 
+    /// Lets the node pull from the registry at `address` (`host:port`) over HTTPS, trusting the
+    /// CA certificate in file `ca`; containerd reads it at the next pull, no restart needed.
+    pub fn trust_registry(&self, address: &str, ca: &Path) -> Result<(), Error> {
+        let dir = self.layout.registry_hosts_dir().join(address);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("registry hosts dir", e))?;
+        std::fs::write(dir.join("hosts.toml"), config::registry_hosts(address, ca))
+            .map_err(|e| Error::io("write hosts.toml", e))
+    }
+
     /// Tags image `source` (already imported) as `target` too, as a registry would serve a new
     /// tag of the same content.
     pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {
