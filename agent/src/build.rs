@@ -149,10 +149,15 @@ pub fn ca_config_map(namespace: &str, ca: &str) -> Value {
 /// The build Job of a request (pure): one pod of the builder image (images/builder) checks out
 /// the revision, builds its Dockerfile with buildah and pushes the image. It mounts, each only
 /// if it exists, the component's Git credentials ([`wire::git_secret`]), the project's registry
-/// credentials ([`wire::REGISTRY_SECRET`], to push) and the CA of [`CA_CONFIG_MAP`]. When the
+/// credentials (`registry_secret`, the pull Secret of its namespace, to push) and the CA of
+/// [`CA_CONFIG_MAP`]. When the
 /// build fails, its log's last lines become the container's termination message
 /// (`FallbackToLogsOnError`), which [`failure`] reads back.
-pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) -> Value {
+pub fn job(
+    request: &wire::BuildRequest,
+    builders: &crate::context::Builders,
+    registry_secret: Option<&str>,
+) -> Value {
     let name = build_request_name(request.build_id.as_str());
     let source = &request.source;
     let mode = match source.mode {
@@ -165,15 +170,18 @@ pub fn job(request: &wire::BuildRequest, builders: &crate::context::Builders) ->
         json!({"name": "storage", "emptyDir": {}}),
         json!({"name": "git", "secret": {"secretName": git_secret.as_str(), "optional": true,
                                          "defaultMode": 0o400}}),
-        json!({"name": "registry", "secret": {"secretName": wire::REGISTRY_SECRET,
-                                              "optional": true, "defaultMode": 0o400}}),
     ];
     let mut mounts = vec![
         json!({"name": "workspace", "mountPath": "/workspace"}),
         json!({"name": "storage", "mountPath": "/var/lib/containers"}),
         json!({"name": "git", "mountPath": "/kubenest/git", "readOnly": true}),
-        json!({"name": "registry", "mountPath": "/kubenest/registry", "readOnly": true}),
     ];
+    if let Some(secret) = registry_secret {
+        volumes.push(json!({"name": "registry", "secret": {"secretName": secret,
+            "optional": true, "defaultMode": 0o400}}));
+        mounts
+            .push(json!({"name": "registry", "mountPath": "/kubenest/registry", "readOnly": true}));
+    }
     if builders.ca.is_some() {
         volumes.push(json!({"name": "ca", "configMap": {"name": CA_CONFIG_MAP}}));
         mounts.push(json!({"name": "ca", "mountPath": "/kubenest/ca", "readOnly": true}));
@@ -294,9 +302,10 @@ async fn reconcile(
             .apply(&ca_config_map(request.app.namespace.as_str(), ca), false)
             .await?;
     }
+    let registry = pull_secret(&ctx, request.app.namespace.as_str()).await;
     let live = ctx
         .applier
-        .apply(&job(request, &ctx.builders), false)
+        .apply(&job(request, &ctx.builders, registry.as_deref()), false)
         .await?;
     let (phase_name, mut message) = progress(&live);
     if phase_name == "Failed" {
@@ -332,6 +341,25 @@ async fn reconcile(
         });
     }
     Ok(Action::requeue(Duration::from_secs(10)))
+}
+
+/// The project's registry Secret: the pull Secret `project.ensure` put on the namespace's
+/// `default` ServiceAccount, which the workloads pull with (so the build pushes where they pull).
+async fn pull_secret(ctx: &Context, namespace: &str) -> Option<String> {
+    let accounts = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
+        ctx.client.clone(),
+        namespace,
+    );
+    let account = accounts
+        .get_opt("default")
+        .await
+        .inspect_err(|error| tracing::debug!(%error, "reading the namespace's pull secret"))
+        .ok()??;
+    account
+        .image_pull_secrets?
+        .into_iter()
+        .next()
+        .map(|r| r.name)
 }
 
 /// The last lines of a failed build's pod (its termination message), read from the App's
@@ -438,7 +466,11 @@ mod tests {
 
     #[test]
     fn a_build_is_one_pod_of_the_builder_with_the_source_and_the_credentials_it_may_use() {
-        let job = job(&request(wire::BuildMode::Dockerfile), &builders());
+        let job = job(
+            &request(wire::BuildMode::Dockerfile),
+            &builders(),
+            Some("kubenest-registry"),
+        );
         assert_eq!(job["metadata"]["namespace"], "shop");
         assert_eq!(job["spec"]["backoffLimit"], 0);
         let pod = &job["spec"]["template"]["spec"];
@@ -477,14 +509,14 @@ mod tests {
             ca: None,
             ..builders()
         };
-        let job = super::job(&request(wire::BuildMode::Dockerfile), &no_ca);
+        let job = super::job(&request(wire::BuildMode::Dockerfile), &no_ca, None);
         let names: Vec<&str> = job["spec"]["template"]["spec"]["volumes"]
             .as_array()
             .unwrap()
             .iter()
             .map(|v| v["name"].as_str().unwrap())
             .collect();
-        assert!(!names.contains(&"ca"));
+        assert!(!names.contains(&"ca") && !names.contains(&"registry"));
     }
 
     #[test]

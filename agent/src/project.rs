@@ -79,21 +79,26 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
         .map_err(Refusal::internal)?;
     // With namespaced powers, the agent's own in the new namespace before anything goes in.
     ctx.applier.grant(name).await.map_err(Refusal::internal)?;
-    if let Some(secret) = &command.registry_secret {
-        let account = json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": name},
-            "imagePullSecrets": [{"name": secret.as_str()}],
-        });
-        Api::<ServiceAccount>::namespaced(ctx.client.clone(), name)
-            .patch(
-                "default",
-                &PatchParams::apply(field_managers::AGENT).force(),
-                &Patch::Apply(&account),
-            )
-            .await
-            .map_err(Refusal::internal)?;
-    }
+    // The namespace's pulls use the project's registry Secret, if it names one; applied either
+    // way, so a removed Secret's name goes from the ServiceAccount too.
+    let pull_secrets: Vec<_> = command
+        .registry_secret
+        .iter()
+        .map(|secret| json!({"name": secret.as_str()}))
+        .collect();
+    let account = json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": name},
+        "imagePullSecrets": pull_secrets,
+    });
+    Api::<ServiceAccount>::namespaced(ctx.client.clone(), name)
+        .patch(
+            "default",
+            &PatchParams::apply(field_managers::AGENT).force(),
+            &Patch::Apply(&account),
+        )
+        .await
+        .map_err(Refusal::internal)?;
     report(
         ctx,
         &command.project_id,

@@ -57,8 +57,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
-    addons, alerts, apps, audit as audit_log, clusters, orgs, projects, session, stream, templates,
-    users,
+    addons, alerts, apps, audit as audit_log, clusters, orgs, projects, registry, session, stream,
+    templates, users,
 };
 use crate::state::AppState;
 
@@ -159,6 +159,10 @@ fn api_routes() -> ApiRouter<AppState> {
             get(projects::get).delete(projects::delete),
         )
         .api_route("/api/v1/projects/{id}/members", put(projects::put_member))
+        .api_route(
+            "/api/v1/projects/{id}/registry-credentials",
+            put(registry::put_registry_credentials).delete(registry::delete_registry_credentials),
+        )
         .api_route(
             "/api/v1/projects/{id}/members/{user}",
             delete(projects::delete_member),

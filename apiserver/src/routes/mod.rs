@@ -8,6 +8,7 @@ pub mod audit;
 pub mod clusters;
 pub mod orgs;
 pub mod projects;
+pub mod registry;
 pub mod removal;
 pub mod session;
 pub mod stream;

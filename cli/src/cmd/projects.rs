@@ -22,6 +22,21 @@ pub enum ProjectsCommand {
     List,
     /// One project.
     Get { project: String },
+    /// Set the project's registry credentials (admins): its pods pull and its builds push
+    /// with them. They replace earlier ones; kubenest never stores the password.
+    RegistryLogin {
+        project: String,
+        /// The registry, `host` or `host:port`.
+        #[arg(long)]
+        server: String,
+        #[arg(long)]
+        username: String,
+        /// Read the password from standard input (otherwise from KUBENEST_REGISTRY_PASSWORD).
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove the project's registry credentials (admins).
+    RegistryLogout { project: String },
     /// Delete a project (refused while Apps or addons remain in it).
     Delete {
         project: String,
@@ -103,6 +118,41 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
             let project = client.get(&format!("/api/v1/projects/{id}")).await?;
             global.print(&project, project_table);
         }
+        ProjectsCommand::RegistryLogin {
+            project,
+            server,
+            username,
+            password_stdin,
+        } => {
+            let password = registry_password(password_stdin)?;
+            let id = resolve(global, &mut client, &project).await?;
+            let body =
+                json!({"registries": {&server: {"username": username, "password": password}}});
+            let answer = client
+                .call(
+                    reqwest::Method::PUT,
+                    &format!("/api/v1/projects/{id}/registry-credentials"),
+                    Some(&body),
+                )
+                .await?;
+            global.done(
+                &answer,
+                &format!(
+                    "project {project} pulls and pushes with its credentials for {server} (Secret {})",
+                    text(&answer["secret"])
+                ),
+            );
+        }
+        ProjectsCommand::RegistryLogout { project } => {
+            let id = resolve(global, &mut client, &project).await?;
+            let answer = client
+                .delete(&format!("/api/v1/projects/{id}/registry-credentials"))
+                .await?;
+            global.done(
+                &answer,
+                &format!("project {project} has no registry credentials now"),
+            );
+        }
         ProjectsCommand::Delete { project, force } => {
             let id = resolve(global, &mut client, &project).await?;
             let (path, head) = if force {
@@ -123,6 +173,20 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
     Ok(())
 }
 
+/// The registry password: standard input, or KUBENEST_REGISTRY_PASSWORD.
+fn registry_password(from_stdin: bool) -> anyhow::Result<String> {
+    if from_stdin {
+        let mut password = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut password)?;
+        return Ok(password.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    std::env::var("KUBENEST_REGISTRY_PASSWORD").map_err(|_| {
+        anyhow::anyhow!(
+            "give the registry password on standard input (--password-stdin) or in KUBENEST_REGISTRY_PASSWORD"
+        )
+    })
+}
+
 fn project_table(project: &Value) -> Table {
     Table::fields(&[
         ("Name", text(&project["name"])),
@@ -132,5 +196,6 @@ fn project_table(project: &Value) -> Table {
         ("Namespace", text(&project["namespace"])),
         ("Phase", text(&project["phase"])),
         ("Message", text(&project["message"])),
+        ("Registry secret", text(&project["registry_secret"])),
     ])
 }
