@@ -33,6 +33,8 @@ command -v gcc >/dev/null || need_pkgs+=(gcc libc6-dev)
 command -v docker-registry >/dev/null || need_pkgs+=(docker-registry)
 command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
 command -v skopeo >/dev/null || need_pkgs+=(skopeo)
+# ... and OpenSSH's server, the test kit's Git over ssh (tests/testkit/src/git.rs).
+[[ -x /usr/sbin/sshd ]] || need_pkgs+=(openssh-server)
 if ((${#need_pkgs[@]})); then
   start=$SECONDS
   echo "[setup] installing Debian packages: ${need_pkgs[*]}" >&2

@@ -171,6 +171,117 @@ impl GitServer {
     }
 }
 
+/// Git over ssh to a [`GitServer`]'s repositories: OpenSSH's server on its own port, one key.
+#[derive(Debug)]
+pub struct GitSsh {
+    _process: crate::ManagedProcess,
+    address: std::net::SocketAddr,
+    root: PathBuf,
+    /// The client's private key (OpenSSH format), as a Git credential Secret holds it.
+    pub private_key: String,
+    /// The `known_hosts` line of the server's host key.
+    pub known_hosts: String,
+}
+
+impl GitSsh {
+    /// The `ssh://` clone URL of repository `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "ssh://root@{}{}/{name}.git",
+            self.address,
+            self.root.display()
+        )
+    }
+}
+
+fn keygen(path: &Path) -> Result<(), Error> {
+    let out = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "kubenest-tests",
+            "-f",
+        ])
+        .arg(path)
+        .output()
+        .map_err(|e| Error::io("run ssh-keygen", e))?;
+    if !out.status.success() {
+        return Err(Error::Process(format!(
+            "ssh-keygen: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}
+
+impl GitServer {
+    /// Serves the repositories over ssh too, on `host` (a free port): OpenSSH's `sshd` with a
+    /// fresh host key and one authorized client key, public-key login only (as root, since the
+    /// test runs as root; `git-upload-pack` is what the clients run). tools/setup.sh installs
+    /// `openssh-server`.
+    pub async fn serve_ssh(&self, host: std::net::IpAddr) -> Result<GitSsh, Error> {
+        let dir = self.dir.path().join("ssh");
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("ssh folder", e))?;
+        keygen(&dir.join("host_key"))?;
+        keygen(&dir.join("client_key"))?;
+        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys"))
+            .map_err(|e| Error::io("authorized_keys", e))?;
+        let port = crate::free_port()?;
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "ListenAddress {host}:{port}\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+                 PidFile {d}/sshd.pid\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
+                 KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAllowTcpForwarding no\n\
+                 X11Forwarding no\nPermitTTY no\n",
+                d = dir.display()
+            ),
+        )
+        .map_err(|e| Error::io("sshd_config", e))?;
+        // sshd wants its privilege-separation folder; Debian's is /run/sshd.
+        std::fs::create_dir_all("/run/sshd").map_err(|e| Error::io("/run/sshd", e))?;
+        let mut command = Command::new("/usr/sbin/sshd");
+        command.args(["-D", "-e", "-f"]).arg(&config);
+        let process = crate::ManagedProcess::spawn("sshd", command, dir.join("sshd.log"))?;
+        let address = std::net::SocketAddr::new(host, port);
+        crate::wait::until(
+            "sshd listening",
+            std::time::Duration::from_secs(10),
+            || Ok(()),
+            || async move {
+                tokio::net::TcpStream::connect(address)
+                    .await
+                    .map(|_| true)
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .await?;
+        let read = |name: &str| {
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| Error::io(format!("read {name}"), e))
+        };
+        let host_key = read("host_key.pub")?;
+        let mut key = host_key.split_whitespace();
+        let known_hosts = format!(
+            "[{host}]:{port} {} {}\n",
+            key.next().unwrap_or_default(),
+            key.next().unwrap_or_default()
+        );
+        Ok(GitSsh {
+            _process: process,
+            address,
+            root: self.dir.path().join("repos"),
+            private_key: read("client_key")?,
+            known_hosts,
+        })
+    }
+}
+
 /// What the server serves, and to whom.
 #[derive(Debug, Clone)]
 struct Served {

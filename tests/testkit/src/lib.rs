@@ -51,7 +51,7 @@ pub use env::{
 };
 pub use etcd::Etcd;
 pub use flux::Flux;
-pub use git::GitServer;
+pub use git::{GitServer, GitSsh};
 pub use images::{IMAGE_NAMES, ImageArchive, Images};
 pub use namespace::TestNamespace;
 pub use pki::{NodeCerts, NodeIdentity, Pki};
