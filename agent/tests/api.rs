@@ -278,6 +278,49 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
     })
     .await;
 
+    // A Git workload's repository credentials: only a Git workload has them; they land in its
+    // Git Secret (one kind at a time), which nothing but its build mounts.
+    rest.expect(
+        Method::PUT,
+        &format!("{app_path}/components/web/git-credentials"),
+        Some(json!({"username": "ci", "password": "t0ken"})),
+        409,
+    )
+    .await;
+    let built = rest
+        .expect(Method::POST, "/api/v1/apps", Some(json!({
+            "project_id": project_id, "name": "built",
+            "components": [{"name": "site", "type": "workload", "workload_spec": {
+                "git": {"repository": "https://git.example.test/site.git", "ref": "main",
+                        "mode": "dockerfile"}, "replicas": 1, "port": 8080}}]})), 202)
+        .await;
+    let built_path = format!("/api/v1/apps/{}", built["id"].as_str().unwrap());
+    let credentials = format!("{built_path}/components/site/git-credentials");
+    let answer = rest
+        .expect(
+            Method::PUT,
+            &credentials,
+            Some(json!({"username": "ci", "password": "git-t0ken"})),
+            200,
+        )
+        .await;
+    assert_eq!(answer, json!({"component": "site", "kind": "https"}));
+    let git_secret = secrets.get("built-site-git").await.unwrap().data.unwrap();
+    assert_eq!(git_secret["password"].0, b"git-t0ken");
+    assert_eq!(git_secret["ssh-privatekey"].0, b"");
+    let refused = rest
+        .expect(
+            Method::PUT,
+            &credentials,
+            Some(json!({"ssh_private_key": "not a key", "known_hosts": "x"})),
+            422,
+        )
+        .await;
+    assert_eq!(refused["error"]["field"], "ssh_private_key");
+    rest.expect(Method::DELETE, &credentials, None, 200).await;
+    assert!(secrets.get_opt("built-site-git").await.unwrap().is_none());
+    rest.expect(Method::DELETE, &built_path, None, 202).await;
+
     // A change is a new deployment; a rollback restores the first and is recorded as such.
     let first_revision = first["revision"].as_str().unwrap().to_owned();
     let mut components = first["components"].clone();

@@ -182,6 +182,10 @@ fn api_routes() -> ApiRouter<AppState> {
             put(apps::put_secret).delete(apps::delete_secret),
         )
         .api_route(
+            "/api/v1/apps/{id}/components/{component}/git-credentials",
+            put(apps::put_git_credentials).delete(apps::delete_git_credentials),
+        )
+        .api_route(
             "/api/v1/apps/{id}/logs",
             get_with(apps::logs, |op| {
                 op.summary("Container logs of an App component")

@@ -46,7 +46,8 @@ pub use history::{DeploymentView, HistoryQuery, deployments};
 pub use list::{AppList, ListQuery, list};
 pub use logs::{LogsQuery, logs};
 pub use secrets::{
-    ComponentPath, SecretBody, SecretDeleteQuery, SecretResponse, delete_secret, put_secret,
+    ComponentPath, GitCredentialsBody, GitCredentialsResponse, SecretBody, SecretDeleteQuery,
+    SecretResponse, delete_git_credentials, delete_secret, put_git_credentials, put_secret,
 };
 pub use views::*;
 

@@ -50,14 +50,28 @@ struct SecretPlace {
 }
 
 fn secret_place(scoped: &Scoped<App>, component: &str) -> ApiResult<SecretPlace> {
+    place_of(scoped, component, false)
+}
+
+/// Where a workload component's Secret is: its own values, or (`git`) the credentials of its
+/// Git repository, which only a Git workload has.
+fn place_of(scoped: &Scoped<App>, component: &str, git: bool) -> ApiResult<SecretPlace> {
     let app = &scoped.object;
-    let is_workload = app
-        .spec
-        .components
-        .iter()
-        .any(|c| c.name == component && c.workload.is_some());
+    let found = app.spec.components.iter().find(|c| c.name == component);
+    let is_workload = found.is_some_and(|c| c.workload.is_some());
     if !is_workload {
         return Err(ApiError::not_found("workload component"));
+    }
+    let is_git = found
+        .and_then(|c| c.workload.as_ref())
+        .is_some_and(|w| w.git.is_some());
+    if git && !is_git {
+        return Err(ApiError::conflict(
+            "not_a_git_workload",
+            format!(
+                "component {component} is not built from Git: it has no repository credentials"
+            ),
+        ));
     }
     let project = scoped
         .project
@@ -75,7 +89,11 @@ fn secret_place(scoped: &Scoped<App>, component: &str) -> ApiResult<SecretPlace>
         org: scoped.org.name_any(),
         target: SecretTarget {
             namespace: wire::Name::new(&project.spec.namespace),
-            secret: wire::component_secret(&app.name_any(), component),
+            secret: if git {
+                wire::git_secret(&app.name_any(), component)
+            } else {
+                wire::component_secret(&app.name_any(), component)
+            },
             app_id: Some(wire::Id::new(k8s::uid(app))),
         },
     })
@@ -183,4 +201,186 @@ pub async fn delete_secret(
         component: path.component,
         keys,
     }))
+}
+
+/// A Git workload's repository credentials: a username and password (or token) for https, or
+/// an ssh key with the server's `known_hosts` lines for `ssh://` and `git@` URLs.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitCredentialsBody {
+    pub username: Option<String>,
+    /// Never stored or echoed by kubenest.
+    pub password: Option<String>,
+    /// An OpenSSH private key. Never stored or echoed by kubenest.
+    pub ssh_private_key: Option<String>,
+    /// The server's host keys, as `known_hosts` lines (required with an ssh key: the build
+    /// checks the server it talks to).
+    pub known_hosts: Option<String>,
+}
+
+/// Which kind of credentials a component's build uses now (never the values).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GitCredentialsResponse {
+    pub component: String,
+    /// `https` or `ssh`; `none` once removed.
+    pub kind: String,
+}
+
+/// The Git Secret's keys for `body`, every key set (the unused ones empty) so one `secret.set`
+/// replaces earlier credentials of the other kind (pure).
+pub fn git_values(body: GitCredentialsBody) -> ApiResult<(String, BTreeMap<String, String>)> {
+    let https = body.username.is_some() || body.password.is_some();
+    let ssh = body.ssh_private_key.is_some() || body.known_hosts.is_some();
+    let text = |value: Option<String>, field: &str, max: usize| -> ApiResult<String> {
+        match value {
+            Some(v) if !v.trim().is_empty() && v.len() <= max => Ok(v),
+            _ => Err(ApiError::invalid(field, format!("1 to {max} characters"))),
+        }
+    };
+    let (kind, pairs) = match (https, ssh) {
+        (true, false) => {
+            let username = text(body.username, "username", 255)?;
+            if username.contains(char::is_control) {
+                return Err(ApiError::invalid("username", "no control characters"));
+            }
+            (
+                "https",
+                [
+                    ("username", username),
+                    ("password", text(body.password, "password", 4096)?),
+                    ("ssh-privatekey", String::new()),
+                    ("known_hosts", String::new()),
+                ],
+            )
+        }
+        (false, true) => {
+            let key = text(body.ssh_private_key, "ssh_private_key", 16384)?;
+            if !key.trim_start().starts_with("-----BEGIN ") {
+                return Err(ApiError::invalid(
+                    "ssh_private_key",
+                    "a private key in PEM or OpenSSH form (-----BEGIN ...)",
+                ));
+            }
+            (
+                "ssh",
+                [
+                    ("username", String::new()),
+                    ("password", String::new()),
+                    ("ssh-privatekey", key),
+                    ("known_hosts", text(body.known_hosts, "known_hosts", 65536)?),
+                ],
+            )
+        }
+        (true, true) => {
+            return Err(ApiError::invalid(
+                "ssh_private_key",
+                "give a username and password, or an ssh key and known_hosts, not both",
+            ));
+        }
+        (false, false) => {
+            return Err(ApiError::invalid(
+                "username",
+                "give a username and password, or an ssh key and known_hosts",
+            ));
+        }
+    };
+    Ok((
+        kind.to_owned(),
+        pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    ))
+}
+
+/// Sets a Git workload's repository credentials on the cluster (members), replacing earlier
+/// ones; only its build's pod mounts them. Fails closed.
+pub async fn put_git_credentials(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<ComponentPath>,
+    Body(body): Body<GitCredentialsBody>,
+) -> ApiResult<Json<GitCredentialsResponse>> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "app")?;
+    admit(
+        &scoped.object,
+        Change::Secret {
+            component: &path.component,
+        },
+    )?;
+    let (kind, values) = git_values(body)?;
+    let place = place_of(&scoped, &path.component, true)?;
+    let command = Envelope::new(SecretSet {
+        target: place.target,
+        kind: wire::SecretKind::Opaque,
+        values: values
+            .into_iter()
+            .map(|(k, v)| (k, SecretValue(v)))
+            .collect(),
+    })
+    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    state.secrets().send(command).await?;
+    Ok(Json(GitCredentialsResponse {
+        component: path.component,
+        kind,
+    }))
+}
+
+/// Removes a Git workload's repository credentials (members). Fails closed.
+pub async fn delete_git_credentials(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<ComponentPath>,
+) -> ApiResult<Json<GitCredentialsResponse>> {
+    let scoped = load(&state, &caller, &path.id).await?;
+    scoped.require(Need::Write, "app")?;
+    let place = place_of(&scoped, &path.component, true)?;
+    let command = Envelope::new(SecretDelete {
+        target: place.target,
+        keys: Vec::new(),
+    })
+    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    state.secrets().send(command).await?;
+    Ok(Json(GitCredentialsResponse {
+        component: path.component,
+        kind: "none".into(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(user: Option<&str>, password: Option<&str>, key: Option<&str>) -> GitCredentialsBody {
+        GitCredentialsBody {
+            username: user.map(Into::into),
+            password: password.map(Into::into),
+            ssh_private_key: key.map(Into::into),
+            known_hosts: key.map(|_| "[git.example.test]:22 ssh-ed25519 AAAA".into()),
+        }
+    }
+
+    #[test]
+    fn git_credentials_are_one_kind_and_replace_the_other() {
+        let (kind, values) = git_values(body(Some("ci"), Some("token"), None)).unwrap();
+        assert_eq!(kind, "https");
+        assert_eq!(values["password"], "token");
+        assert_eq!(values["ssh-privatekey"], "");
+        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n";
+        let (kind, values) = git_values(body(None, None, Some(key))).unwrap();
+        assert_eq!(kind, "ssh");
+        assert_eq!(values["password"], "");
+        let field = |b| git_values(b).unwrap_err().field;
+        assert_eq!(
+            field(body(Some("ci"), None, None)).as_deref(),
+            Some("password")
+        );
+        assert_eq!(
+            field(body(None, None, Some("not a key"))).as_deref(),
+            Some("ssh_private_key")
+        );
+        assert_eq!(
+            field(body(Some("ci"), Some("p"), Some(key))).as_deref(),
+            Some("ssh_private_key")
+        );
+        assert_eq!(field(body(None, None, None)).as_deref(), Some("username"));
+    }
 }
