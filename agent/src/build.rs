@@ -70,6 +70,38 @@ pub async fn forget_app(ctx: &Context, app: &wire::AppRef) -> Result<(), kube::E
     Ok(())
 }
 
+/// Forgets an App's failed builds (their BuildRequests and Jobs), so that its next pass asks
+/// for them again: called when the App's Secrets change, since new repository credentials are
+/// the usual fix of a failed checkout. Builds that succeeded or still run are kept.
+pub async fn retry_failed(ctx: &Context, app_id: &str) -> Result<usize, kube::Error> {
+    let requests = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
+    let selector = format!("{}={app_id}", labels::APP_ID);
+    let list = kube::api::ListParams::default().labels(&selector);
+    let mut retried = 0;
+    for held in requests.list(&list).await? {
+        let failed = held.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+        if !failed {
+            continue;
+        }
+        let request = &held.spec.request;
+        let params = kube::api::DeleteParams::background();
+        let jobs = Api::<Job>::namespaced(ctx.client.clone(), request.app.namespace.as_str());
+        gone(jobs.delete(&held.name_any(), &params).await)?;
+        gone(requests.delete(&held.name_any(), &params).await)?;
+        tracing::info!(build = %request.build_id, "a failed build is tried again: its App's Secrets changed");
+        retried += 1;
+    }
+    Ok(retried)
+}
+
+/// A deletion's outcome, where "not found" is as good as deleted.
+fn gone<T>(result: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
 /// The build id of a Git workload at a revision.
 pub fn build_id(app: &wire::AppRef, component: &str, revision: &str) -> String {
     let short = &revision[..revision.len().min(12)];

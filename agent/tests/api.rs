@@ -288,11 +288,16 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
     )
     .await;
     let built = rest
-        .expect(Method::POST, "/api/v1/apps", Some(json!({
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(json!({
             "project_id": project_id, "name": "built",
             "components": [{"name": "site", "type": "workload", "workload_spec": {
                 "git": {"repository": "https://git.example.test/site.git", "ref": "main",
-                        "mode": "dockerfile"}, "replicas": 1, "port": 8080}}]})), 202)
+                        "mode": "dockerfile"}, "replicas": 1, "port": 8080}}]})),
+            202,
+        )
         .await;
     let built_path = format!("/api/v1/apps/{}", built["id"].as_str().unwrap());
     let credentials = format!("{built_path}/components/site/git-credentials");

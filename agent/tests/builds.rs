@@ -184,7 +184,26 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
 
         let app_id = uuid::Uuid::new_v4().to_string();
         let app = app_ref(&app_id, "shop", &project_id, &namespace);
-        // The repository's account, in the component's Git Secret (the build pod's only).
+        // Deployed before its repository's account is given: the checkout is refused, and
+        // the build fails saying so.
+        let revision = &first[..16];
+        backend
+            .accept(git_app(app.clone(), revision, &git.url("shop")))
+            .await;
+        let refused = backend
+            .app_status(
+                "the build without credentials Failed",
+                BUILD,
+                &app_id,
+                |s| s.observed_revision == revision && s.phase == AppPhase::Failed,
+            )
+            .await;
+        assert!(
+            web_message(&refused).contains("could not read Username"),
+            "{refused:#?}"
+        );
+        // The account, in the component's Git Secret (the build pod's only): setting it runs
+        // the failed build again.
         backend
             .accept(secret_set(
                 &namespace,
@@ -193,10 +212,6 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
                 wire::SecretKind::Opaque,
                 &[("username", "builder"), ("password", &git_password)],
             ))
-            .await;
-        let revision = &first[..16];
-        backend
-            .accept(git_app(app.clone(), revision, &git.url("shop")))
             .await;
         let running = backend
             .app_status("the built App Running", BUILD, &app_id, |s| {

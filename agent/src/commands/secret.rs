@@ -49,11 +49,30 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
     }
     let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
     let name = target.secret.as_str();
+    let written = write(&api, name, &labels, set.kind.secret_type(), &data).await;
+    if written.is_ok()
+        && let Some(app) = &target.app_id
+    {
+        // New credentials are the usual fix of a failed checkout: such builds run again.
+        crate::build::retry_failed(ctx, app.as_str())
+            .await
+            .map_err(Refusal::internal)?;
+    }
+    written
+}
+
+/// Creates or merges the Secret's keys.
+async fn write(
+    api: &Api<Secret>,
+    name: &str,
+    labels: &serde_json::Map<String, serde_json::Value>,
+    kind: &str,
+    data: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), Refusal> {
     // A merge patch sets these keys and keeps the others (server-side apply would drop keys an
     // earlier `secret.set` of the same manager wrote).
     // The type too: a Secret of another type under this name is refused (types are immutable),
     // never silently kept.
-    let kind = set.kind.secret_type();
     let patch = json!({"metadata": {"labels": labels}, "type": kind, "data": data});
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
