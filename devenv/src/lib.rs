@@ -11,6 +11,7 @@
 //! same [`system::System`]. The user `kubenest` binary depends on none of this: the test kit,
 //! the vendored etcd and sqlx stay here.
 
+pub mod builds;
 pub mod system;
 pub mod tour;
 pub mod up;

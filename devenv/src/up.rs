@@ -16,6 +16,7 @@ use kubenest_testkit::{Binaries, Environment, Images, NodePool};
 use sqlx::{Connection, Executor, PgConnection};
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::builds::BuildSite;
 use crate::system::{Options, System};
 
 /// The database kubenest's processes use.
@@ -120,6 +121,19 @@ async fn up(
         Some(name) => Some(load_demo_images(&env, name).await?),
         None => None,
     };
+    // Builds from Git on the real node: a registry and a Git server beside it.
+    let build_site = match real_node {
+        Some(name) => {
+            let started = Instant::now();
+            let site = BuildSite::start(&env, name, &run_dir).await?;
+            eprintln!(
+                "  image registry and Git server for builds on {name} ready in {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+            Some((name, site))
+        }
+        None => None,
+    };
 
     let postgres = env.postgres().context("postgres missing")?;
     let mut conn = PgConnection::connect(&postgres.url("postgres")).await?;
@@ -155,6 +169,9 @@ async fn up(
     )
     .await?;
     system.ensure_org().await?;
+    if let Some((name, site)) = &build_site {
+        system.set_agent_args(name, site.agent_args());
+    }
     for cluster in env.workloads() {
         let id = system.register(cluster, &bins).await?;
         eprintln!(
@@ -173,6 +190,9 @@ async fn up(
         writeln!(contents, "KUBENEST_REAL_NODE_CLUSTER={edge}")?;
         writeln!(contents, "KUBENEST_DEMO_IMAGE={image}")?;
     }
+    if let Some((_, site)) = &build_site {
+        site.dev_env(&mut contents)?;
+    }
     std::fs::write(&env_file, contents).with_context(|| format!("write {}", env_file.display()))?;
     print_summary(&env, &bins, &system, &env_file).await?;
     println!("kubenest dev environment is ready");
@@ -181,6 +201,7 @@ async fn up(
     eprintln!("stopping...");
     let _ = std::fs::remove_file(&env_file);
     drop(system);
+    drop(build_site);
     drop(env);
     eprintln!("stopped");
     outcome

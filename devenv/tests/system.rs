@@ -33,6 +33,7 @@ fn the_tour_runs_on_the_whole_system() {
             ca_file: f.system.api_ca().map(Into::into),
             // The whole system here runs on kwok nodes; install.rs runs the demo on a real one.
             real_node: None,
+            builds: None,
             admin_user: options.admin_user.clone(),
             admin_password: options.admin_password.clone(),
             org: options.org.clone(),

@@ -126,6 +126,8 @@ pub struct System {
     /// The hub address agents are told to dial (`KUBENEST_HUB`).
     public_hub: TcpProxy,
     pub agents: BTreeMap<String, AgentHandle>,
+    /// Settings of one cluster's agent beyond the common ones (`make dev`'s builds on `edge`).
+    agent_args: BTreeMap<String, Vec<String>>,
 }
 
 fn loopback(port: u16) -> SocketAddr {
@@ -303,6 +305,7 @@ impl System {
             api_ca,
             public_hub,
             agents: BTreeMap::new(),
+            agent_args: BTreeMap::new(),
         };
         system.wait_for_api(Duration::from_secs(60)).await?;
         progress(&format!("API server ready: {}", system.api_url()));
@@ -398,9 +401,16 @@ impl System {
         }
     }
 
+    /// Extra arguments for the agent of cluster `name`, from its next start (e.g. where its
+    /// builds push).
+    pub fn set_agent_args(&mut self, name: &str, args: Vec<String>) {
+        self.agent_args.insert(name.to_owned(), args);
+    }
+
     /// Registers `cluster` through the API (as a user would), starts its agent with the token
     /// from the registration response, and returns the cluster id. Does not wait for it to
     /// connect ([`wait_connected`](Self::wait_connected)).
+
     pub async fn register(&mut self, cluster: &Cluster, bins: &Binaries) -> anyhow::Result<String> {
         let mut admin = self.admin().await?;
         let registration = admin
@@ -472,6 +482,9 @@ impl System {
                 self.options.reconnect_spread_seconds
             ))
             .arg("--install-crds");
+        for arg in self.agent_args.get(&name).into_iter().flatten() {
+            service = service.arg(arg);
+        }
         service.start()?;
         self.agents.insert(
             name.clone(),

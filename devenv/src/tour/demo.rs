@@ -157,3 +157,87 @@ pub(super) async fn on_real_node(
     out.line(format!("   App demo deleted from {edge}"));
     Ok(())
 }
+
+/// The tour's sample repository built on `edge`: the project's registry credentials and the
+/// App's Git credentials through the API, a Git workload whose build (the builder image, in a
+/// Job) pushes to the registry, and the pod running what it pushed, which answers with the
+/// version its Dockerfile set. Then it is deleted.
+pub(super) async fn built_from_git(
+    client: &mut api::Client,
+    env: &DevEnv,
+    edge: &str,
+    image: &str,
+    builds: &super::env::BuildEnv,
+    projects: &BTreeMap<String, (String, String)>,
+    out: &mut Printer,
+) -> anyhow::Result<()> {
+    out.step(
+        10,
+        &format!("a Git workload on {edge}: built, pushed to a private registry, run"),
+    );
+    let (project_id, _) = projects
+        .get(edge)
+        .with_context(|| format!("no tour project on {edge}"))?;
+    let (_, kubeconfig) = &env.clusters[edge];
+    let project = client
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await?;
+    let namespace = text(&project["namespace"]);
+    let registry = &builds.registry;
+    client
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/projects/{project_id}/registry-credentials"),
+            Some(&json!({"registries": {registry: {
+                "username": builds.registry_username, "password": builds.registry_password}}})),
+        )
+        .await?;
+    out.line(format!(
+        "   project registry credentials for {registry} set on {edge} (Secret kubenest-registry)"
+    ));
+    let created = client
+        .post(
+            "/api/v1/apps",
+            &json!({"project_id": project_id, "name": "site",
+                "progress_deadline_seconds": STEP.as_secs(),
+                "components": [{"name": "web", "type": "workload", "workload_spec": {
+                    "git": {"repository": builds.sample, "ref": "main", "mode": "dockerfile"},
+                    "replicas": 1, "port": 8080}}]}),
+        )
+        .await?;
+    let app_id = text(&created["id"]);
+    client
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/v1/apps/{app_id}/components/web/git-credentials"),
+            Some(&json!({"username": builds.git_username, "password": builds.git_password})),
+        )
+        .await?;
+    out.line(format!(
+        "   App site from {} (Git credentials set)",
+        builds.sample
+    ));
+    running(client, &app_id, None, out).await?;
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
+    let deployment =
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(workload.clone(), &namespace)
+            .get("site-web")
+            .await?;
+    let built = deployment
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.image)
+        .unwrap_or_default();
+    out.line(format!("   built and pushed {built}"));
+    let url = format!("http://site-web.{namespace}.svc:8080/");
+    let answer = ask(&workload, image, &url, crate::builds::SAMPLE_VERSION, STEP).await?;
+    out.line(format!(
+        "   GET {url} from a pod on {edge}: version {}",
+        text(&answer["version"])
+    ));
+    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
+    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
+    out.line(format!("   App site deleted from {edge}"));
+    Ok(())
+}

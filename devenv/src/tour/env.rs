@@ -19,6 +19,20 @@ pub struct DevEnv {
     /// The cluster with a real node and the demo image loaded on it
     /// (`KUBENEST_REAL_NODE_CLUSTER`, `KUBENEST_DEMO_IMAGE`), where the tour runs the demo App.
     pub real_node: Option<(String, String)>,
+    /// `make dev`'s registry and Git server for builds on the real node, where the tour builds
+    /// its sample (`KUBENEST_REGISTRY*`, `KUBENEST_GIT_*`).
+    pub builds: Option<BuildEnv>,
+}
+
+/// Where builds push and what they build, with the accounts of both servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildEnv {
+    pub registry: String,
+    pub registry_username: String,
+    pub registry_password: String,
+    pub sample: String,
+    pub git_username: String,
+    pub git_password: String,
 }
 
 impl DevEnv {
@@ -68,8 +82,21 @@ impl DevEnv {
                 .get("KUBENEST_REAL_NODE_CLUSTER")
                 .zip(vars.get("KUBENEST_DEMO_IMAGE"))
                 .map(|(cluster, image)| ((*cluster).to_owned(), (*image).to_owned())),
+            builds: build_env(&get),
         })
     }
+}
+
+/// The build site's keys, when `dev.env` has them all.
+fn build_env(get: &impl Fn(&str) -> anyhow::Result<String>) -> Option<BuildEnv> {
+    Some(BuildEnv {
+        registry: get("KUBENEST_REGISTRY").ok()?,
+        registry_username: get("KUBENEST_REGISTRY_USERNAME").ok()?,
+        registry_password: get("KUBENEST_REGISTRY_PASSWORD").ok()?,
+        sample: get("KUBENEST_GIT_SAMPLE").ok()?,
+        git_username: get("KUBENEST_GIT_USERNAME").ok()?,
+        git_password: get("KUBENEST_GIT_PASSWORD").ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -97,5 +124,13 @@ mod tests {
         // A real node without the demo image is no place for the demo.
         let half = DevEnv::parse(&format!("{BASE}KUBENEST_REAL_NODE_CLUSTER=edge\n")).unwrap();
         assert_eq!(half.real_node, None);
+        assert_eq!(full.builds, None);
+        let builds = DevEnv::parse(&format!(
+            "{BASE}KUBENEST_REGISTRY=10.0.0.1:5000\nKUBENEST_REGISTRY_USERNAME=u\n\
+             KUBENEST_REGISTRY_PASSWORD=p\nKUBENEST_GIT_SAMPLE=https://10.0.0.1:1/sample.git\n\
+             KUBENEST_GIT_USERNAME=g\nKUBENEST_GIT_PASSWORD=q\n"
+        ))
+        .unwrap();
+        assert_eq!(builds.builds.unwrap().registry, "10.0.0.1:5000");
     }
 }

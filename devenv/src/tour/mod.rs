@@ -344,6 +344,11 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     if let Some((edge, image)) = &env.real_node {
         demo::on_real_node(&mut client, env, edge, image, &projects, out).await?;
         next += 1;
+        // 10. A Git workload built there, when `make dev` runs a registry and a Git server.
+        if let Some(builds) = &env.builds {
+            demo::built_from_git(&mut client, env, edge, image, builds, &projects, out).await?;
+            next += 1;
+        }
     }
 
     // 10. Delete.

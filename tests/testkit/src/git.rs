@@ -172,7 +172,6 @@ impl GitServer {
 }
 
 /// Git over ssh to a [`GitServer`]'s repositories: OpenSSH's server on its own port, one key.
-#[derive(Debug)]
 pub struct GitSsh {
     _process: crate::ManagedProcess,
     address: std::net::SocketAddr,
@@ -181,6 +180,14 @@ pub struct GitSsh {
     pub private_key: String,
     /// The `known_hosts` line of the server's host key.
     pub known_hosts: String,
+}
+
+impl std::fmt::Debug for GitSsh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitSsh")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GitSsh {

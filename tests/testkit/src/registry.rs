@@ -12,7 +12,6 @@ use crate::tls::ServerCa;
 use crate::{Error, free_port};
 
 /// A running registry at `host:port`.
-#[derive(Debug)]
 pub struct Registry {
     _process: ManagedProcess,
     _dir: tempfile::TempDir,
@@ -20,6 +19,15 @@ pub struct Registry {
     username: String,
     password: String,
     ca_file: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("address", &self.address)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Registry {

@@ -168,7 +168,9 @@ impl RealNode {
     pub fn trust_registry(&self, address: &str, ca: &Path) -> Result<(), Error> {
         let dir = self.layout.registry_hosts_dir().join(address);
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("registry hosts dir", e))?;
-        std::fs::write(dir.join("hosts.toml"), config::registry_hosts(address, ca))
+        // containerd reads a relative `ca` from the hosts folder, not from where we are.
+        let ca = std::path::absolute(ca).map_err(|e| Error::io("the CA's path", e))?;
+        std::fs::write(dir.join("hosts.toml"), config::registry_hosts(address, &ca))
             .map_err(|e| Error::io("write hosts.toml", e))
     }
 
