@@ -410,7 +410,6 @@ impl System {
     /// Registers `cluster` through the API (as a user would), starts its agent with the token
     /// from the registration response, and returns the cluster id. Does not wait for it to
     /// connect ([`wait_connected`](Self::wait_connected)).
-
     pub async fn register(&mut self, cluster: &Cluster, bins: &Binaries) -> anyhow::Result<String> {
         let mut admin = self.admin().await?;
         let registration = admin
