@@ -15,6 +15,7 @@ k8s_dir=$cache/k8s/$K8S_VERSION
 kwok_dir=$cache/kwok/$KWOK_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 coredns_dir=$cache/coredns/$COREDNS_VERSION
+local_path_dir=$cache/local-path/$LOCAL_PATH_VERSION
 # Named by revision: a change to the stages below must not be hidden by a cached older file.
 stages_file=stages-2.yaml
 
@@ -24,6 +25,7 @@ if [[ ${1:-} == --print-env ]]; then
   echo "KUBENEST_KWOK_STAGES=$kwok_dir/$stages_file"
   echo "KUBENEST_HELM_BIN=$helm_dir/helm"
   echo "KUBENEST_COREDNS_BIN=$coredns_dir/coredns"
+  echo "KUBENEST_LOCAL_PATH_BIN=$local_path_dir/local-path-provisioner"
   exit 0
 fi
 
@@ -105,6 +107,10 @@ step "helm $HELM_VERSION" "$helm_dir/helm" go_install "helm.sh/helm/v3/cmd/helm@
 # module has no replace directives, so `go install` builds it straight from the module proxy.
 step "coredns $COREDNS_VERSION" "$coredns_dir/coredns" go_install "github.com/coredns/coredns@$COREDNS_VERSION" \
   "$coredns_dir" "-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+# The real node's storage: Rancher's local-path provisioner, a host process too (out of cluster
+# with the admin kubeconfig); no replace directives either.
+step "local-path-provisioner $LOCAL_PATH_VERSION" "$local_path_dir/local-path-provisioner" go_install \
+  "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" "$local_path_dir"
 
 # Every binary is cached above; the Go build cache (~5 GB) only speeds up a rebuild after a
 # version bump, and on a small CI disk it is what runs out. Dropped once everything is built.

@@ -48,5 +48,7 @@ fi
 "$here/build-k8s-bins.sh"
 "$here/build-flux.sh"
 "$here/build-pause.sh"
+# The busybox image of real-node tests and of the node's storage helper pods (cached).
+"$here/build-testbox.sh" >/dev/null
 "$here/install-schemathesis.sh"
 "$here/install-console.sh"

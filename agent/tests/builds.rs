@@ -125,25 +125,14 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
             .unwrap();
 
         let shutdown = tokio_util::sync::CancellationToken::new();
-        let (cluster_id, org_id) = ("c-edge-1", "acme");
-        let (url, backend, token) =
-            common::hub_with_backend(mgmt, cluster_id, org_id, &shutdown).await;
-        let mut config = common::agent_config(
-            edge,
-            &url,
-            token,
-            cluster_id,
-            org_id,
-            &common::bare_repository(),
-            common::SYSTEM,
-        )
+        let backend = common::agent_on(mgmt, edge, &shutdown, |config| {
+            config.builders = kubenest_agent::context::Builders {
+                image: common::BUILDER.into(),
+                push_prefix: format!("{}/builds", registry.address()),
+                ca: Some(ca.pem.clone()),
+            };
+        })
         .await;
-        config.builders = kubenest_agent::context::Builders {
-            image: common::BUILDER.into(),
-            push_prefix: format!("{}/builds", registry.address()),
-            ca: Some(ca.pem.clone()),
-        };
-        tokio::spawn(kubenest_agent::run(config, shutdown.clone()));
 
         let (project_id, namespace) = project_with_registry(&backend, "build").await;
         let client = edge.client().await.unwrap();

@@ -324,6 +324,31 @@ pub async fn hub_with_backend(
     (url, backend, token)
 }
 
+/// A hub on `mgmt`, the controllers' session through it, and an agent on `cluster` (its
+/// configuration changed by `tune`), until `shutdown`: the session.
+pub async fn agent_on(
+    mgmt: &kubenest_testkit::Cluster,
+    cluster: &kubenest_testkit::Cluster,
+    shutdown: &CancellationToken,
+    tune: impl FnOnce(&mut kubenest_agent::Config),
+) -> Backend {
+    let (cluster_id, org_id) = ("c-edge-1", "acme");
+    let (url, backend, token) = hub_with_backend(mgmt, cluster_id, org_id, shutdown).await;
+    let mut config = agent_config(
+        cluster,
+        &url,
+        token,
+        cluster_id,
+        org_id,
+        &bare_repository(),
+        SYSTEM,
+    )
+    .await;
+    tune(&mut config);
+    tokio::spawn(kubenest_agent::run(config, shutdown.clone()));
+    backend
+}
+
 /// Creates the system namespace on a cluster if missing.
 pub async fn system_namespace(client: &kube::Client) {
     let ns =

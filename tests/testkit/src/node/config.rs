@@ -124,6 +124,51 @@ state = "{d}/state"
     )
 }
 
+/// The real node's default StorageClass: volumes in host folders (Rancher's local-path).
+pub const STORAGE_CLASS: &str = "local-path";
+/// The provisioner behind it.
+pub const PROVISIONER: &str = "rancher.io/local-path";
+/// The ConfigMap of its helper pods' scripts.
+pub const LOCAL_PATH_CONFIG: &str = "local-path-config";
+
+/// The provisioner's settings: every volume a folder under `volumes` on this (only) node.
+pub fn local_path(volumes: &Path) -> String {
+    json!({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                            "paths": [show(volumes)]}]})
+    .to_string()
+}
+
+/// The template of the provisioner's helper pods (it adds the volume and the scripts): busybox
+/// as root, which the folder's `mkdir` and `rm` need.
+pub fn local_path_helper(image: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "helper-pod"},
+           "spec": {"priorityClassName": "system-node-critical",
+                    "securityContext": {"runAsUser": 0, "runAsGroup": 0},
+                    "containers": [{"name": "helper-pod", "image": image,
+                                    "imagePullPolicy": "Never"}]}})
+    .to_string()
+}
+
+/// The StorageClass (the default one; bound once a pod is scheduled) and the helper scripts:
+/// a volume is a folder anyone may write (host folders take no `fsGroup`), removed with its PV.
+pub fn storage_objects() -> Vec<serde_json::Value> {
+    vec![
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": {"name": STORAGE_CLASS, "annotations": {
+                   "storageclass.kubernetes.io/is-default-class": "true"}},
+               "provisioner": PROVISIONER,
+               "volumeBindingMode": "WaitForFirstConsumer",
+               "reclaimPolicy": "Delete"}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": LOCAL_PATH_CONFIG, "namespace": "kube-system"},
+        "data": {
+            "setup": "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"$VOL_DIR\"\n",
+            "teardown": "#!/bin/sh\nset -eu\nrm -rf \"$VOL_DIR\"\n",
+        }}),
+    ]
+}
+
 /// containerd's `hosts.toml` for registry `address` (`host:port`): pulls over HTTPS, trusting
 /// the CA in file `ca` (the node's answer to "which registries, and whose certificates").
 pub fn registry_hosts(address: &str, ca: &Path) -> String {

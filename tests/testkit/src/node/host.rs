@@ -29,6 +29,11 @@ pub struct NodeBinaries {
     pub kubelet: PathBuf,
     pub kube_proxy: PathBuf,
     pub coredns: PathBuf,
+    /// The storage provisioner (tools/build-k8s-bins.sh) and its helper pods' image
+    /// (tools/build-testbox.sh's busybox).
+    pub local_path: PathBuf,
+    pub helper_archive: PathBuf,
+    pub helper_image: String,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     /// The pod sandbox image's OCI archive (tools/build-pause.sh) and its name.
@@ -103,12 +108,26 @@ impl NodeBinaries {
             .unwrap_or_default();
         let pause = pinned_version("PAUSE_VERSION").unwrap_or("unknown");
         let coredns_version = pinned_version("COREDNS_VERSION").unwrap_or("unknown");
+        let local_path_version = pinned_version("LOCAL_PATH_VERSION").unwrap_or("unknown");
+        let testbox = pinned_version("TESTBOX_VERSION").unwrap_or("unknown");
         let found = Self {
             kubelet: k8s.join("kubelet"),
             kube_proxy: k8s.join("kube-proxy"),
             coredns: std::env::var_os("KUBENEST_COREDNS_BIN")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| cache.join("coredns").join(coredns_version).join("coredns")),
+            local_path: std::env::var_os("KUBENEST_LOCAL_PATH_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    cache
+                        .join("local-path")
+                        .join(local_path_version)
+                        .join("local-path-provisioner")
+                }),
+            helper_archive: cache
+                .join("images")
+                .join(format!("testbox-{testbox}.oci.tar")),
+            helper_image: format!("localhost/kubenest/testbox:{testbox}"),
             containerd: find("containerd")?,
             ctr: find("ctr")?,
             pause_archive: cache.join("images").join(format!("pause-{pause}.oci.tar")),
@@ -118,6 +137,8 @@ impl NodeBinaries {
             &found.kubelet,
             &found.kube_proxy,
             &found.coredns,
+            &found.local_path,
+            &found.helper_archive,
             &found.pause_archive,
         ] {
             if !path.exists() {

@@ -263,7 +263,71 @@ impl RealNode {
         dns.arg("-conf").arg(corefile);
         self.spawn("coredns", dns)?;
 
-        self.wait_ready(client).await
+        self.wait_ready(client).await?;
+        self.start_storage(client, admin_kubeconfig).await
+    }
+
+    /// PersistentVolumeClaims on this node: Rancher's local-path provisioner as a host process
+    /// (out of cluster, with the admin kubeconfig) behind the default StorageClass
+    /// [`config::STORAGE_CLASS`]. Each volume is a folder under the node's state; its helper
+    /// pods (busybox, as root in `kube-system`) make the folder writable by any user, since a
+    /// host folder takes no `fsGroup` and the addons run as users of their own.
+    async fn start_storage(&self, client: &kube::Client, admin: &Path) -> Result<(), Error> {
+        self.import_image(&self.bins.helper_archive).await?;
+        let apply = |object: serde_json::Value| {
+            let client = client.clone();
+            async move {
+                let object: kube::api::DynamicObject = serde_json::from_value(object)
+                    .map_err(|e| Error::Process(format!("a storage object: {e}")))?;
+                let types = object.types.clone().unwrap_or_default();
+                let (group, version) = types
+                    .api_version
+                    .split_once('/')
+                    .unwrap_or(("", types.api_version.as_str()));
+                let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+                let (resource, caps) = kube::discovery::pinned_kind(&client, &gvk)
+                    .await
+                    .map_err(|e| Error::Process(format!("discover {}: {e}", types.kind)))?;
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let api: Api<kube::api::DynamicObject> =
+                    match (caps.scope, object.metadata.namespace.as_deref()) {
+                        (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                            Api::namespaced_with(client, ns, &resource)
+                        }
+                        _ => Api::all_with(client, &resource),
+                    };
+                api.patch(
+                    &name,
+                    &kube::api::PatchParams::apply("kubenest-testkit").force(),
+                    &kube::api::Patch::Apply(&object),
+                )
+                .await
+                .map_err(|e| Error::Process(format!("apply {} {name}: {e}", types.kind)))
+            }
+        };
+        let volumes = self.layout.state.join("volumes");
+        std::fs::create_dir_all(&volumes).map_err(|e| Error::io("the volumes folder", e))?;
+        for object in config::storage_objects() {
+            apply(object).await?;
+        }
+        let settings = self.write("local-path.json", &config::local_path(&volumes))?;
+        let helper = self.write(
+            "local-path-helper.yaml",
+            &config::local_path_helper(&self.bins.helper_image),
+        )?;
+        let mut provisioner = Command::new(&self.bins.local_path);
+        provisioner
+            .arg("start")
+            .arg(format!("--kubeconfig={}", admin.display()))
+            .arg(format!("--config={}", settings.display()))
+            .arg(format!("--helper-pod-file={}", helper.display()))
+            .args([
+                "--namespace=kube-system",
+                "--service-account-name=default",
+                &format!("--provisioner-name={}", config::PROVISIONER),
+                &format!("--configmap-name={}", config::LOCAL_PATH_CONFIG),
+            ]);
+        self.spawn("local-path-provisioner", provisioner)
     }
 
     async fn wait_ready(&self, client: &kube::Client) -> Result<(), Error> {

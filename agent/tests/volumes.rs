@@ -1,0 +1,183 @@
+//! Addons keep their data on a real node: the catalog's Redis (persistence on by default)
+//! gets a PersistentVolumeClaim that the node's storage provisioner serves, a key written
+//! through its Service survives the deletion of its pod, and is read back from the new one.
+//!
+//! Needs root (the real node); the image comes from tools/build-images.sh (built or found
+//! cached).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{eventually, project};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kubenest_contracts::{self as wire, Message};
+use kubenest_testkit::{Environment, Images};
+use serde_json::json;
+
+const REAL: Duration = Duration::from_secs(180);
+
+/// Runs `redis-cli ARGS` in a pod of the Redis image, with the addon's password from its
+/// export Secret; returns its output.
+async fn redis_cli(
+    pods: &Api<Pod>,
+    image: &str,
+    secret: &str,
+    host: &str,
+    args: &[&str],
+) -> String {
+    let name = format!("cli-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let mut command = vec!["redis-cli", "--no-auth-warning", "-h", host];
+    command.extend_from_slice(args);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "cli", "image": image, "imagePullPolicy": "Never",
+            "command": command,
+            "env": [{"name": "REDISCLI_AUTH", "valueFrom": {"secretKeyRef": {
+                "name": secret, "key": "password"}}}],
+        }]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let deadline = Instant::now() + REAL;
+    loop {
+        let phase = pods.get(&name).await.unwrap().status.and_then(|s| s.phase);
+        if matches!(phase.as_deref(), Some("Succeeded" | "Failed")) {
+            let log = pods.logs(&name, &LogParams::default()).await.unwrap();
+            assert_eq!(
+                phase.as_deref(),
+                Some("Succeeded"),
+                "redis-cli {args:?}: {log}"
+            );
+            return log.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-cli {args:?} still {phase:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[test]
+fn a_redis_addon_keeps_a_key_on_its_volume_across_a_restart_of_its_pod() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let images = Images::build(&["redis"]).await.unwrap();
+        let env = Environment::builder()
+            .management("mgmt")
+            .real_node("edge")
+            .start()
+            .await
+            .unwrap();
+        let (mgmt, edge) = (env.management().unwrap(), env.cluster("edge").unwrap());
+        edge.import_image(images.archive("redis").unwrap())
+            .await
+            .unwrap();
+        let image = images.get("redis").unwrap().reference.clone();
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let backend = common::agent_on(mgmt, edge, &shutdown, |_| {}).await;
+        let (project_id, namespace) = project(&backend, "volumes").await;
+        let addon = wire::AddonRef {
+            addon_id: wire::Id::new(uuid::Uuid::new_v4().to_string()),
+            name: wire::Name::new("sessions"),
+            project_id: wire::Id::new(&project_id),
+            namespace: wire::Name::new(&namespace),
+        };
+        // The catalog's definition as the management side sends it: its default values.
+        backend
+            .accept(wire::AddonApply {
+                addon: addon.clone(),
+                revision: 1,
+                definition: wire::Name::new("redis"),
+                chart: wire::ChartRef {
+                    repository: "charts/addons".into(),
+                    name: "redis".into(),
+                    version: "1.0.0".into(),
+                },
+                values: serde_json::from_value(json!({
+                    "image": image, "persistence": {"enabled": true, "size": "1Gi"}}))
+                .unwrap(),
+                exports: [
+                    ("host", "{release}.{namespace}.svc"),
+                    ("password", "{password}"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            })
+            .await;
+        let ready = backend
+            .wait_for("the Redis addon Ready", REAL, |m| match m {
+                Message::AddonStatus(s)
+                    if s.addon_id == addon.addon_id && s.phase == wire::AddonPhase::Ready =>
+                {
+                    Some(s.clone())
+                }
+                _ => None,
+            })
+            .await;
+        let client = edge.client().await.unwrap();
+        let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace)
+            .list(&ListParams::default())
+            .await
+            .unwrap();
+        let claim = claims.items.first().expect("a PersistentVolumeClaim");
+        assert_eq!(
+            claim.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Bound")
+        );
+        assert_eq!(
+            claim
+                .spec
+                .as_ref()
+                .and_then(|s| s.storage_class_name.as_deref()),
+            Some("local-path")
+        );
+        let secret = ready.export.unwrap().secret.as_str().to_owned();
+        let exported = Api::<Secret>::namespaced(client.clone(), &namespace)
+            .get(&secret)
+            .await
+            .unwrap()
+            .data
+            .unwrap();
+        let host = String::from_utf8(exported["host"].0.clone()).unwrap();
+        let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+        assert_eq!(
+            redis_cli(&pods, &image, &secret, &host, &["set", "greeting", "kept"]).await,
+            "OK"
+        );
+
+        // The pod goes; the StatefulSet's new one mounts the same volume.
+        let selector = ListParams::default().labels("app.kubernetes.io/name=redis");
+        let old = pods.list(&selector).await.unwrap().items[0].clone();
+        let old_uid = old.metadata.uid.clone();
+        pods.delete(
+            &old.metadata.name.clone().unwrap(),
+            &DeleteParams::default(),
+        )
+        .await
+        .unwrap();
+        eventually("a new Redis pod Ready", REAL, async || {
+            pods.list(&selector).await.unwrap().items.iter().any(|p| {
+                p.metadata.uid != old_uid
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+            })
+        })
+        .await;
+        assert_eq!(
+            redis_cli(&pods, &image, &secret, &host, &["get", "greeting"]).await,
+            "kept"
+        );
+        shutdown.cancel();
+    });
+}
