@@ -80,6 +80,9 @@ pub struct Args {
     /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
     #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
     console_dir: Option<std::path::PathBuf>,
+    /// The `helm` binary, to read a chart's values for a template from it (the image has one).
+    #[arg(long, env = "KUBENEST_HELM")]
+    helm: Option<std::path::PathBuf>,
     /// Address of the admission webhooks (HTTPS, with `--admission-tls-cert`): the same rules
     /// and a true actor for kubectl and GitOps writers.
     #[arg(
@@ -204,6 +207,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
             mint_timeout: std::time::Duration::from_secs(15),
             event_buffer: args.event_buffer,
             console_dir: args.console_dir.clone(),
+            helm: args.helm.clone(),
         },
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,

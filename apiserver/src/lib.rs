@@ -222,6 +222,7 @@ fn api_routes() -> ApiRouter<AppState> {
         )
         .api_route("/api/v1/templates/from-app", post(templates::from_app))
         .api_route("/api/v1/templates/import", post(templates::import))
+        .api_route("/api/v1/templates/from-chart", post(templates::from_chart))
         .api_route(
             "/api/v1/templates/{id}",
             get(templates::get)

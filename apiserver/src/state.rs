@@ -30,6 +30,9 @@ pub struct Settings {
     pub event_buffer: usize,
     /// The web console's built assets (`console/dist`), served at `/`; none when absent.
     pub console_dir: Option<std::path::PathBuf>,
+    /// The `helm` binary that reads charts' values for templates from a chart; without it
+    /// `POST /templates/from-chart` answers 503.
+    pub helm: Option<std::path::PathBuf>,
 }
 
 /// The shared state; cheap to clone.

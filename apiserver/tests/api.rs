@@ -1271,6 +1271,77 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         })), 201)
         .await;
     assert_eq!(copied["components"][0]["workload_spec"]["image"], "web:7");
+
+    // From any Helm chart: its values become slots with the chart's defaults.
+    let charts = kubenest_testkit::ChartRepository::start().await.unwrap();
+    charts
+        .publish(
+            "webapp",
+            &[
+                ("Chart.yaml", "apiVersion: v2\nname: webapp\nversion: 0.3.0\n"),
+                (
+                    "values.yaml",
+                    "replicaCount: 1\nimage:\n  repository: nginx\n  tag: \"1.27\"\nservice:\n  enabled: true\n",
+                ),
+                ("templates/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n"),
+            ],
+        )
+        .unwrap();
+    let from_chart = admin
+        .expect(
+            Method::POST,
+            "/api/v1/templates/from-chart",
+            Some(json!({
+                "name": "webapp", "scope": "project", "project_id": project_id,
+                "chart": {"repository": charts.url(), "name": "webapp", "version": "0.3.0"}
+            })),
+            201,
+        )
+        .await;
+    let slots: Vec<(String, String)> = from_chart["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["default"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            ("image_repository".to_owned(), "nginx".to_owned()),
+            ("image_tag".into(), "1.27".into()),
+            ("replica_count".into(), "1".into()),
+            ("service_enabled".into(), "true".into()),
+        ]
+    );
+    let chart_id = from_chart["id"].as_str().unwrap();
+    let from_chart_app = admin
+        .expect(
+            Method::POST,
+            &format!("/api/v1/templates/{chart_id}/deploy"),
+            Some(json!({"project_id": project_id, "name": "chart-app",
+                        "parameters": {"replica_count": "3"}})),
+            202,
+        )
+        .await;
+    let values = &from_chart_app["components"][0]["workload_spec"]["helm"]["values"];
+    assert_eq!(values["replicaCount"], 3, "{from_chart_app}");
+    assert_eq!(values["image"]["tag"], "1.27");
+    // A chart that is not there is refused, naming it.
+    let (status, body) = admin
+        .post(
+            "/api/v1/templates/from-chart",
+            json!({
+            "name": "missing", "scope": "project", "project_id": project_id,
+            "chart": {"repository": charts.url(), "name": "webapp", "version": "9.9.9"}}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "chart", "{body}");
     let list = admin
         .expect(
             Method::GET,

@@ -27,6 +27,7 @@
 pub mod actor;
 pub mod alerts;
 pub mod app;
+pub mod chart_template;
 pub mod gitops;
 pub mod names;
 pub mod project;

@@ -131,6 +131,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 // database: streams there test that path.
                 event_buffer: if replica == 0 { 4096 } else { 1 },
                 console_dir: None,
+                helm: Some(kubenest_testkit::Binaries::locate().unwrap().helm),
             },
             limits: LimitsConfig {
                 reads_per_second: 2000,

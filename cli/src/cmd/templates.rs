@@ -38,6 +38,26 @@ pub enum TemplatesCommand {
         #[arg(long)]
         cluster: Option<String>,
     },
+    /// Make a template of any Helm chart: one Helm workload, a slot for each of its values.
+    FromChart {
+        /// The chart repository (`https://…`) or OCI registry path (`oci://…`).
+        repository: String,
+        /// The chart's name.
+        chart: String,
+        /// Its exact version.
+        #[arg(long)]
+        version: String,
+        /// The new template's name.
+        #[arg(long)]
+        name: String,
+        /// project, cluster or global.
+        #[arg(long, default_value = "project")]
+        scope: String,
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        cluster: Option<String>,
+    },
     /// Print a template as portable JSON (for `templates import`).
     Export { template: String },
     /// Import an exported template.
@@ -187,6 +207,35 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
             global.done(
                 &created,
                 &format!("template {name} created ({})", text(&created["id"])),
+            );
+        }
+        TemplatesCommand::FromChart {
+            repository,
+            chart,
+            version,
+            name,
+            scope,
+            project,
+            cluster,
+        } => {
+            let mut body = Map::new();
+            body.insert(
+                "chart".into(),
+                json!({"repository": repository, "name": chart, "version": version}),
+            );
+            body.insert("name".into(), json!(name));
+            body.insert("scope".into(), json!(scope));
+            place(global, &mut client, &mut body, project, cluster).await?;
+            let created = client
+                .post("/api/v1/templates/from-chart", &Value::Object(body))
+                .await?;
+            let slots = created["parameters"].as_array().map_or(0, Vec::len);
+            global.done(
+                &created,
+                &format!(
+                    "template {name} created ({}) from {chart} {version}: {slots} slots",
+                    text(&created["id"])
+                ),
             );
         }
         TemplatesCommand::Export { template } => {

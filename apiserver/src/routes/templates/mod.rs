@@ -26,8 +26,11 @@ use crate::k8s;
 use crate::model::component_to_crd;
 use crate::state::AppState;
 
+mod chart;
 mod placement;
 mod view;
+
+pub use chart::{FromChartBody, TemplateChart, from_chart_route as from_chart};
 
 pub use placement::Placement;
 use placement::store;
