@@ -277,6 +277,11 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
         pulls_with().await.is_empty()
     })
     .await;
+    // Nothing left to remove: a 404, once the API server sees the Project name none.
+    eventually("a second removal answered 404", LONG, async || {
+        rest.call(Method::DELETE, &registry_path, None).await.0 == 404
+    })
+    .await;
 
     // A Git workload's repository credentials: only a Git workload has them; they land in its
     // Git Secret (one kind at a time), which nothing but its build mounts.

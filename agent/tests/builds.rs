@@ -20,7 +20,7 @@ use common::{Backend, app_ref, project};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use kubenest_contracts::{self as wire, AppPhase};
-use kubenest_testkit::{Environment, GitServer, Images, Registry, ServerCa};
+use kubenest_testkit::{GitServer, Registry, ServerCa};
 use serde_json::json;
 
 /// Pulling the base, building, pushing and pulling again on a real node.
@@ -84,17 +84,8 @@ fn web_message(status: &wire::AppStatus) -> String {
 fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_build_says_why() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let images = Images::build(&["builder"]).await.unwrap();
-        let env = Environment::builder()
-            .management("mgmt")
-            .real_node("edge")
-            .start()
-            .await
-            .unwrap();
+        let (env, _) = common::real_node_with(&["builder"]).await;
         let (mgmt, edge) = (env.management().unwrap(), env.cluster("edge").unwrap());
-        edge.import_image(images.archive("builder").unwrap())
-            .await
-            .unwrap();
         // The registry and the Git server listen where pods reach the host, over TLS of one CA.
         let host = edge.pod_reachable_host().unwrap();
         let dir = tempfile::tempdir().unwrap();

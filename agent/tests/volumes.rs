@@ -15,7 +15,6 @@ use common::{eventually, project};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
 use kubenest_contracts::{self as wire, Message};
-use kubenest_testkit::{Environment, Images};
 use serde_json::json;
 
 const REAL: Duration = Duration::from_secs(180);
@@ -67,17 +66,8 @@ async fn redis_cli(
 fn a_redis_addon_keeps_a_key_on_its_volume_across_a_restart_of_its_pod() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let images = Images::build(&["redis"]).await.unwrap();
-        let env = Environment::builder()
-            .management("mgmt")
-            .real_node("edge")
-            .start()
-            .await
-            .unwrap();
+        let (env, images) = common::real_node_with(&["redis"]).await;
         let (mgmt, edge) = (env.management().unwrap(), env.cluster("edge").unwrap());
-        edge.import_image(images.archive("redis").unwrap())
-            .await
-            .unwrap();
         let image = images.get("redis").unwrap().reference.clone();
         let shutdown = tokio_util::sync::CancellationToken::new();
         let backend = common::agent_on(mgmt, edge, &shutdown, |_| {}).await;

@@ -324,6 +324,27 @@ pub async fn hub_with_backend(
     (url, backend, token)
 }
 
+/// A management cluster and a workload cluster `edge` with a real node, and `images` (built
+/// by tools/build-images.sh, or found cached) loaded onto the node.
+pub async fn real_node_with(
+    images: &[&str],
+) -> (kubenest_testkit::Environment, kubenest_testkit::Images) {
+    let built = kubenest_testkit::Images::build(images).await.unwrap();
+    let env = kubenest_testkit::Environment::builder()
+        .management("mgmt")
+        .real_node("edge")
+        .start()
+        .await
+        .unwrap();
+    let edge = env.cluster("edge").unwrap();
+    for name in images {
+        edge.import_image(built.archive(name).unwrap())
+            .await
+            .unwrap();
+    }
+    (env, built)
+}
+
 /// A hub on `mgmt`, the controllers' session through it, and an agent on `cluster` (its
 /// configuration changed by `tune`), until `shutdown`: the session.
 pub async fn agent_on(

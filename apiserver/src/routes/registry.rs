@@ -206,7 +206,7 @@ pub async fn put_registry_credentials(
 }
 
 /// Removes the project's registry credentials (admins): the Secret on the cluster, then its
-/// name on the Project. Fails closed.
+/// name on the Project. Fails closed; 404 when the project names none.
 pub async fn delete_registry_credentials(
     State(state): State<AppState>,
     caller: Caller,
@@ -214,6 +214,9 @@ pub async fn delete_registry_credentials(
 ) -> ApiResult<Json<RegistryCredentialsResponse>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "project")?;
+    if scoped.object.spec.registry_secret.is_none() {
+        return Err(ApiError::not_found("registry credentials"));
+    }
     let (cluster_id, org, namespace, secret) = place(&scoped)?;
     not_in_git(
         &scoped.object,

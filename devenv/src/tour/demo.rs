@@ -100,6 +100,41 @@ pub async fn ask(
     }
 }
 
+/// The tour's project on `edge`: (its id, the cluster's kubeconfig, its namespace).
+async fn edge_project(
+    client: &mut api::Client,
+    env: &DevEnv,
+    edge: &str,
+    projects: &BTreeMap<String, (String, String)>,
+) -> anyhow::Result<(String, std::path::PathBuf, String)> {
+    let (project_id, _) = projects
+        .get(edge)
+        .with_context(|| format!("no tour project on {edge}"))?;
+    let (_, kubeconfig) = &env.clusters[edge];
+    let project = client
+        .get(&format!("/api/v1/projects/{project_id}"))
+        .await?;
+    Ok((
+        project_id.clone(),
+        kubeconfig.clone(),
+        text(&project["namespace"]),
+    ))
+}
+
+/// Deletes App `name` (`app_id`) and waits until it is gone from `edge`.
+async fn deleted(
+    client: &mut api::Client,
+    app_id: &str,
+    name: &str,
+    edge: &str,
+    out: &mut Printer,
+) -> anyhow::Result<()> {
+    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
+    kubenest_cli::cmd::wait_deleted(client, app_id, STEP).await?;
+    out.line(format!("   App {name} deleted from {edge}"));
+    Ok(())
+}
+
 /// The demo App (web app, Postgres, Redis) in `edge`'s tour project, in real containers: its
 /// HTTP answer from inside the cluster network says what it reached; then it is deleted.
 pub(super) async fn on_real_node(
@@ -116,14 +151,8 @@ pub(super) async fn on_real_node(
             "the demo App on {edge}, a real node: a web app, Postgres and Redis in containers"
         ),
     );
-    let (project_id, _) = projects
-        .get(edge)
-        .with_context(|| format!("no tour project on {edge}"))?;
-    let (_, kubeconfig) = &env.clusters[edge];
-    let project = client
-        .get(&format!("/api/v1/projects/{project_id}"))
-        .await?;
-    let namespace = text(&project["namespace"]);
+    let (project_id, kubeconfig, namespace) = edge_project(client, env, edge, projects).await?;
+    let project_id = &project_id;
     let created = client
         .post(
             "/api/v1/apps",
@@ -133,7 +162,7 @@ pub(super) async fn on_real_node(
     let app_id = text(&created["id"]);
     running(client, &app_id, None, out).await?;
     let url = format!("http://demo-web.{namespace}.svc:8080/");
-    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig.as_path())).await?;
     let answer = ask(&workload, image, &url, "tour", STEP).await?;
     out.line(format!(
         "   GET {url} from a pod on {edge}, answered by {}:",
@@ -152,9 +181,7 @@ pub(super) async fn on_real_node(
         answer["ok"] == true,
         "the demo did not reach both backends: {answer}"
     );
-    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
-    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
-    out.line(format!("   App demo deleted from {edge}"));
+    deleted(client, &app_id, "demo", edge, out).await?;
     Ok(())
 }
 
@@ -175,14 +202,8 @@ pub(super) async fn built_from_git(
         10,
         &format!("a Git workload on {edge}: built, pushed to a private registry, run"),
     );
-    let (project_id, _) = projects
-        .get(edge)
-        .with_context(|| format!("no tour project on {edge}"))?;
-    let (_, kubeconfig) = &env.clusters[edge];
-    let project = client
-        .get(&format!("/api/v1/projects/{project_id}"))
-        .await?;
-    let namespace = text(&project["namespace"]);
+    let (project_id, kubeconfig, namespace) = edge_project(client, env, edge, projects).await?;
+    let project_id = &project_id;
     let registry = &builds.registry;
     client
         .call(
@@ -218,7 +239,7 @@ pub(super) async fn built_from_git(
         builds.sample
     ));
     running(client, &app_id, None, out).await?;
-    let workload = kubenest_runtime::kube::client(Some(kubeconfig)).await?;
+    let workload = kubenest_runtime::kube::client(Some(kubeconfig.as_path())).await?;
     let deployment =
         Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(workload.clone(), &namespace)
             .get("site-web")
@@ -236,8 +257,6 @@ pub(super) async fn built_from_git(
         "   GET {url} from a pod on {edge}: version {}",
         text(&answer["version"])
     ));
-    client.delete(&format!("/api/v1/apps/{app_id}")).await?;
-    kubenest_cli::cmd::wait_deleted(client, &app_id, STEP).await?;
-    out.line(format!("   App site deleted from {edge}"));
+    deleted(client, &app_id, "site", edge, out).await?;
     Ok(())
 }

@@ -301,14 +301,12 @@ mod tests {
         let pid = process.pid();
         let grandchild_file = dir.path().join("grandchild");
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !grandchild_file.exists() && Instant::now() < deadline {
+        // The shell makes the file before it writes the pid into it: wait for the pid.
+        let read = || std::fs::read_to_string(&grandchild_file).unwrap_or_default();
+        while read().trim().is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let grandchild: u32 = std::fs::read_to_string(&grandchild_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let grandchild: u32 = read().trim().parse().unwrap();
         assert!(is_alive(pid) && is_alive(grandchild));
         drop(process);
         assert!(!is_alive(pid), "the leader survived");

@@ -99,6 +99,42 @@ fn place_of(scoped: &Scoped<App>, component: &str, git: bool) -> ApiResult<Secre
     })
 }
 
+/// The App whose component's Secret a member changes, once the App's state admits it.
+async fn secret_change(
+    state: &AppState,
+    caller: &Caller,
+    path: &ComponentPath,
+) -> ApiResult<Scoped<App>> {
+    let scoped = load(state, caller, &path.id).await?;
+    scoped.require(Need::Write, "app")?;
+    admit(
+        &scoped.object,
+        Change::Secret {
+            component: &path.component,
+        },
+    )?;
+    Ok(scoped)
+}
+
+/// Sets `values` in the Secret at `place` on the cluster; fails closed (an error unless the
+/// agent confirms it stored them).
+async fn send_set(
+    state: &AppState,
+    place: SecretPlace,
+    values: BTreeMap<String, String>,
+) -> ApiResult<()> {
+    let command = Envelope::new(SecretSet {
+        target: place.target,
+        kind: wire::SecretKind::Opaque,
+        values: values
+            .into_iter()
+            .map(|(k, v)| (k, SecretValue(v)))
+            .collect(),
+    })
+    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    state.secrets().send(command).await
+}
+
 fn check_keys<'a>(keys: impl Iterator<Item = &'a String>, field: &str) -> ApiResult<Vec<String>> {
     let mut out = Vec::new();
     for key in keys {
@@ -126,14 +162,7 @@ pub async fn put_secret(
     Path(path): Path<ComponentPath>,
     Body(body): Body<SecretBody>,
 ) -> ApiResult<Json<SecretResponse>> {
-    let scoped = load(&state, &caller, &path.id).await?;
-    scoped.require(Need::Write, "app")?;
-    admit(
-        &scoped.object,
-        Change::Secret {
-            component: &path.component,
-        },
-    )?;
+    let scoped = secret_change(&state, &caller, &path).await?;
     if body.values.is_empty() || body.values.len() > 128 {
         return Err(ApiError::invalid("values", "1 to 128 keys"));
     }
@@ -145,17 +174,7 @@ pub async fn put_secret(
         ));
     }
     let place = secret_place(&scoped, &path.component)?;
-    let command = Envelope::new(SecretSet {
-        target: place.target,
-        kind: wire::SecretKind::Opaque,
-        values: body
-            .values
-            .into_iter()
-            .map(|(k, v)| (k, SecretValue(v)))
-            .collect(),
-    })
-    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
-    state.secrets().send(command).await?;
+    send_set(&state, place, body.values).await?;
     Ok(Json(SecretResponse {
         component: path.component,
         keys,
@@ -176,14 +195,7 @@ pub async fn delete_secret(
     Path(path): Path<ComponentPath>,
     Query(query): Query<SecretDeleteQuery>,
 ) -> ApiResult<Json<SecretResponse>> {
-    let scoped = load(&state, &caller, &path.id).await?;
-    scoped.require(Need::Write, "app")?;
-    admit(
-        &scoped.object,
-        Change::Secret {
-            component: &path.component,
-        },
-    )?;
+    let scoped = secret_change(&state, &caller, &path).await?;
     let keys: Vec<String> = query
         .keys
         .as_deref()
@@ -298,26 +310,10 @@ pub async fn put_git_credentials(
     Path(path): Path<ComponentPath>,
     Body(body): Body<GitCredentialsBody>,
 ) -> ApiResult<Json<GitCredentialsResponse>> {
-    let scoped = load(&state, &caller, &path.id).await?;
-    scoped.require(Need::Write, "app")?;
-    admit(
-        &scoped.object,
-        Change::Secret {
-            component: &path.component,
-        },
-    )?;
+    let scoped = secret_change(&state, &caller, &path).await?;
     let (kind, values) = git_values(body)?;
     let place = place_of(&scoped, &path.component, true)?;
-    let command = Envelope::new(SecretSet {
-        target: place.target,
-        kind: wire::SecretKind::Opaque,
-        values: values
-            .into_iter()
-            .map(|(k, v)| (k, SecretValue(v)))
-            .collect(),
-    })
-    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
-    state.secrets().send(command).await?;
+    send_set(&state, place, values).await?;
     Ok(Json(GitCredentialsResponse {
         component: path.component,
         kind,
@@ -330,8 +326,7 @@ pub async fn delete_git_credentials(
     caller: Caller,
     Path(path): Path<ComponentPath>,
 ) -> ApiResult<Json<GitCredentialsResponse>> {
-    let scoped = load(&state, &caller, &path.id).await?;
-    scoped.require(Need::Write, "app")?;
+    let scoped = secret_change(&state, &caller, &path).await?;
     let place = place_of(&scoped, &path.component, true)?;
     let command = Envelope::new(SecretDelete {
         target: place.target,
