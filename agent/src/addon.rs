@@ -131,6 +131,13 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
             target.namespace,
             target.chart,
             &chart_values,
+            async {
+                if target.chart.repository.starts_with("oci://") {
+                    crate::project::registry_auth(ctx, target.namespace).await
+                } else {
+                    None
+                }
+            },
         )
         .await?;
     apply_rendered(ctx, target, rendered, values, objects).await

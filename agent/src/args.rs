@@ -73,10 +73,10 @@ pub struct Args {
         default_value = "localhost/kubenest/builder:0.1.0"
     )]
     builder_image: String,
-    /// PEM file of a CA the builds trust beside the public roots, for a Git server or registry
-    /// of a private CA.
-    #[arg(long, env = "KUBENEST_BUILD_CA_FILE")]
-    build_ca_file: Option<std::path::PathBuf>,
+    /// PEM file of a private CA trusted beside the public roots: by the builds (a Git server or
+    /// registry it signs) and by helm's chart pulls (a chart repository or OCI registry).
+    #[arg(long, env = "KUBENEST_PRIVATE_CA_FILE", alias = "build-ca-file")]
+    private_ca_file: Option<std::path::PathBuf>,
     /// Where Git workloads' images are pushed (`<prefix>/<namespace>/<name>:<revision>`).
     #[arg(
         long,
@@ -149,8 +149,8 @@ impl Args {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let token = read_to_string(&self.token_file)?.trim().to_owned();
         let (cluster_id, org_id) = token_identity(&token).ok_or(ArgsError::NoIdentity)?;
-        let build_ca = self
-            .build_ca_file
+        let private_ca = self
+            .private_ca_file
             .as_deref()
             .map(read_to_string)
             .transpose()?;
@@ -167,14 +167,14 @@ impl Args {
                 cluster_id,
                 org_id,
             },
-            helm: Helm::new(self.helm, self.catalog),
+            helm: Helm::new(self.helm, self.catalog).with_ca_file(self.private_ca_file),
             gitops: self
                 .gitops_repo
                 .map(|repo| (repo, self.gitops_branch, self.gitops_workdir)),
             builders: Builders {
                 image: self.builder_image,
                 push_prefix: self.build_push_prefix,
-                ca: build_ca,
+                ca: private_ca,
             },
             install_crds: self.install_crds,
             project_grant: self

@@ -30,12 +30,19 @@ pub enum HelmError {
     Io(#[from] std::io::Error),
 }
 
+/// A chart pull's registry credentials: the `.dockerconfigjson` of the project's pull Secret
+/// (helm reads the same format from `--registry-config`).
+pub type RegistryAuth = Option<Vec<u8>>;
+
 /// The helm binary and the local chart catalog.
 #[derive(Debug, Clone)]
 pub struct Helm {
     pub bin: PathBuf,
     /// Charts that `repository` values without a scheme refer to (e.g. `charts/addons`).
     pub catalog: PathBuf,
+    /// PEM file of a private CA that chart repositories and registries may be signed by
+    /// (`--ca-file`; the agent's `--private-ca-file`, the one the builds trust too).
+    pub ca_file: Option<PathBuf>,
     /// Renders by (release, namespace, chart, values): a pinned chart renders the same every
     /// time, so a reconcile at rest spawns no helm.
     pub renders: Renders,
@@ -69,8 +76,14 @@ impl Helm {
         Self {
             bin,
             catalog,
+            ca_file: None,
             renders: Renders::default(),
         }
+    }
+
+    /// The same, trusting the CA of PEM file `ca_file` for chart pulls.
+    pub fn with_ca_file(self, ca_file: Option<PathBuf>) -> Self {
+        Self { ca_file, ..self }
     }
 }
 
@@ -112,20 +125,28 @@ impl Helm {
     }
 
     /// Renders `chart` as release `release` in `namespace` with `values`; returns the objects.
+    /// `auth` (awaited only when helm must run: a cached render needs no credentials) gives the
+    /// registry credentials of an `oci://` chart.
     pub async fn template(
         &self,
         release: &str,
         namespace: &str,
         chart: &wire::ChartRef,
         values: &Value,
+        auth: impl Future<Output = RegistryAuth>,
     ) -> Result<Vec<Value>, HelmError> {
+        // The namespace is part of the key: one project's render (pulled with its credentials)
+        // never serves another's.
         let key = kubenest_contracts::checksum_of(&serde_json::json!({
             "release": release, "namespace": namespace, "chart": chart, "values": values,
         }));
         if let Some(objects) = self.renders.get(&key) {
             return Ok(objects);
         }
-        let objects = self.render(release, namespace, chart, values).await?;
+        let auth = auth.await;
+        let objects = self
+            .render(release, namespace, chart, values, auth.as_deref())
+            .await?;
         self.renders.put(key, objects.clone());
         Ok(objects)
     }
@@ -136,6 +157,7 @@ impl Helm {
         namespace: &str,
         chart: &wire::ChartRef,
         values: &Value,
+        auth: Option<&[u8]>,
     ) -> Result<Vec<Value>, HelmError> {
         let source = self.source(chart)?;
         let dir = tempfile::tempdir()?;
@@ -152,12 +174,20 @@ impl Helm {
             .env("HELM_CACHE_HOME", dir.path().join("cache"))
             .env("HELM_CONFIG_HOME", dir.path().join("config"))
             .env("HELM_DATA_HOME", dir.path().join("data"));
+        if let Some(ca_file) = &self.ca_file {
+            command.arg("--ca-file").arg(ca_file);
+        }
         match &source {
             Source::Local(path) => {
                 command.arg(path);
             }
             Source::Remote { repository } if repository.starts_with("oci://") => {
+                // The credentials live in the render's own folder, removed with it.
+                let registry_config = dir.path().join("registry.json");
+                tokio::fs::write(&registry_config, auth.unwrap_or(b"{}")).await?;
                 command
+                    .arg("--registry-config")
+                    .arg(&registry_config)
                     .arg(format!(
                         "{}/{}",
                         repository.trim_end_matches('/'),

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Backend, app_ref, project};
+use common::{app_ref, project_with_registry, secret_set};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use kubenest_contracts::{self as wire, AppPhase};
@@ -36,28 +36,6 @@ fn testbox_archive() -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-/// `secret.set` of one Secret in `namespace`.
-fn secret_set(
-    namespace: &str,
-    secret: &str,
-    app_id: Option<&str>,
-    kind: wire::SecretKind,
-    values: &[(&str, &str)],
-) -> wire::SecretSet {
-    wire::SecretSet {
-        target: wire::SecretTarget {
-            namespace: wire::Name::new(namespace),
-            secret: wire::Name::new(secret),
-            app_id: app_id.map(wire::Id::new),
-        },
-        kind,
-        values: values
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), wire::SecretValue((*v).to_owned())))
-            .collect(),
-    }
 }
 
 fn git_app(app: wire::AppRef, revision: &str, repository: &str) -> wire::AppDeploy {
@@ -324,19 +302,4 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
         );
         shutdown.cancel();
     });
-}
-
-/// `project.ensure` naming the registry Secret, so the namespace's pods pull with it.
-async fn project_with_registry(backend: &Backend, prefix: &str) -> (String, String) {
-    let (id, namespace) = project(backend, prefix).await;
-    let command = backend
-        .send(wire::ProjectEnsure {
-            project_id: wire::Id::new(&id),
-            namespace: wire::Name::new(&namespace),
-            labels: Default::default(),
-            registry_secret: Some(wire::Name::new(wire::REGISTRY_SECRET)),
-        })
-        .await;
-    backend.answer(command).await.unwrap();
-    (id, namespace)
 }

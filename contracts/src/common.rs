@@ -172,6 +172,9 @@ pub fn git_secret(app: &str, component: &str) -> Name {
 /// namespace: the namespace's pods pull with it and its builds push with it.
 pub const REGISTRY_SECRET: &str = "kubenest-registry";
 
+/// The one key of a `kubernetes.io/dockerconfigjson` Secret (the registry credentials).
+pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
+
 /// The Secret on the cluster that holds a workload component's own values (set through the
 /// API with `secret.set`, mounted into its containers with `envFrom`).
 pub fn component_secret(app: &str, component: &str) -> Name {

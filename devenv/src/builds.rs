@@ -82,7 +82,7 @@ impl BuildSite {
                 env!("CARGO_PKG_VERSION")
             ),
             format!("--build-push-prefix={}/builds", self.registry.address()),
-            format!("--build-ca-file={}", self.ca.path.display()),
+            format!("--private-ca-file={}", self.ca.path.display()),
         ]
     }
 

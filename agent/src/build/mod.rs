@@ -185,16 +185,24 @@ async fn reconcile(
     if matches!(old.phase.as_deref(), Some("Succeeded" | "Failed")) {
         return Ok(Action::await_change());
     }
-    if let Some(ca) = &ctx.builders.ca {
-        ctx.applier
-            .apply(&ca_config_map(request.app.namespace.as_str(), ca), false)
-            .await?;
-    }
-    let registry = pull_secret(&ctx, request.app.namespace.as_str()).await;
-    let live = ctx
-        .applier
-        .apply(&job(request, &ctx.builders, registry.as_deref()), false)
-        .await?;
+    let namespace = request.app.namespace.as_str();
+    let name = crate::crd::build_request_name(request.build_id.as_str());
+    // What the Job is made with (the CA, the pull Secret) is read once, when it is made: a
+    // running build's later passes only read its progress.
+    let live = match ctx.applier.get("batch/v1", "Job", namespace, &name).await? {
+        Some(live) => live,
+        None => {
+            if let Some(ca) = &ctx.builders.ca {
+                ctx.applier
+                    .apply(&ca_config_map(namespace, ca), false)
+                    .await?;
+            }
+            let registry = crate::project::pull_secret(&ctx, namespace).await;
+            ctx.applier
+                .apply(&job(request, &ctx.builders, registry.as_deref()), false)
+                .await?
+        }
+    };
     let (phase_name, mut message) = progress(&live);
     if phase_name == "Failed" {
         message = failure_lines(&ctx, request).await.unwrap_or(message);
@@ -229,25 +237,6 @@ async fn reconcile(
         });
     }
     Ok(Action::requeue(Duration::from_secs(10)))
-}
-
-/// The project's registry Secret: the pull Secret `project.ensure` put on the namespace's
-/// `default` ServiceAccount, which the workloads pull with (so the build pushes where they pull).
-async fn pull_secret(ctx: &Context, namespace: &str) -> Option<String> {
-    let accounts = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
-        ctx.client.clone(),
-        namespace,
-    );
-    let account = accounts
-        .get_opt("default")
-        .await
-        .inspect_err(|error| tracing::debug!(%error, "reading the namespace's pull secret"))
-        .ok()??;
-    account
-        .image_pull_secrets?
-        .into_iter()
-        .next()
-        .map(|r| r.name)
 }
 
 /// The last lines of a failed build's pod (its termination message), read from the App's

@@ -522,3 +522,40 @@ pub async fn postgres_definition(client: &kube::Client) {
         .await
         .unwrap();
 }
+
+/// `secret.set` of one Secret in `namespace`.
+pub fn secret_set(
+    namespace: &str,
+    secret: &str,
+    app_id: Option<&str>,
+    kind: wire::SecretKind,
+    values: &[(&str, &str)],
+) -> wire::SecretSet {
+    wire::SecretSet {
+        target: wire::SecretTarget {
+            namespace: wire::Name::new(namespace),
+            secret: wire::Name::new(secret),
+            app_id: app_id.map(wire::Id::new),
+        },
+        kind,
+        values: values
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), wire::SecretValue((*v).to_owned())))
+            .collect(),
+    }
+}
+
+/// `project.ensure` naming the registry Secret, so the namespace's pods pull with it.
+pub async fn project_with_registry(backend: &Backend, prefix: &str) -> (String, String) {
+    let (id, namespace) = project(backend, prefix).await;
+    let command = backend
+        .send(wire::ProjectEnsure {
+            project_id: wire::Id::new(&id),
+            namespace: wire::Name::new(&namespace),
+            labels: Default::default(),
+            registry_secret: Some(wire::Name::new(wire::REGISTRY_SECRET)),
+        })
+        .await;
+    backend.answer(command).await.unwrap();
+    (id, namespace)
+}

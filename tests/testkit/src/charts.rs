@@ -56,21 +56,7 @@ impl ChartRepository {
     /// Writes a chart from `files` (paths inside the chart, e.g. `Chart.yaml`,
     /// `templates/deployment.yaml`), packages it into the repository and indexes it again.
     pub fn publish(&self, name: &str, files: &[(&str, &str)]) -> Result<(), Error> {
-        let source = tempfile::tempdir().map_err(|e| Error::io("chart source", e))?;
-        let chart = source.path().join(name);
-        for (path, text) in files {
-            let file = chart.join(path);
-            if let Some(parent) = file.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io("chart folder", e))?;
-            }
-            std::fs::write(&file, text).map_err(|e| Error::io("chart file", e))?;
-        }
-        helm(&[
-            "package",
-            &chart.to_string_lossy(),
-            "--destination",
-            &self.dir.path().to_string_lossy(),
-        ])?;
+        package(name, files, self.dir.path())?;
         self.index()
     }
 
@@ -85,7 +71,40 @@ impl ChartRepository {
     }
 }
 
-fn helm(args: &[&str]) -> Result<(), Error> {
+/// Writes chart `name` from `files` (paths inside the chart) and packages it into folder
+/// `destination` with `helm package`; returns the package's path.
+pub fn package(name: &str, files: &[(&str, &str)], destination: &Path) -> Result<PathBuf, Error> {
+    let source = tempfile::tempdir().map_err(|e| Error::io("chart source", e))?;
+    let chart = source.path().join(name);
+    for (path, text) in files {
+        let file = chart.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io("chart folder", e))?;
+        }
+        std::fs::write(&file, text).map_err(|e| Error::io("chart file", e))?;
+    }
+    let before = packages(destination)?;
+    helm(&[
+        "package",
+        &chart.to_string_lossy(),
+        "--destination",
+        &destination.to_string_lossy(),
+    ])?;
+    packages(destination)?
+        .into_iter()
+        .find(|p| !before.contains(p))
+        .ok_or_else(|| Error::Process(format!("helm package {name} wrote no package")))
+}
+
+fn packages(folder: &Path) -> Result<Vec<PathBuf>, Error> {
+    Ok(std::fs::read_dir(folder)
+        .map_err(|e| Error::io("chart package folder", e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "tgz"))
+        .collect())
+}
+
+pub(crate) fn helm(args: &[&str]) -> Result<(), Error> {
     let out = crate::tools::helm(args)?;
     if out.status.success() {
         Ok(())

@@ -44,7 +44,7 @@ mod wait;
 use std::path::PathBuf;
 
 pub use bins::{Binaries, pinned_version};
-pub use charts::ChartRepository;
+pub use charts::{ChartRepository, package as package_chart};
 pub use cluster::{Cluster, ClusterRole, NodePool};
 pub use env::{
     Environment, EnvironmentBuilder, shared, shared_management, shared_postgres, shared_real_node,

@@ -146,6 +146,26 @@ impl Registry {
         Ok(target)
     }
 
+    /// Pushes chart package `package` (a `.tgz` of `helm package`) under `{address}/charts`
+    /// with `helm push`, as the account; returns the repository a chart reference names
+    /// (`oci://{address}/charts`).
+    pub fn push_chart(&self, package: &Path) -> Result<String, Error> {
+        let repository = format!("oci://{}/charts", self.address);
+        let config = tempfile::NamedTempFile::new().map_err(|e| Error::io("helm login", e))?;
+        std::fs::write(config.path(), self.docker_config_json())
+            .map_err(|e| Error::io("helm login", e))?;
+        crate::charts::helm(&[
+            "push",
+            &package.to_string_lossy(),
+            &repository,
+            "--ca-file",
+            &self.ca_file.to_string_lossy(),
+            "--registry-config",
+            &config.path().to_string_lossy(),
+        ])?;
+        Ok(repository)
+    }
+
     /// The `.dockerconfigjson` of the account, as an image pull Secret holds it.
     pub fn docker_config_json(&self) -> String {
         use base64::Engine as _;

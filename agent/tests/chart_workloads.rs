@@ -1,0 +1,232 @@
+//! Helm-chart workloads against real parts: third-party charts served by a real chart
+//! repository (HTTP) and by a real OCI registry (the distribution registry over TLS of a private
+//! CA, with an account and nothing anonymous), rendered by the agent's helm and applied to a
+//! real workload cluster with kwok nodes. A chart from a private registry is pulled with the
+//! project's registry credentials (its `kubernetes.io/dockerconfigjson` Secret, read on the
+//! cluster), and a project without them gets the registry's refusal as its revision's failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::{Backend, app_ref, project, project_with_registry, secret_set};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+use kubenest_contracts::{self as wire, AppPhase};
+use kubenest_testkit::{ChartRepository, Registry, ServerCa};
+use serde_json::json;
+
+struct Fixture {
+    backend: Backend,
+    east: &'static kubenest_testkit::Cluster,
+    repository: ChartRepository,
+    registry: Registry,
+    /// `oci://…/charts` of the registry, where [`WEBAPP`] was pushed.
+    oci: String,
+}
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// A chart that is not kubenest's: a Deployment of `replicaCount` replicas, and a ConfigMap
+/// recording every value the chart was given.
+const WEBAPP: [(&str, &str); 4] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: webapp\nversion: 0.3.0\n",
+    ),
+    ("values.yaml", "replicaCount: 1\nimage: nginx:1.27\n"),
+    (
+        "templates/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-webapp\n\
+         spec:\n  replicas: {{ .Values.replicaCount }}\n  selector:\n    matchLabels: {app: {{ .Release.Name }}}\n\
+         \x20 template:\n    metadata:\n      labels: {app: {{ .Release.Name }}}\n    spec:\n\
+         \x20     containers:\n        - name: web\n          image: {{ .Values.image }}\n",
+    ),
+    (
+        "templates/values.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-values\n\
+         data:\n  values.json: {{ toJson .Values | quote }}\n",
+    ),
+];
+
+/// Starts (once) the clusters, the chart servers, the hub, the backend session and the agent
+/// (trusting the registry's CA) on a runtime of their own, which outlives every test's runtime.
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async move {
+                let env = Box::leak(Box::new(
+                    kubenest_testkit::Environment::builder()
+                        .management("mgmt")
+                        .workload("east", kubenest_testkit::NodePool::default())
+                        .start()
+                        .await
+                        .unwrap(),
+                ));
+                let (mgmt, east) = (env.management().unwrap(), env.cluster("east").unwrap());
+                let repository = ChartRepository::start().await.unwrap();
+                repository.publish("webapp", &WEBAPP).unwrap();
+                let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
+                let ca = ServerCa::generate(dir.path()).unwrap();
+                let registry = Registry::start([127, 0, 0, 1].into(), &ca).await.unwrap();
+                let package =
+                    kubenest_testkit::package_chart("webapp", &WEBAPP, dir.path()).unwrap();
+                let oci = registry.push_chart(&package).unwrap();
+                let shutdown = tokio_util::sync::CancellationToken::new();
+                let backend = common::agent_on(mgmt, east, &shutdown, |config| {
+                    config.helm = config.helm.clone().with_ca_file(Some(ca.path.clone()));
+                })
+                .await;
+                tx.send(Fixture {
+                    backend,
+                    east,
+                    repository,
+                    registry,
+                    oci,
+                })
+                .unwrap();
+                std::future::pending::<()>().await;
+            });
+        });
+        rx.recv().unwrap()
+    })
+}
+
+/// `app.deploy` of App `site` with one chart workload `web` of `repository`'s `webapp`.
+fn chart_app(app: wire::AppRef, revision: &str, repository: &str) -> wire::AppDeploy {
+    serde_json::from_value(json!({
+        "app": app, "revision": revision, "progress_deadline_seconds": 120,
+        "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": repository, "name": "webapp", "version": "0.3.0"},
+            "values": {"replicaCount": 2}}}]
+    }))
+    .unwrap()
+}
+
+/// The values the chart recorded it was given (its ConfigMap).
+async fn recorded_values(client: &kube::Client, namespace: &str) -> serde_json::Value {
+    let recorded = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .get("site-web-values")
+        .await
+        .unwrap();
+    serde_json::from_str(&recorded.data.unwrap()["values.json"]).unwrap()
+}
+
+async fn replicas(client: &kube::Client, namespace: &str) -> Option<i32> {
+    Api::<Deployment>::namespaced(client.clone(), namespace)
+        .get("site-web-webapp")
+        .await
+        .ok()?
+        .spec?
+        .replicas
+}
+
+#[tokio::test]
+async fn a_chart_workload_runs_from_a_chart_repository_with_its_values_and_nothing_of_kubenests() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "chart").await;
+    let client = f.east.client().await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+    f.backend
+        .accept(chart_app(app, "r1", f.repository.url()))
+        .await;
+    f.backend
+        .app_status("the chart workload Running", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    assert_eq!(replicas(&client, &namespace).await, Some(2));
+    // The chart got the App's values over its own defaults, and nothing else.
+    assert_eq!(
+        recorded_values(&client, &namespace).await,
+        json!({"replicaCount": 2, "image": "nginx:1.27"})
+    );
+    // No export Secret: a chart workload publishes nothing.
+    assert!(
+        Api::<Secret>::namespaced(client, &namespace)
+            .get_opt("site-web-exports")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_chart_from_a_private_oci_registry_is_pulled_with_the_projects_credentials_only() {
+    let f = fixture();
+    let (project, namespace) = project_with_registry(&f.backend, "oci").await;
+    let client = f.east.client().await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+
+    // No credentials yet: the registry refuses the pull, and the revision fails saying so.
+    f.backend.accept(chart_app(app.clone(), "r1", &f.oci)).await;
+    let refused = f
+        .backend
+        .app_status("the unauthorized pull Failed", LONG, &id, |s| {
+            s.observed_revision == "r1" && s.phase == AppPhase::Failed
+        })
+        .await;
+    let message = &refused.components[0].message;
+    assert!(
+        message.contains("helm template failed") && message.contains("credential"),
+        "{refused:#?}"
+    );
+    assert_eq!(replicas(&client, &namespace).await, None);
+
+    // The project's registry credentials, set on the cluster: the next revision pulls with them.
+    f.backend
+        .accept(secret_set(
+            &namespace,
+            wire::REGISTRY_SECRET,
+            None,
+            wire::SecretKind::DockerConfigJson,
+            &[(".dockerconfigjson", &f.registry.docker_config_json())],
+        ))
+        .await;
+    f.backend.accept(chart_app(app, "r2", &f.oci)).await;
+    let running = f
+        .backend
+        .app_status("the OCI chart workload Running", LONG, &id, |s| {
+            s.observed_revision == "r2" && matches!(s.phase, AppPhase::Running | AppPhase::Failed)
+        })
+        .await;
+    assert_eq!(running.phase, AppPhase::Running, "{running:#?}");
+    assert_eq!(replicas(&client, &namespace).await, Some(2));
+    assert_eq!(
+        recorded_values(&client, &namespace).await,
+        json!({"replicaCount": 2, "image": "nginx:1.27"})
+    );
+
+    // Another project of the same cluster has no credentials of its own: the first one's
+    // (nor a render pulled with them) never serve it.
+    let (other, other_namespace) = project_with_registry(&f.backend, "oci-other").await;
+    let other_id = uuid::Uuid::new_v4().to_string();
+    f.backend
+        .accept(chart_app(
+            app_ref(&other_id, "site", &other, &other_namespace),
+            "r1",
+            &f.oci,
+        ))
+        .await;
+    let other = f
+        .backend
+        .app_status("the other project's pull Failed", LONG, &other_id, |s| {
+            s.phase == AppPhase::Failed
+        })
+        .await;
+    assert!(
+        other.components[0].message.contains("credential"),
+        "{other:#?}"
+    );
+    assert_eq!(replicas(&client, &other_namespace).await, None);
+}
