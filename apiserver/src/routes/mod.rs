@@ -10,6 +10,7 @@ pub mod orgs;
 pub mod projects;
 pub mod registry;
 pub mod removal;
+pub mod secret_place;
 pub mod session;
 pub mod stream;
 pub mod templates;

@@ -10,12 +10,13 @@ use axum::extract::{Path, State};
 use base64::Engine as _;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
-use kubenest_contracts::{self as wire, Envelope, SecretDelete, SecretSet, SecretValue};
+use kubenest_contracts as wire;
 use kubenest_crds::project::Project;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::secret_place::SecretPlace;
 use super::{IdPath, Scoped, actor_annotations, not_in_git, patch_params};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -107,34 +108,24 @@ pub fn docker_config(body: &RegistryCredentialsBody) -> ApiResult<String> {
     Ok(json!({ "auths": auths }).to_string())
 }
 
-/// Where the project's registry Secret is: (cluster id, org, namespace, Secret).
-fn place(scoped: &Scoped<Project>) -> ApiResult<(String, String, String, String)> {
-    let cluster_id = scoped
-        .cluster
-        .as_ref()
-        .and_then(|c| c.status.as_ref()?.cluster_id.clone())
-        .ok_or_else(|| {
-            ApiError::unavailable(
-                "cluster_unreachable",
-                "the project's cluster is not registered",
-            )
-        })?;
+/// Where the project's registry Secret is, and its name.
+fn place(scoped: &Scoped<Project>) -> ApiResult<(SecretPlace, String)> {
     let secret = scoped
         .object
         .spec
         .registry_secret
         .clone()
         .unwrap_or_else(|| wire::REGISTRY_SECRET.to_owned());
-    Ok((
-        cluster_id,
-        scoped.org.name_any(),
-        scoped.object.spec.namespace.clone(),
-        secret,
-    ))
+    let target = wire::SecretTarget {
+        namespace: wire::Name::new(&scoped.object.spec.namespace),
+        secret: wire::Name::new(&secret),
+        app_id: None,
+    };
+    Ok((SecretPlace::of(scoped, "project", target)?, secret))
 }
 
 /// Names the Secret on the Project (so `project.ensure` puts it on the namespace's pulls), or
-/// removes the name; refused for a project kept in Git, which says what to change there.
+/// removes the name. The callers refused a project kept in Git before the Secret changed.
 async fn name_secret(
     state: &AppState,
     caller: &Caller,
@@ -144,14 +135,6 @@ async fn name_secret(
     if scoped.object.spec.registry_secret.as_deref() == secret {
         return Ok(());
     }
-    not_in_git(
-        &scoped.object,
-        "project",
-        &format!(
-            "Set spec.registrySecret to {} in its manifest in Git.",
-            secret.unwrap_or("nothing")
-        ),
-    )?;
     let api: Api<Project> = Api::namespaced(state.client().clone(), &scoped.namespace());
     let patch = json!({
         "metadata": {"annotations": actor_annotations(caller)},
@@ -177,7 +160,7 @@ pub async fn put_registry_credentials(
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "project")?;
     let config = docker_config(&body)?;
-    let (cluster_id, org, namespace, secret) = place(&scoped)?;
+    let (place, secret) = place(&scoped)?;
     // Checked before the values leave: a change the Project cannot take is refused first.
     if scoped.object.spec.registry_secret.is_none() {
         not_in_git(
@@ -186,16 +169,8 @@ pub async fn put_registry_credentials(
             &format!("Set spec.registrySecret to {secret} in its manifest in Git."),
         )?;
     }
-    let command = Envelope::new(SecretSet {
-        target: wire::SecretTarget {
-            namespace: wire::Name::new(&namespace),
-            secret: wire::Name::new(&secret),
-            app_id: None,
-        },
-        kind: wire::SecretKind::DockerConfigJson,
-        values: [(".dockerconfigjson".to_owned(), SecretValue(config))].into(),
-    })
-    .for_cluster(wire::Id::new(cluster_id), wire::Id::new(org));
+    let values = [(wire::DOCKER_CONFIG_JSON_KEY.to_owned(), config)].into();
+    let command = place.set(wire::SecretKind::DockerConfigJson, values);
     state.secrets().send(command).await?;
     name_secret(&state, &caller, &scoped, Some(&secret)).await?;
     Ok(Json(RegistryCredentialsResponse {
@@ -217,21 +192,13 @@ pub async fn delete_registry_credentials(
     if scoped.object.spec.registry_secret.is_none() {
         return Err(ApiError::not_found("registry credentials"));
     }
-    let (cluster_id, org, namespace, secret) = place(&scoped)?;
+    let (place, secret) = place(&scoped)?;
     not_in_git(
         &scoped.object,
         "project",
         "Remove spec.registrySecret from its manifest in Git.",
     )?;
-    let command = Envelope::new(SecretDelete {
-        target: wire::SecretTarget {
-            namespace: wire::Name::new(&namespace),
-            secret: wire::Name::new(&secret),
-            app_id: None,
-        },
-        keys: Vec::new(),
-    })
-    .for_cluster(wire::Id::new(cluster_id), wire::Id::new(org));
+    let command = place.delete(Vec::new());
     state.secrets().send(command).await?;
     name_secret(&state, &caller, &scoped, None).await?;
     Ok(Json(RegistryCredentialsResponse {

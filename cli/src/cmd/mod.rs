@@ -215,22 +215,26 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
     }
 }
 
+/// A password the CLI is given: standard input (one line; its line end dropped) when
+/// `from_stdin`, otherwise environment variable `variable`, never an argument (which `ps` and
+/// shell histories show). `what` names it in the error.
+pub(crate) fn secret_input(from_stdin: bool, variable: &str, what: &str) -> anyhow::Result<String> {
+    if from_stdin {
+        let mut value = String::new();
+        std::io::stdin().read_to_string(&mut value)?;
+        return Ok(value.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    std::env::var(variable).map_err(|_| {
+        anyhow::anyhow!("give {what} on standard input (--password-stdin) or in {variable}")
+    })
+}
+
 async fn login(global: &Global, args: LoginArgs) -> anyhow::Result<()> {
     let api = global
         .api
         .clone()
         .context("which API? pass --api http://host:port or set KUBENEST_API")?;
-    let password = if args.password_stdin {
-        let mut password = String::new();
-        std::io::stdin().read_to_string(&mut password)?;
-        password.trim_end_matches(['\r', '\n']).to_owned()
-    } else {
-        std::env::var("KUBENEST_PASSWORD").map_err(|_| {
-            anyhow::anyhow!(
-                "give the password on standard input (--password-stdin) or in KUBENEST_PASSWORD"
-            )
-        })?
-    };
+    let password = secret_input(args.password_stdin, "KUBENEST_PASSWORD", "the password")?;
     let mut client = api::Client::with_ca(&api, global.ca_file.as_deref())?;
     let session = client.login(&args.username, &password).await?;
     let path = global.session_path();

@@ -124,7 +124,11 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
             username,
             password_stdin,
         } => {
-            let password = registry_password(password_stdin)?;
+            let password = super::secret_input(
+                password_stdin,
+                "KUBENEST_REGISTRY_PASSWORD",
+                "the registry password",
+            )?;
             let id = resolve(global, &mut client, &project).await?;
             let body =
                 json!({"registries": {&server: {"username": username, "password": password}}});
@@ -174,19 +178,6 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
 }
 
 /// The registry password: standard input, or KUBENEST_REGISTRY_PASSWORD.
-fn registry_password(from_stdin: bool) -> anyhow::Result<String> {
-    if from_stdin {
-        let mut password = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut password)?;
-        return Ok(password.trim_end_matches(['\r', '\n']).to_owned());
-    }
-    std::env::var("KUBENEST_REGISTRY_PASSWORD").map_err(|_| {
-        anyhow::anyhow!(
-            "give the registry password on standard input (--password-stdin) or in KUBENEST_REGISTRY_PASSWORD"
-        )
-    })
-}
-
 fn project_table(project: &Value) -> Table {
     Table::fields(&[
         ("Name", text(&project["name"])),

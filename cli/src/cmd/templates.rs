@@ -27,16 +27,8 @@ pub enum TemplatesCommand {
     FromApp {
         /// The App's id.
         app_id: String,
-        /// The new template's name.
-        #[arg(long)]
-        name: String,
-        /// project, cluster or global.
-        #[arg(long, default_value = "project")]
-        scope: String,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        cluster: Option<String>,
+        #[command(flatten)]
+        placement: Placement,
     },
     /// Make a template of any Helm chart: one Helm workload, a slot for each of its values.
     FromChart {
@@ -47,16 +39,8 @@ pub enum TemplatesCommand {
         /// Its exact version.
         #[arg(long)]
         version: String,
-        /// The new template's name.
-        #[arg(long)]
-        name: String,
-        /// project, cluster or global.
-        #[arg(long, default_value = "project")]
-        scope: String,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        cluster: Option<String>,
+        #[command(flatten)]
+        placement: Placement,
     },
     /// Print a template as portable JSON (for `templates import`).
     Export { template: String },
@@ -64,14 +48,8 @@ pub enum TemplatesCommand {
     Import {
         #[arg(short = 'f', long = "file")]
         file: PathBuf,
-        #[arg(long)]
-        name: String,
-        #[arg(long, default_value = "project")]
-        scope: String,
-        #[arg(long)]
-        project: Option<String>,
-        #[arg(long)]
-        cluster: Option<String>,
+        #[command(flatten)]
+        placement: Placement,
     },
     /// Deploy a template as a new App: `--param key=value` for each parameter.
     Deploy {
@@ -87,6 +65,23 @@ pub enum TemplatesCommand {
     },
     /// Delete a template.
     Delete { template: String },
+}
+
+/// A new template's name and place, as `from-app`, `from-chart` and `import` take them.
+#[derive(Debug, clap::Args)]
+pub struct Placement {
+    /// The new template's name.
+    #[arg(long)]
+    name: String,
+    /// project, cluster or global.
+    #[arg(long, default_value = "project")]
+    scope: String,
+    /// The project (name or id) of a project-scoped template.
+    #[arg(long)]
+    project: Option<String>,
+    /// The cluster (name or id) of a cluster-scoped template.
+    #[arg(long)]
+    cluster: Option<String>,
 }
 
 fn parse_param(s: &str) -> Result<(String, String), String> {
@@ -118,8 +113,22 @@ async fn resolve(
     ))
 }
 
-/// Turns `project` / `cluster` names of a template's place into the API's ids.
+/// Puts a new template's name and scope into `body`, and the ids of its place.
 async fn place(
+    global: &Global,
+    client: &mut api::Client,
+    body: &mut Map<String, Value>,
+    placement: &Placement,
+) -> anyhow::Result<()> {
+    body.insert("name".into(), json!(placement.name));
+    body.insert("scope".into(), json!(placement.scope));
+    let (project, cluster) = (placement.project.clone(), placement.cluster.clone());
+    resolve_place(global, client, body, project, cluster).await
+}
+
+/// Turns `project` / `cluster` names of a template's place (given, or else in `body` itself)
+/// into the API's ids.
+async fn resolve_place(
     global: &Global,
     client: &mut api::Client,
     body: &mut Map<String, Value>,
@@ -178,7 +187,7 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
             let body = document
                 .as_object_mut()
                 .ok_or_else(|| anyhow::anyhow!("a template file is a mapping"))?;
-            place(global, &mut client, body, None, None).await?;
+            resolve_place(global, &mut client, body, None, None).await?;
             let created = client.post("/api/v1/templates", &document).await?;
             global.done(
                 &created,
@@ -189,18 +198,11 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
                 ),
             );
         }
-        TemplatesCommand::FromApp {
-            app_id,
-            name,
-            scope,
-            project,
-            cluster,
-        } => {
+        TemplatesCommand::FromApp { app_id, placement } => {
             let mut body = Map::new();
             body.insert("app_id".into(), json!(app_id));
-            body.insert("name".into(), json!(name));
-            body.insert("scope".into(), json!(scope));
-            place(global, &mut client, &mut body, project, cluster).await?;
+            place(global, &mut client, &mut body, &placement).await?;
+            let name = placement.name;
             let created = client
                 .post("/api/v1/templates/from-app", &Value::Object(body))
                 .await?;
@@ -213,19 +215,15 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
             repository,
             chart,
             version,
-            name,
-            scope,
-            project,
-            cluster,
+            placement,
         } => {
             let mut body = Map::new();
             body.insert(
                 "chart".into(),
                 json!({"repository": repository, "name": chart, "version": version}),
             );
-            body.insert("name".into(), json!(name));
-            body.insert("scope".into(), json!(scope));
-            place(global, &mut client, &mut body, project, cluster).await?;
+            place(global, &mut client, &mut body, &placement).await?;
+            let name = placement.name;
             let created = client
                 .post("/api/v1/templates/from-chart", &Value::Object(body))
                 .await?;
@@ -245,19 +243,12 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
                 .await?;
             super::emit(&format!("{}\n", serde_json::to_string_pretty(&exported)?));
         }
-        TemplatesCommand::Import {
-            file,
-            name,
-            scope,
-            project,
-            cluster,
-        } => {
+        TemplatesCommand::Import { file, placement } => {
             let template = read_document(&file)?;
             let mut body = Map::new();
-            body.insert("name".into(), json!(name));
-            body.insert("scope".into(), json!(scope));
             body.insert("template".into(), template);
-            place(global, &mut client, &mut body, project, cluster).await?;
+            place(global, &mut client, &mut body, &placement).await?;
+            let name = placement.name;
             let created = client
                 .post("/api/v1/templates/import", &Value::Object(body))
                 .await?;

@@ -1,8 +1,6 @@
 //! `kubenest users` (platform administrators: create, list, disable, enable, delete) and
 //! `kubenest password` (change your own, or as an administrator anyone's).
 
-use std::io::Read as _;
-
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::json;
@@ -42,16 +40,11 @@ pub struct NewPassword {
 
 impl NewPassword {
     fn read(&self) -> anyhow::Result<String> {
-        if self.password_stdin {
-            let mut password = String::new();
-            std::io::stdin().read_to_string(&mut password)?;
-            return Ok(password.trim_end_matches(['\r', '\n']).to_owned());
-        }
-        std::env::var("KUBENEST_NEW_PASSWORD").map_err(|_| {
-            anyhow::anyhow!(
-                "give the new password on standard input (--password-stdin) or in KUBENEST_NEW_PASSWORD"
-            )
-        })
+        super::secret_input(
+            self.password_stdin,
+            "KUBENEST_NEW_PASSWORD",
+            "the new password",
+        )
     }
 }
 

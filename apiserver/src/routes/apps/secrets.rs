@@ -6,14 +6,13 @@ use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use kubenest_contracts::{
-    self as wire, Envelope, SecretDelete, SecretSet, SecretTarget, SecretValue,
-};
+use kubenest_contracts::{self as wire, SecretTarget};
 use kubenest_crds::App;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::super::Scoped;
+use super::super::secret_place::SecretPlace;
 use super::*;
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
@@ -40,13 +39,6 @@ pub struct SecretBody {
 pub struct SecretResponse {
     pub component: String,
     pub keys: Vec<String>,
-}
-
-/// Where a component's Secret is, and who can reach it.
-struct SecretPlace {
-    cluster_id: String,
-    org: String,
-    target: SecretTarget,
 }
 
 fn secret_place(scoped: &Scoped<App>, component: &str) -> ApiResult<SecretPlace> {
@@ -77,17 +69,10 @@ fn place_of(scoped: &Scoped<App>, component: &str, git: bool) -> ApiResult<Secre
         .project
         .as_ref()
         .ok_or_else(|| ApiError::conflict("no_project", "the app's project is gone"))?;
-    let cluster_id = scoped
-        .cluster
-        .as_ref()
-        .and_then(|c| c.status.as_ref()?.cluster_id.clone())
-        .ok_or_else(|| {
-            ApiError::unavailable("cluster_unreachable", "the app's cluster is not registered")
-        })?;
-    Ok(SecretPlace {
-        cluster_id,
-        org: scoped.org.name_any(),
-        target: SecretTarget {
+    SecretPlace::of(
+        scoped,
+        "app",
+        SecretTarget {
             namespace: wire::Name::new(&project.spec.namespace),
             secret: if git {
                 wire::git_secret(&app.name_any(), component)
@@ -96,7 +81,7 @@ fn place_of(scoped: &Scoped<App>, component: &str, git: bool) -> ApiResult<Secre
             },
             app_id: Some(wire::Id::new(k8s::uid(app))),
         },
-    })
+    )
 }
 
 /// The App whose component's Secret a member changes, once the App's state admits it.
@@ -123,15 +108,7 @@ async fn send_set(
     place: SecretPlace,
     values: BTreeMap<String, String>,
 ) -> ApiResult<()> {
-    let command = Envelope::new(SecretSet {
-        target: place.target,
-        kind: wire::SecretKind::Opaque,
-        values: values
-            .into_iter()
-            .map(|(k, v)| (k, SecretValue(v)))
-            .collect(),
-    })
-    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    let command = place.set(wire::SecretKind::Opaque, values);
     state.secrets().send(command).await
 }
 
@@ -203,11 +180,7 @@ pub async fn delete_secret(
         .unwrap_or_default();
     let keys = check_keys(keys.iter(), "keys")?;
     let place = secret_place(&scoped, &path.component)?;
-    let command = Envelope::new(SecretDelete {
-        target: place.target,
-        keys: keys.clone(),
-    })
-    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    let command = place.delete(keys.clone());
     state.secrets().send(command).await?;
     Ok(Json(SecretResponse {
         component: path.component,
@@ -328,11 +301,7 @@ pub async fn delete_git_credentials(
 ) -> ApiResult<Json<GitCredentialsResponse>> {
     let scoped = secret_change(&state, &caller, &path).await?;
     let place = place_of(&scoped, &path.component, true)?;
-    let command = Envelope::new(SecretDelete {
-        target: place.target,
-        keys: Vec::new(),
-    })
-    .for_cluster(wire::Id::new(place.cluster_id), wire::Id::new(place.org));
+    let command = place.delete(Vec::new());
     state.secrets().send(command).await?;
     Ok(Json(GitCredentialsResponse {
         component: path.component,
