@@ -171,7 +171,7 @@ pub struct ExportRef {
 pub struct Ingress {
     #[schemars(
         length(min = 1, max = 253),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
     )]
     pub host: String,
     #[schemars(length(min = 1, max = 1024), regex(pattern = r"^/"))]

@@ -32,6 +32,14 @@ pub fn is_dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// Whether `name` is a DNS subdomain (RFC 1123): dot-separated labels, at most 253
+/// characters, what Kubernetes accepts as the name of most other objects (CRDs' among them).
+/// A name that is not one can name no object: looking it up would be a request for another
+/// path (`""` lists, `a/b` is a subresource).
+pub fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
 /// The namespace the agent runs in (its chart's default), never a project's.
 pub const AGENT_NAMESPACE: &str = "kubenest-system";
 
@@ -83,6 +91,16 @@ mod tests {
             Err(NameError::OrganizationTooLong("x".repeat(60)))
         );
         assert!(namespace_of(&"x".repeat(59)).is_ok());
+    }
+
+    #[test]
+    fn dns_subdomains_are_dotted_labels() {
+        for good in ["postgres", "my.addon", "a-1.b-2"] {
+            assert!(is_dns_subdomain(good), "{good}");
+        }
+        for bad in ["", "a..b", ".a", "a/b", "Postgres", &"a".repeat(254)] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
     }
 
     #[test]

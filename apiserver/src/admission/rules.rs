@@ -188,7 +188,8 @@ async fn project(
         return Ok(());
     }
     let clusters: Api<Cluster> = Api::namespaced(state.client().clone(), namespace);
-    if clusters.get_opt(&new.spec.cluster).await?.is_none() {
+    let named = kubenest_domain::names::is_dns_subdomain(&new.spec.cluster);
+    if !named || clusters.get_opt(&new.spec.cluster).await?.is_none() {
         return Err(invalid("cluster", "no such cluster in this organization"));
     }
     let projects: Api<Project> = Api::namespaced(state.client().clone(), namespace);

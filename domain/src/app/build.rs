@@ -125,6 +125,18 @@ fn build_component(
             }
             let mut chart = resolved.chart.clone();
             if let Some(version) = &addon.version {
+                // A catalog chart (a path on the agent, no scheme) exists at its pinned
+                // version only: another one would fail on the cluster, so it fails here.
+                let catalog = !chart.repository.contains("://");
+                if catalog && *version != chart.version {
+                    return Err(invalid(
+                        format!("spec.components[{i}].addon.version"),
+                        format!(
+                            "the catalog holds {} at version {} only",
+                            addon.definition, chart.version
+                        ),
+                    ));
+                }
                 chart.version = version.clone();
             }
             let mut values = resolved.default_values.clone();
@@ -366,6 +378,18 @@ mod tests {
             let error = build_deploy(&identity(), &with(extra), &catalog()).unwrap_err();
             assert_eq!(error.field, format!("spec.components[0].workload.{field}"));
         }
+    }
+
+    #[test]
+    fn a_catalog_addon_is_only_at_its_pinned_version() {
+        let mut app = shop();
+        app["components"][0]["addon"]["version"] = json!("9.9.9");
+        let error = build_deploy(&identity(), &spec(app), &catalog()).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].addon.version");
+        assert!(error.reason.contains("1.4.0"), "{}", error.reason);
+        let mut app = shop();
+        app["components"][0]["addon"]["version"] = json!("1.4.0");
+        assert!(build_deploy(&identity(), &spec(app), &catalog()).is_ok());
     }
 
     #[test]

@@ -66,7 +66,63 @@ pub fn check_component_names(names: &[&str]) -> Result<(), FieldError> {
 /// hub's own schema of `app.deploy` ([`check_contract`]).
 pub fn validate_deploy(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
     check_references(deploy)?;
-    check_contract(deploy)
+    check_contract(deploy)?;
+    check_requests(deploy)
+}
+
+/// A container's request may not exceed its limit (Kubernetes refuses such a pod template):
+/// refused with the request's field. Runs after [`check_contract`], so every quantity has the
+/// schema's form (digits, an optional fraction, `m` for CPU, a suffix for memory).
+fn check_requests(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
+    for (i, component) in deploy.components.iter().enumerate() {
+        let wire::Component::Workload(workload) = component else {
+            continue;
+        };
+        let Some(r) = &workload.resources else {
+            continue;
+        };
+        let pairs = [
+            ("cpu", &r.cpu_request, &r.cpu_limit),
+            ("memory", &r.memory_request, &r.memory_limit),
+        ];
+        for (what, request, limit) in pairs {
+            let (Some(request), Some(limit)) = (request, limit) else {
+                continue;
+            };
+            if let (Some(req), Some(lim)) = (quantity(request), quantity(limit))
+                && req > lim
+            {
+                let pointer = format!("/components/{i}/resources/{what}_request");
+                return Err(refuse(
+                    field_at(deploy, &pointer),
+                    pointer,
+                    format!("{what} request {request} is more than its limit {limit}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of a Kubernetes quantity of the schema's forms, in base units (pure). Written
+/// here because k8s-openapi's `Quantity` is only a string; `None` for any other form.
+pub fn quantity(text: &str) -> Option<f64> {
+    let suffixes: [(&str, f64); 9] = [
+        ("Ki", 1024.0),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("Ti", 1024f64.powi(4)),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("m", 1e-3),
+    ];
+    let (number, scale) = suffixes
+        .iter()
+        .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, *scale)))
+        .unwrap_or((text, 1.0));
+    number.parse::<f64>().ok().map(|n| n * scale)
 }
 
 /// The deploy against the `app.deploy` schema the hub validates every frame with (and the
@@ -284,7 +340,7 @@ mod tests {
 
     #[test]
     fn what_the_hubs_schema_refuses_is_refused_with_the_apps_field() {
-        let cases: [(&str, serde_json::Value, &str); 6] = [
+        let cases: [(&str, serde_json::Value, &str); 9] = [
             (
                 "/components/1/resources/cpu_request",
                 json!({"resources": {"cpu_request": "lots"}}),
@@ -299,6 +355,21 @@ mod tests {
                 "/components/1/ingress/host",
                 json!({"ingress": {"host": "Bad Host!", "path": "/"}}),
                 "spec.components[1].workload.ingress.host",
+            ),
+            (
+                "/components/1/ingress/host",
+                json!({"ingress": {"host": "a..example.test", "path": "/"}}),
+                "spec.components[1].workload.ingress.host",
+            ),
+            (
+                "/components/1/resources/memory_request",
+                json!({"resources": {"memory_request": "1Gi", "memory_limit": "64Mi"}}),
+                "spec.components[1].workload.resources.memoryRequest",
+            ),
+            (
+                "/components/1/resources/cpu_request",
+                json!({"resources": {"cpu_request": "1", "cpu_limit": "100m"}}),
+                "spec.components[1].workload.resources.cpuRequest",
             ),
             (
                 "/components/1/health_check/period_seconds",

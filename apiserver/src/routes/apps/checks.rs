@@ -98,6 +98,11 @@ pub(crate) async fn buildable(
         let Some(addon) = &component.addon else {
             continue;
         };
+        // A name no object can have is no definition (and no request): `build_deploy`
+        // refuses it as unknown, naming the field.
+        if !kubenest_domain::names::is_dns_subdomain(&addon.definition) {
+            continue;
+        }
         for ns in [namespace, state.settings().system_namespace.as_str()] {
             let api: Api<AddonDefinition> = Api::namespaced(state.client().clone(), ns);
             if let Some(definition) = api.get_opt(&addon.definition).await? {
