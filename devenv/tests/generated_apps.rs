@@ -9,7 +9,8 @@
 //! random, numbers at and beyond their bounds, and for strings a pool of values per property
 //! name (the document says `string`; the pools hold what such a field may and may not be).
 //! Most values are ones a user means; a few per App are wrong, so both sides of the door are
-//! reached in every run. The seed is random and printed (`KUBENEST_PROPERTY_SEED` replays one).
+//! reached in every run. The seed is printed: `make test` runs a fixed one (CI must not depend on
+//! luck); `KUBENEST_PROPERTY_SEED=random` draws a new one, `KUBENEST_PROPERTY_SEED=<n>` replays.
 //!
 //! Workloads are image workloads: a `git` or `helm` source needs a Git server or a chart
 //! repository this property does not make (`agent/tests/builds.rs` and
@@ -27,6 +28,10 @@ use common::{CONVERGE, fixture, run};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
+
+/// The seed `make test` runs with, so that CI is the same every run: one that found a way past
+/// the door once (a catalog addon's open `resources`). `KUBENEST_PROPERTY_SEED=random` explores.
+const DEFAULT_SEED: u64 = 9127199204434835799;
 
 /// How many Apps one run sends.
 const APPS: usize = 36;
@@ -286,10 +291,13 @@ fn every_generated_app_is_refused_at_the_door_with_its_field_or_runs() {
         let mut f = fixture().await;
         let (project_id, _) = f.project("east", "gen").await;
         let mut admin = f.admin().await;
-        let seed = std::env::var("KUBENEST_PROPERTY_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(rand::random::<u64>);
+        let seed = match std::env::var("KUBENEST_PROPERTY_SEED").ok().as_deref() {
+            Some("random") => rand::random::<u64>(),
+            Some(seed) => seed
+                .parse()
+                .expect("KUBENEST_PROPERTY_SEED is a number or `random`"),
+            None => DEFAULT_SEED,
+        };
         eprintln!("generated apps: seed {seed} (KUBENEST_PROPERTY_SEED={seed} replays it)");
         let catalog = admin.get("/api/v1/addon-definitions").await.unwrap();
         let definitions: Map<String, Value> = catalog
