@@ -133,7 +133,7 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
             &chart_values,
             async {
                 if target.chart.repository.starts_with("oci://") {
-                    crate::project::registry_auth(ctx, target.namespace).await
+                    crate::pull_secret::docker_config(&ctx.client, target.namespace).await
                 } else {
                     None
                 }

@@ -47,6 +47,7 @@ pub mod helm;
 pub mod logs;
 pub mod metrics;
 pub mod project;
+pub mod pull_secret;
 pub mod readiness;
 pub mod render;
 pub mod report;

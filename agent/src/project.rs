@@ -109,41 +109,6 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
     Ok(())
 }
 
-/// The project's registry Secret: the pull Secret `project.ensure` put on the namespace's
-/// `default` ServiceAccount, which the workloads pull with (so the build pushes where they pull).
-pub async fn pull_secret(ctx: &Context, namespace: &str) -> Option<String> {
-    let accounts = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
-        ctx.client.clone(),
-        namespace,
-    );
-    let account = accounts
-        .get_opt("default")
-        .await
-        .inspect_err(|error| tracing::debug!(%error, "reading the namespace's pull secret"))
-        .ok()??;
-    account
-        .image_pull_secrets?
-        .into_iter()
-        .next()
-        .map(|r| r.name)
-}
-
-/// The `.dockerconfigjson` of the project's registry Secret in `namespace` (see [`pull_secret`]):
-/// the credentials a chart pull from that registry uses. `None` when the project has none.
-pub async fn registry_auth(ctx: &Context, namespace: &str) -> Option<Vec<u8>> {
-    let name = pull_secret(ctx, namespace).await?;
-    let secret =
-        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(ctx.client.clone(), namespace)
-            .get_opt(&name)
-            .await
-            .inspect_err(|error| tracing::debug!(%error, "reading the project's registry secret"))
-            .ok()??;
-    secret
-        .data?
-        .remove(wire::DOCKER_CONFIG_JSON_KEY)
-        .map(|bytes| bytes.0)
-}
-
 /// `project.delete`: deletes the namespace (everything in it goes with it) and reports
 /// `Deleted` once it is gone.
 pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result<(), Refusal> {

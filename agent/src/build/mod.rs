@@ -197,7 +197,7 @@ async fn reconcile(
                     .apply(&ca_config_map(namespace, ca), false)
                     .await?;
             }
-            let registry = crate::project::pull_secret(&ctx, namespace).await;
+            let registry = crate::pull_secret::name(&ctx.client, namespace).await;
             ctx.applier
                 .apply(&job(request, &ctx.builders, registry.as_deref()), false)
                 .await?
