@@ -1,5 +1,5 @@
 //! Builds from Git on a real node: a Git workload's revision is checked out from a private
-//! HTTPS Git server (and over ssh with a key), built by a Job of the builder image (images/builder: Git and buildah),
+//! HTTPS Git server (and over ssh with a key, as `ssh://` and as `git@host:path`), built by a Job of the builder image (images/builder: Git and buildah),
 //! pushed to a registry that wants an account (the distribution registry over TLS), and the
 //! App then runs that image, pulled by the node with the project's registry credentials (a
 //! `kubernetes.io/dockerconfigjson` Secret set with `secret.set`). A revision whose Dockerfile
@@ -231,36 +231,44 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
         assert!(log.contains(&format!("at commit {first}")), "{log}");
         assert!(log.contains("pushed "), "{log}");
 
-        // The same repository over ssh: a key and the server's known host, in another App's Git
-        // Secret. (`git@host:path` is Git's own shorthand of an ssh URL on port 22, which
-        // the builder hands to Git unchanged.)
-        let ssh = git.serve_ssh(host).await.unwrap();
-        let ssh_id = uuid::Uuid::new_v4().to_string();
-        backend
-            .accept(secret_set(
-                &namespace,
-                wire::git_secret("shop-ssh", "web").as_str(),
-                Some(&ssh_id),
-                wire::SecretKind::Opaque,
-                &[
-                    ("ssh-privatekey", &ssh.private_key),
-                    ("known_hosts", &ssh.known_hosts),
-                ],
-            ))
-            .await;
-        backend
-            .accept(git_app(
-                app_ref(&ssh_id, "shop-ssh", &project_id, &namespace),
-                revision,
-                &ssh.url("shop"),
-            ))
-            .await;
-        let over_ssh = backend
-            .app_status("the App built over ssh Running", BUILD, &ssh_id, |s| {
-                matches!(s.phase, AppPhase::Running | AppPhase::Failed)
-            })
-            .await;
-        assert_eq!(over_ssh.phase, AppPhase::Running, "{over_ssh:#?}");
+        // The same repository over ssh, as an `ssh://` URL on its own port and as Git's scp-like
+        // `git@host:shop.git` (port 22, user git): a key and the server's known host in each
+        // App's Git Secret; the builder hands either form to Git unchanged.
+        let over_url = git.serve_ssh(host).await.unwrap();
+        let scp_like = git.serve_scp_like(host).await.unwrap();
+        for (name, ssh) in [("shop-ssh", &over_url), ("shop-scp", &scp_like)] {
+            let ssh_id = uuid::Uuid::new_v4().to_string();
+            backend
+                .accept(secret_set(
+                    &namespace,
+                    wire::git_secret(name, "web").as_str(),
+                    Some(&ssh_id),
+                    wire::SecretKind::Opaque,
+                    &[
+                        ("ssh-privatekey", &ssh.private_key),
+                        ("known_hosts", &ssh.known_hosts),
+                    ],
+                ))
+                .await;
+            backend
+                .accept(git_app(
+                    app_ref(&ssh_id, name, &project_id, &namespace),
+                    revision,
+                    &ssh.url("shop"),
+                ))
+                .await;
+            let over_ssh = backend
+                .app_status("the App built over ssh Running", BUILD, &ssh_id, |s| {
+                    matches!(s.phase, AppPhase::Running | AppPhase::Failed)
+                })
+                .await;
+            assert_eq!(
+                over_ssh.phase,
+                AppPhase::Running,
+                "{} {over_ssh:#?}",
+                ssh.url("shop")
+            );
+        }
 
         // A revision that does not build fails the App with the builder's last lines.
         let broken = git

@@ -171,10 +171,12 @@ impl GitServer {
     }
 }
 
-/// Git over ssh to a [`GitServer`]'s repositories: OpenSSH's server on its own port, one key.
+/// Git over ssh to a [`GitServer`]'s repositories: OpenSSH's server, one key, and the URL form it
+/// is reached by ([`GitServer::serve_ssh`], [`GitServer::serve_scp_like`]).
 pub struct GitSsh {
     _process: crate::ManagedProcess,
     address: std::net::SocketAddr,
+    form: SshForm,
     root: PathBuf,
     /// The client's private key (OpenSSH format), as a Git credential Secret holds it.
     pub private_key: String,
@@ -182,22 +184,36 @@ pub struct GitSsh {
     pub known_hosts: String,
 }
 
+/// How a client names a repository on a [`GitSsh`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SshForm {
+    /// `ssh://root@host:port/absolute/path/name.git`.
+    Url,
+    /// Git's scp-like shorthand `git@host:name.git`: port 22 and user `git`, whose home is the
+    /// repositories' folder (as on the common Git hosts).
+    ScpLike,
+}
+
 impl std::fmt::Debug for GitSsh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GitSsh")
             .field("address", &self.address)
+            .field("form", &self.form)
             .finish_non_exhaustive()
     }
 }
 
 impl GitSsh {
-    /// The `ssh://` clone URL of repository `name`.
+    /// The clone URL of repository `name`, in this server's form.
     pub fn url(&self, name: &str) -> String {
-        format!(
-            "ssh://root@{}{}/{name}.git",
-            self.address,
-            self.root.display()
-        )
+        match self.form {
+            SshForm::Url => format!(
+                "ssh://root@{}{}/{name}.git",
+                self.address,
+                self.root.display()
+            ),
+            SshForm::ScpLike => format!("git@{}:{name}.git", self.address.ip()),
+        }
     }
 }
 
@@ -226,23 +242,52 @@ fn keygen(path: &Path) -> Result<(), Error> {
 }
 
 impl GitServer {
-    /// Serves the repositories over ssh too, on `host` (a free port): OpenSSH's `sshd` with a
-    /// fresh host key and one authorized client key, public-key login only (as root, since the
-    /// test runs as root; `git-upload-pack` is what the clients run). tools/setup.sh installs
-    /// `openssh-server`.
+    /// Serves the repositories over ssh too, on `host` (a free port), as `ssh://` URLs: OpenSSH's
+    /// `sshd` with a fresh host key and one authorized client key, public-key login only (as
+    /// root, since the test runs as root; `git-upload-pack` is what the clients run).
+    /// tools/setup.sh installs `openssh-server`.
     pub async fn serve_ssh(&self, host: std::net::IpAddr) -> Result<GitSsh, Error> {
-        let dir = self.dir.path().join("ssh");
+        self.start_sshd(host, SshForm::Url).await
+    }
+
+    /// Serves the repositories over ssh on `host` port 22 for user `git`, so that Git's scp-like
+    /// `git@host:name.git` reaches them. There is no `git` account on the machine: `sshd` runs in
+    /// a mount namespace of its own (`unshare`, as root) where `/etc/passwd` is a copy with a
+    /// line for `git` (uid 0, home the repositories' folder); the machine's files are untouched.
+    /// Errs if something else holds port 22 on `host`.
+    pub async fn serve_scp_like(&self, host: std::net::IpAddr) -> Result<GitSsh, Error> {
+        self.start_sshd(host, SshForm::ScpLike).await
+    }
+
+    async fn start_sshd(&self, host: std::net::IpAddr, form: SshForm) -> Result<GitSsh, Error> {
+        let root = self.dir.path().join("repos");
+        let dir = self.dir.path().join(match form {
+            SshForm::Url => "ssh",
+            SshForm::ScpLike => "ssh-scp",
+        });
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("ssh folder", e))?;
         keygen(&dir.join("host_key"))?;
         keygen(&dir.join("client_key"))?;
         std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys"))
             .map_err(|e| Error::io("authorized_keys", e))?;
-        let port = crate::free_port()?;
+        let port = match form {
+            SshForm::Url => crate::free_port()?,
+            SshForm::ScpLike => 22,
+        };
+        let address = std::net::SocketAddr::new(host, port);
+        if form == SshForm::ScpLike {
+            std::net::TcpListener::bind(address).map_err(|e| {
+                Error::io(
+                    format!("port 22 on {host}, which git@host:path URLs need, is taken"),
+                    e,
+                )
+            })?;
+        }
         let config = dir.join("sshd_config");
         std::fs::write(
             &config,
             format!(
-                "ListenAddress {host}:{port}\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
+                "ListenAddress {address}\nHostKey {d}/host_key\nAuthorizedKeysFile {d}/authorized_keys\n\
                  PidFile {d}/sshd.pid\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
                  KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nAllowTcpForwarding no\n\
                  X11Forwarding no\nPermitTTY no\n",
@@ -252,10 +297,38 @@ impl GitServer {
         .map_err(|e| Error::io("sshd_config", e))?;
         // sshd wants its privilege-separation folder; Debian's is /run/sshd.
         std::fs::create_dir_all("/run/sshd").map_err(|e| Error::io("/run/sshd", e))?;
-        let mut command = Command::new("/usr/sbin/sshd");
-        command.args(["-D", "-e", "-f"]).arg(&config);
+        let command = match form {
+            SshForm::Url => {
+                let mut command = Command::new("/usr/sbin/sshd");
+                command.args(["-D", "-e", "-f"]).arg(&config);
+                command
+            }
+            SshForm::ScpLike => {
+                let machine = std::fs::read_to_string("/etc/passwd")
+                    .map_err(|e| Error::io("read /etc/passwd", e))?;
+                let mut passwd: String = machine
+                    .lines()
+                    .filter(|line| !line.starts_with("git:"))
+                    .map(|line| format!("{line}\n"))
+                    .collect();
+                passwd.push_str(&format!(
+                    "git:x:0:0:kubenest tests:{}:/bin/sh\n",
+                    root.display()
+                ));
+                let passwd_file = dir.join("passwd");
+                std::fs::write(&passwd_file, passwd).map_err(|e| Error::io("passwd", e))?;
+                // `unshare` and `sh` exec, so the managed process is sshd itself.
+                let mut command = Command::new("unshare");
+                command.args(["--mount", "--propagation", "private", "sh", "-c"]);
+                command.arg(format!(
+                    "mount --bind '{}' /etc/passwd && exec /usr/sbin/sshd -D -e -f '{}'",
+                    passwd_file.display(),
+                    config.display()
+                ));
+                command
+            }
+        };
         let process = crate::ManagedProcess::spawn("sshd", command, dir.join("sshd.log"))?;
-        let address = std::net::SocketAddr::new(host, port);
         crate::wait::until(
             "sshd listening",
             std::time::Duration::from_secs(10),
@@ -274,15 +347,21 @@ impl GitServer {
         };
         let host_key = read("host_key.pub")?;
         let mut key = host_key.split_whitespace();
+        // known_hosts names a host on port 22 bare, any other port as [host]:port.
+        let known_host = match port {
+            22 => host.to_string(),
+            _ => format!("[{host}]:{port}"),
+        };
         let known_hosts = format!(
-            "[{host}]:{port} {} {}\n",
+            "{known_host} {} {}\n",
             key.next().unwrap_or_default(),
             key.next().unwrap_or_default()
         );
         Ok(GitSsh {
             _process: process,
             address,
-            root: self.dir.path().join("repos"),
+            form,
+            root,
             private_key: read("client_key")?,
             known_hosts,
         })
