@@ -101,7 +101,15 @@ impl ApiError {
         }
     }
 
-    /// The body is not what the endpoint takes (unknown field, wrong type, not JSON).
+    /// A field names an object that is not there, or not for this caller (a 404 naming the
+    /// field: the request is well-formed, what it points at is missing).
+    pub fn missing(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        }
+    }
+
     /// A method the path does not take (405).
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(

@@ -52,18 +52,98 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
             }
         })?;
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.inner().to_string();
-            ApiError {
-                field: (path != ".").then_some(path),
-                ..ApiError::bad_request(message)
+        let value = match serde_path_to_error::deserialize(&mut deserializer) {
+            Ok(value) => value,
+            // Read again as a whole document, which checks that nothing follows it.
+            Err(error) if integral_float(&error) => {
+                return with_integral_floats(&bytes, error).map(Self);
             }
-        })?;
+            Err(error) => return Err(body_error(&error)),
+        };
         deserializer
             .end()
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         Ok(Self(value))
+    }
+}
+
+/// The 400 of a body that does not deserialize, naming the field at fault.
+fn body_error(error: &serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = error.path().to_string();
+    ApiError {
+        field: (path != ".").then_some(path),
+        ..ApiError::bad_request(error.inner().to_string())
+    }
+}
+
+/// Whether `error` is a number with a fraction where an integer was wanted. serde says so in
+/// words only (`invalid type: floating point `2034.0`, expected u32`), hence the text.
+fn integral_float(error: &serde_path_to_error::Error<serde_json::Error>) -> bool {
+    error
+        .inner()
+        .to_string()
+        .starts_with("invalid type: floating point")
+}
+
+/// The body again, with each number written like `2034.0` that stands where an integer is
+/// wanted read as that integer. JSON has one number type, so `2034.0` and `2034` are the same
+/// value and JSON Schema's `integer` holds both; serde tells them apart. Only the numbers the
+/// target type refuses are changed (one at a time, by the path serde names), so a float a
+/// free-form map holds stays as it was. A fraction that is not zero stays the 400 it was.
+fn with_integral_floats<T: DeserializeOwned>(
+    bytes: &[u8],
+    first: serde_path_to_error::Error<serde_json::Error>,
+) -> Result<T, ApiError> {
+    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Err(body_error(&first));
+    };
+    let mut error = first;
+    // Each pass turns one number into an integer, so a body has at most as many passes as it
+    // has numbers; the bound only keeps a bug from looping.
+    for _ in 0..bytes.len() {
+        let Some(number) = value_at(&mut document, error.path()) else {
+            return Err(body_error(&error));
+        };
+        let Some(integer) = as_integer(number) else {
+            return Err(body_error(&error));
+        };
+        *number = integer;
+        match serde_path_to_error::deserialize(&document) {
+            Ok(value) => return Ok(value),
+            Err(next) if integral_float(&next) => error = next,
+            Err(next) => return Err(body_error(&next)),
+        }
+    }
+    Err(body_error(&error))
+}
+
+/// The value at `path` in `document`, where serde's path is one of map keys and list indexes.
+fn value_at<'a>(
+    document: &'a mut serde_json::Value,
+    path: &serde_path_to_error::Path,
+) -> Option<&'a mut serde_json::Value> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .try_fold(document, |value, segment| match segment {
+            Segment::Map { key } => value.as_object_mut()?.get_mut(key),
+            Segment::Seq { index } => value.as_array_mut()?.get_mut(*index),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        })
+}
+
+/// A number without a fraction as an integer; `None` for anything else (or one too large).
+fn as_integer(value: &serde_json::Value) -> Option<serde_json::Value> {
+    let float = value
+        .as_f64()
+        .filter(|f| f.is_finite() && f.fract() == 0.0)?;
+    // The casts are exact: the float is whole and inside the integer type's range.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    if (0.0..=u64::MAX as f64).contains(&float) {
+        Some(serde_json::Value::from(float as u64))
+    } else if (i64::MIN as f64..0.0).contains(&float) {
+        Some(serde_json::Value::from(float as i64))
+    } else {
+        None
     }
 }
 
@@ -176,5 +256,77 @@ impl OperationInput for Caller {
         operation
             .security
             .push(SecurityRequirement::from([("bearer".to_owned(), vec![])]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Scale {
+        replicas: u32,
+        offsets: Vec<i32>,
+        values: serde_json::Map<String, serde_json::Value>,
+    }
+
+    async fn body(text: &str) -> Result<Scale, ApiError> {
+        let request = Request::builder()
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(text.to_owned()))
+            .unwrap();
+        Body::<Scale>::from_request(request, &()).await.map(|b| b.0)
+    }
+
+    #[tokio::test]
+    async fn a_whole_number_written_with_a_fraction_is_the_integer_it_is() {
+        let scale = body(r#"{"replicas": 3.0, "offsets": [1, -2.0, 4e1], "values": {"x": 1.0}}"#)
+            .await
+            .unwrap();
+        assert_eq!((scale.replicas, scale.offsets), (3, vec![1, -2, 40]));
+        // A float in a free-form map is not the API's to change.
+        assert_eq!(scale.values["x"], serde_json::json!(1.0));
+    }
+
+    #[tokio::test]
+    async fn a_fraction_or_a_number_out_of_range_is_still_refused_with_its_field() {
+        for (text, field) in [
+            (
+                r#"{"replicas": 2.5, "offsets": [], "values": {}}"#,
+                "replicas",
+            ),
+            (
+                r#"{"replicas": 1, "offsets": [0, 1.5], "values": {}}"#,
+                "offsets[1]",
+            ),
+            (
+                r#"{"replicas": -1.0, "offsets": [], "values": {}}"#,
+                "replicas",
+            ),
+            (
+                r#"{"replicas": 1e30, "offsets": [], "values": {}}"#,
+                "replicas",
+            ),
+        ] {
+            let error = body(text).await.unwrap_err();
+            assert_eq!(error.status, axum::http::StatusCode::BAD_REQUEST, "{text}");
+            assert_eq!(
+                error.field.as_deref(),
+                Some(field),
+                "{text}: {}",
+                error.message
+            );
+        }
+        let error = body(r#"{"replicas": 1.0, "offsets": [], "values": {}, "x": 1}"#)
+            .await
+            .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("x"), "{}", error.message);
+        assert!(
+            error.message.contains("unknown field `x`"),
+            "{}",
+            error.message
+        );
     }
 }

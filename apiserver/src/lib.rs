@@ -37,6 +37,7 @@ pub mod logs;
 pub mod metrics;
 pub mod model;
 pub mod parameters;
+pub mod reply;
 pub mod routes;
 pub mod run;
 pub mod secrets;

@@ -11,6 +11,13 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
+/// What the OpenAPI document says of a name that is a DNS label (RFC 1123): the pattern and
+/// length the API checks (`routes::check_dns_label`), so a client knows them before it asks.
+pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// The pattern of a user name (`routes::session::is_username`, which the database enforces too).
+pub const USERNAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$";
+
 /// One component of an App.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -30,8 +30,10 @@ pub struct AlertPath {
 pub struct AlertQuery {
     /// `open` (nobody acknowledged it yet), `acknowledged` or `resolved`; every alert when
     /// absent.
+    #[schemars(extend("enum" = ["open", "acknowledged", "resolved"]))]
     pub state: Option<String>,
     /// At most this many, newest first: 1 to 500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
 }
 

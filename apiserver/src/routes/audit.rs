@@ -20,17 +20,23 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only this actor's entries (a user name, or `kubernetes:{user}`).
+    #[schemars(length(max = 512))]
     pub actor: Option<String>,
     /// Only entries of this path: `rest`, `kubectl` or `gitops`.
+    #[schemars(extend("enum" = ["rest", "kubectl", "gitops"]))]
     pub path: Option<String>,
     /// Only entries with this outcome: `succeeded`, `refused` or `failed`.
+    #[schemars(extend("enum" = ["succeeded", "refused", "failed"]))]
     pub outcome: Option<String>,
     /// Only entries on this kind (`apps`, `clusters`, `App`, ...).
+    #[schemars(length(max = 512))]
     pub resource_kind: Option<String>,
     /// Page size, 1 to 500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// The `continue` of the previous page, with the same filters.
     #[serde(rename = "continue")]
+    #[schemars(length(max = 20), regex(pattern = r"^(a[1-9][0-9]*)?$"))]
     pub continue_token: Option<String>,
 }
 
@@ -139,7 +145,13 @@ pub async fn list(
             })
             .transpose()?,
         resource_kind: query.resource_kind,
-        before_id: query.continue_token.as_deref().map(decode).transpose()?,
+        // An empty `continue` is the first page, as in Kubernetes' own lists.
+        before_id: query
+            .continue_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+            .map(decode)
+            .transpose()?,
     };
     let mut entries = state
         .history()

@@ -1,12 +1,12 @@
 //! Clusters: registration (the connection token and the agent's install command), state and
 //! capacity, token rotation, scaling, members and deletion.
 
+use crate::reply::{Created, Removal};
 use std::time::Duration;
 
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
@@ -118,6 +118,7 @@ pub fn response(cluster: &Cluster) -> ClusterResponse {
 #[serde(deny_unknown_fields)]
 pub struct NewClusterBody {
     /// DNS label, unique in the organization.
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     #[serde(default)]
     pub display_name: Option<String>,
@@ -190,7 +191,7 @@ pub async fn create(
     caller: Caller,
     Path(path): Path<OrgPath>,
     Body(body): Body<NewClusterBody>,
-) -> ApiResult<(StatusCode, Json<RegistrationResponse>)> {
+) -> ApiResult<Created<Json<RegistrationResponse>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     authz::require(
         authz::role_at(&caller, &view.org, None, None).or(Some(Role::Viewer)),
@@ -236,16 +237,13 @@ pub async fn create(
             "the controllers did not mint the cluster's token in time; nothing was registered",
         ));
     };
-    Ok((
-        StatusCode::CREATED,
-        Json(RegistrationResponse {
-            cluster_id: k8s::uid(&cluster),
-            helm_install_command: install_command(&state, &token),
-            connection_token: token,
-            token_version: 1,
-            cluster: response(&cluster),
-        }),
-    ))
+    Ok(Created(Json(RegistrationResponse {
+        cluster_id: k8s::uid(&cluster),
+        helm_install_command: install_command(&state, &token),
+        connection_token: token,
+        token_version: 1,
+        cluster: response(&cluster),
+    })))
 }
 
 /// The organization's clusters you have a role on.
@@ -405,13 +403,13 @@ pub async fn delete(
     caller: Caller,
     Path(path): Path<IdPath>,
     Query(query): Query<DeleteQuery>,
-) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
+) -> ApiResult<Removal<Json<RemovalResponse>>> {
     let scoped = super::cluster(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "cluster")?;
     if query.force {
         let mut removed = RemovalResponse::removed();
         force_cluster(&state, &caller, &scoped.org, &scoped.object, &mut removed).await?;
-        return Ok((StatusCode::OK, Json(removed)));
+        return Ok(Removal::Gone(Json(removed)));
     }
     let name = scoped.object.name_any();
     let projects: Vec<kubenest_crds::project::Project> =
@@ -433,10 +431,7 @@ pub async fn delete(
     }
     let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&name, &DeleteParams::default()).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RemovalResponse::deleting(vec![])),
-    ))
+    Ok(Removal::Started(Json(RemovalResponse::deleting(vec![]))))
 }
 
 /// Gives a user a role on this cluster and its projects (admins).

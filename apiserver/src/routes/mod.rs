@@ -59,6 +59,7 @@ pub struct MemberPath {
 #[serde(deny_unknown_fields)]
 pub struct MemberBody {
     /// The user's name.
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::model::USERNAME_PATTERN))]
     pub user: String,
     /// `admin`, `member` or `viewer`.
     pub role: Role,
@@ -108,7 +109,7 @@ pub async fn new_member(
             field,
             format!("user {name:?} is disabled"),
         )),
-        None => Err(ApiError::invalid(field, format!("no user named {name:?}"))),
+        None => Err(ApiError::missing(field, format!("no user named {name:?}"))),
     }
 }
 
@@ -200,13 +201,13 @@ pub async fn project(state: &AppState, caller: &Caller, id: &str) -> ApiResult<S
 }
 
 /// The project `id` (a body's `project_id`) if the caller may create in it: an unknown or
-/// invisible project is a 422 on `project_id`, a role too weak a 403.
+/// invisible project is a 404 on `project_id`, a role too weak a 403.
 pub async fn writable_project(
     state: &AppState,
     caller: &Caller,
     id: &str,
 ) -> ApiResult<Scoped<Project>> {
-    let no_such = || ApiError::invalid("project_id", "no such project");
+    let no_such = || ApiError::missing("project_id", "no such project");
     let project = match project(state, caller, id).await {
         Ok(p) if p.role.is_some() => p,
         Ok(_) => return Err(no_such()),

@@ -1,8 +1,8 @@
 //! Organizations and their members.
 
+use crate::reply::{Created, NoContent};
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
@@ -47,6 +47,7 @@ fn response(caller: &Caller, org: &Organization) -> OrgResponse {
 #[serde(deny_unknown_fields)]
 pub struct NewOrgBody {
     /// DNS label; also names its namespace (`org-{name}`).
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     pub display_name: String,
     #[serde(default)]
@@ -59,7 +60,7 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewOrgBody>,
-) -> ApiResult<(StatusCode, Json<OrgResponse>)> {
+) -> ApiResult<Created<Json<OrgResponse>>> {
     if !caller.platform_admin {
         return Err(ApiError::forbidden(
             "only platform administrators create organizations",
@@ -116,7 +117,7 @@ pub async fn create(
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         current = api.get(&body.name).await?;
     }
-    Ok((StatusCode::CREATED, Json(response(&caller, &current))))
+    Ok(Created(Json(response(&caller, &current))))
 }
 
 /// The organizations you belong to at any scope.
@@ -145,7 +146,7 @@ pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<OrgPath>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     let view = org_view(&state, &caller, &path.org).await?;
     if !caller.platform_admin {
         return Err(ApiError::forbidden(
@@ -160,7 +161,7 @@ pub async fn delete(
     }
     let api: Api<Organization> = Api::all(state.client().clone());
     api.delete(&path.org, &DeleteParams::default()).await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 pub(crate) fn require_org_admin(caller: &Caller, view: &OrgView) -> ApiResult<()> {

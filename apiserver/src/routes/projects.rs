@@ -1,9 +1,9 @@
 //! Projects: one namespace on one cluster.
 
 use crate::extract::Query;
+use crate::reply::{Created, Removal};
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::App;
@@ -79,14 +79,18 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
 #[serde(deny_unknown_fields)]
 pub struct NewProjectBody {
     /// DNS label, unique in the organization.
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     /// The cluster the project lives on.
     pub cluster_id: String,
-    /// The namespace on the cluster (defaults to the name).
+    /// The namespace on the cluster (defaults to the name): a DNS label, not one of the
+    /// cluster's own (`kube-system`, ...).
     #[serde(default)]
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub namespace: Option<String>,
     /// A registry pull secret to keep in the namespace.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub registry_secret: Option<String>,
     /// Seconds the cluster may take to confirm the namespace before the project is `Failed`:
     /// 10 to 86400 (default 600).
@@ -101,7 +105,7 @@ pub async fn create(
     caller: Caller,
     Path(path): Path<OrgPath>,
     Body(body): Body<NewProjectBody>,
-) -> ApiResult<(StatusCode, Json<ProjectResponse>)> {
+) -> ApiResult<Created<Json<ProjectResponse>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     check_dns_label("name", &body.name)?;
     let namespace = body.namespace.clone().unwrap_or_else(|| body.name.clone());
@@ -123,14 +127,14 @@ pub async fn create(
         .iter()
         .find(|c| c.uid().as_deref() == Some(body.cluster_id.as_str()))
     else {
-        return Err(ApiError::invalid(
+        return Err(ApiError::missing(
             "cluster_id",
             "no such cluster in this organization",
         ));
     };
     let role = view.cluster_role(&caller, cluster);
     if role.is_none() {
-        return Err(ApiError::invalid(
+        return Err(ApiError::missing(
             "cluster_id",
             "no such cluster in this organization",
         ));
@@ -181,7 +185,7 @@ pub async fn create(
     } else {
         created
     };
-    Ok((StatusCode::CREATED, Json(response(&created, cluster.uid()))))
+    Ok(Created(Json(response(&created, cluster.uid()))))
 }
 
 /// How long a project's creation waits for a connected cluster's agent to take its namespace.
@@ -265,7 +269,7 @@ pub async fn delete(
     caller: Caller,
     Path(path): Path<IdPath>,
     Query(query): Query<DeleteQuery>,
-) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
+) -> ApiResult<Removal<Json<RemovalResponse>>> {
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Admin, "project")?;
     if query.force {
@@ -279,7 +283,7 @@ pub async fn delete(
             &mut removed,
         )
         .await?;
-        return Ok((StatusCode::OK, Json(removed)));
+        return Ok(Removal::Gone(Json(removed)));
     }
     super::not_in_git(&scoped.object, "project", "Remove its manifest from Git.")?;
     let name = scoped.object.name_any();
@@ -318,10 +322,7 @@ pub async fn delete(
     } else {
         vec![]
     };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RemovalResponse::deleting(waiting)),
-    ))
+    Ok(Removal::Started(Json(RemovalResponse::deleting(waiting))))
 }
 
 /// Gives a user a role on this project (admins).

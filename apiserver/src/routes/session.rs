@@ -1,5 +1,6 @@
 //! Logging in and out, refreshing, and the users platform administrators manage.
 
+use crate::reply::{Created, NoContent};
 use std::net::SocketAddr;
 
 use axum::Json;
@@ -200,8 +201,8 @@ fn require_platform_admin(caller: &Caller) -> ApiResult<()> {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewUserBody {
-    /// Lowercase letters, digits and `-._@`.
-    #[schemars(length(min = 1, max = 253))]
+    /// Lowercase letters, digits and `-._@`, starting and ending with a letter or digit.
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::model::USERNAME_PATTERN))]
     pub username: String,
     #[schemars(length(min = 12, max = 1024))]
     pub password: String,
@@ -252,7 +253,7 @@ pub async fn create_user(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewUserBody>,
-) -> ApiResult<(StatusCode, Json<UserView>)> {
+) -> ApiResult<Created<Json<UserView>>> {
     require_platform_admin(&caller)?;
     check_username(&body.username)?;
     check_password(&body.password)?;
@@ -266,7 +267,7 @@ pub async fn create_user(
             }
             other => other,
         })?;
-    Ok((StatusCode::CREATED, Json(user.into())))
+    Ok(Created(Json(user.into())))
 }
 
 /// Every user (platform administrators only).
@@ -298,7 +299,7 @@ pub async fn set_password(
     caller: Caller,
     Path(path): Path<UserPath>,
     Body(body): Body<PasswordBody>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     if path.username != caller.user {
         require_platform_admin(&caller)?;
     }
@@ -311,7 +312,7 @@ pub async fn set_password(
         .set_password(&path.username, &body.password)
         .await?
     {
-        Ok(StatusCode::NO_CONTENT)
+        Ok(NoContent)
     } else {
         Err(ApiError::not_found("user"))
     }

@@ -5,9 +5,9 @@
 //! written concurrently) binds nobody once the user is gone: a user created again under the
 //! same name is another id.
 
+use crate::reply::NoContent;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::cluster::Cluster;
@@ -79,7 +79,7 @@ pub async fn delete_user(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<UserPath>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     require_platform_admin(&caller)?;
     if !is_username(&path.username) {
         return Err(ApiError::not_found("user"));
@@ -118,7 +118,7 @@ pub async fn delete_user(
     )
     .await?;
     tracing::info!(user = %path.username, %id, orgs, clusters, projects, "user deleted with their memberships");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 async fn set_disabled(

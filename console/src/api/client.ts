@@ -17,9 +17,11 @@ export type Instance = Schemas["InstanceResponse"];
 export type Template = Schemas["TemplateResponse"];
 export type Alert = Schemas["AlertResponse"];
 export type ErrorBody = Schemas["ErrorBody"];
-/// The registration answer is not described in the document; it is the rotation answer
-/// plus the cluster.
-export type Registration = Schemas["RotationResponse"] & { cluster: Cluster };
+export type Registration = Schemas["RegistrationResponse"];
+type ListQuery<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } } ? NonNullable<Q> : never;
+/// The values the list filters take (the document's enums).
+export type AppPhase = NonNullable<ListQuery<"/api/v1/apps">["phase"]>;
+export type AlertState = NonNullable<ListQuery<"/api/v1/orgs/{org}/alerts">["state"]>;
 
 /// Adds the in-memory access token and, on a 401, refreshes it once through the cookie and
 /// repeats the request.

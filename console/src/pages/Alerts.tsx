@@ -3,7 +3,7 @@
 // `alert` events.
 import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { api, ok, type Alert } from "../api/client";
+import { api, ok, type Alert, type AlertState } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { useNewestEvent, useStore, type LiveEvent } from "../live/store";
@@ -26,7 +26,7 @@ export function useAlerts(org: string, state?: string) {
   const [relook, setRelook] = useState(0);
   useEffect(() => setRelook(0), [newest]);
   const loaded = useLoad(
-    async () => ok(await api.GET("/api/v1/orgs/{org}/alerts", { params: { path: { org }, query: { state: state || undefined } } })),
+    async () => ok(await api.GET("/api/v1/orgs/{org}/alerts", { params: { path: { org }, query: { state: (state || undefined) as AlertState | undefined } } })),
     [org, state, newest, relook],
   );
   const shown = !event || !loaded.data || (state !== "" && state !== undefined && state !== "open") || showsChange(loaded.data, event);

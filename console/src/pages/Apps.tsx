@@ -3,7 +3,7 @@
 // in the DOM, so 1,000 Apps stay fast).
 import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { api, ok, type App } from "../api/client";
+import { api, ok, type App, type AppPhase } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
@@ -13,7 +13,7 @@ import { useClusters } from "./Fleet";
 
 const PAGE = 100;
 // The API's phases (`phase` of `GET /api/v1/apps`).
-const PHASES = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
+const PHASES: AppPhase[] = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
 
 export function Apps() {
   const { org } = useAccount();
@@ -48,7 +48,8 @@ export function Apps() {
             org,
             project_id: project || undefined,
             cluster_id: cluster || undefined,
-            phase: phase || undefined,
+            // From the address bar: a phase the API does not know is its 422 to show.
+            phase: (phase || undefined) as AppPhase | undefined,
             limit: PAGE,
             continue: cursor,
           },

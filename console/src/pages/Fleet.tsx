@@ -100,7 +100,7 @@ function Register({ org, onDone }: { org: string; onDone: () => void }) {
     setError(undefined);
     try {
       const result = await api.POST("/api/v1/orgs/{org}/clusters", { params: { path: { org } }, body: { name } });
-      setAnswer(ok(result) as unknown as Registration);
+      setAnswer(ok(result));
       form.reset();
       onDone();
     } catch (err) {

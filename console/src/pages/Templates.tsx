@@ -2,7 +2,7 @@
 // filling their slots.
 import { useState, type FormEvent, type ReactNode } from "react";
 import { Link, useNavigate, useParams } from "react-router";
-import { api, ok, ApiFailure, type App } from "../api/client";
+import { api, ok, ApiFailure, type App, type Schemas } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
@@ -77,7 +77,8 @@ function NewTemplate({ org, onCreated }: { org: string; onCreated: () => void })
     const description = typeof spec?.description === "string" ? spec.description : undefined;
     ok(
       await api.POST("/api/v1/templates/import", {
-        body: { name: String(data.get("name")), scope: "project", project_id: String(data.get("project_id")), description, template },
+        // The API checks the pasted JSON and names the field at fault.
+        body: { name: String(data.get("name")), scope: "project", project_id: String(data.get("project_id")), description, template: template as Schemas["ImportBody"]["template"] },
       }),
     );
   });

@@ -2,9 +2,9 @@
 //! revision history, upgrades and rollbacks.
 
 use crate::extract::Query;
+use crate::reply::{Accepted, Removal};
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
 use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceSpec};
@@ -160,6 +160,7 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
 pub struct NewInstanceBody {
     pub project_id: String,
     /// DNS label, unique in the organization.
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     /// The AddonDefinition, e.g. `postgres`.
     pub definition: String,
@@ -180,11 +181,11 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewInstanceBody>,
-) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+) -> ApiResult<Accepted<Json<InstanceResponse>>> {
     let project = super::writable_project(&state, &caller, &body.project_id).await?;
     check_dns_label("name", &body.name)?;
     let Some(definition) = definition_named(&state, &body.definition).await? else {
-        return Err(ApiError::invalid(
+        return Err(ApiError::missing(
             "definition",
             "no such addon in the catalog",
         ));
@@ -214,10 +215,10 @@ pub async fn create(
             ),
             other => other.into(),
         })?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(instance_response(&created, project.object.uid())),
-    ))
+    Ok(Accepted(Json(instance_response(
+        &created,
+        project.object.uid(),
+    ))))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -328,7 +329,7 @@ pub async fn patch(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<PatchInstanceBody>,
-) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+) -> ApiResult<Accepted<Json<InstanceResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "addon instance")?;
     if body.version.is_none() && body.values.is_none() {
@@ -369,13 +370,10 @@ pub async fn patch(
     let updated = api
         .patch(&name, &patch_params(), &Patch::<()>::Json(ops))
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(instance_response(
-            &updated,
-            scoped.project.as_ref().and_then(ResourceExt::uid),
-        )),
-    ))
+    Ok(Accepted(Json(instance_response(
+        &updated,
+        scoped.project.as_ref().and_then(ResourceExt::uid),
+    ))))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -391,7 +389,7 @@ pub async fn rollback(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<AddonRollbackBody>,
-) -> ApiResult<(StatusCode, Json<InstanceResponse>)> {
+) -> ApiResult<Accepted<Json<InstanceResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "addon instance")?;
     let revisions = state
@@ -399,7 +397,7 @@ pub async fn rollback(
         .addon_revisions(&scoped.org.name_any(), &path.id)
         .await?;
     if !revisions.iter().any(|r| r.revision == body.revision) {
-        return Err(ApiError::invalid(
+        return Err(ApiError::missing(
             "revision",
             "this addon has no such revision",
         ));
@@ -418,13 +416,10 @@ pub async fn rollback(
             &Patch::Merge(&patch),
         )
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(instance_response(
-            &updated,
-            scoped.project.as_ref().and_then(ResourceExt::uid),
-        )),
-    ))
+    Ok(Accepted(Json(instance_response(
+        &updated,
+        scoped.project.as_ref().and_then(ResourceExt::uid),
+    ))))
 }
 
 /// Uninstalls a standalone addon (members); the answer says what the deletion waits for.
@@ -434,7 +429,7 @@ pub async fn delete(
     caller: Caller,
     Path(path): Path<IdPath>,
     Query(query): Query<DeleteQuery>,
-) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
+) -> ApiResult<Removal<Json<RemovalResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "addon instance")?;
     if query.force {
@@ -446,17 +441,13 @@ pub async fn delete(
             cluster: scoped.cluster.as_ref(),
         };
         force_addon(&state, &caller, place, &scoped.object, &mut removed).await?;
-        return Ok((StatusCode::OK, Json(removed)));
+        return Ok(Removal::Gone(Json(removed)));
     }
     let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
     let what = format!("addon {}", scoped.object.name_any());
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RemovalResponse::deleting(waiting_for(
-            scoped.cluster.as_ref(),
-            &what,
-        ))),
-    ))
+    Ok(Removal::Started(Json(RemovalResponse::deleting(
+        waiting_for(scoped.cluster.as_ref(), &what),
+    ))))
 }

@@ -1,12 +1,12 @@
 //! Pause, resume, redeploy and rollback: each a write the App controller records as a
 //! deployment (redeploy and rollback as annotations, so kubectl users have the same path).
 
+use crate::reply::Accepted;
 use kubenest_crds::names::annotations;
 use kubenest_domain::app::ways_out::Change;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -25,7 +25,7 @@ async fn set_paused(
     caller: Caller,
     id: String,
     paused: bool,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let scoped = load(&state, &caller, &id).await?;
     scoped.require(Need::Write, "app")?;
     super::super::not_in_git(
@@ -69,7 +69,7 @@ pub async fn pause(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     set_paused(state, caller, path.id, true).await
 }
 
@@ -78,7 +78,7 @@ pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     set_paused(state, caller, path.id, false).await
 }
 
@@ -87,7 +87,7 @@ pub async fn redeploy(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
     admit(&scoped.object, Change::Redeploy)?;
@@ -109,7 +109,7 @@ pub async fn rollback(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<RollbackBody>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
     super::super::not_in_git(
@@ -129,7 +129,7 @@ pub async fn rollback(
     match found {
         Ok(found) if found.deployment.app_id == path.id => {}
         Ok(_) | Err(kubenest_store::StoreError::NotFound) => {
-            return Err(ApiError::invalid(
+            return Err(ApiError::missing(
                 "deployment_id",
                 "this app has no such deployment",
             ));

@@ -40,6 +40,7 @@ pub struct DeploymentView {
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     /// At most this many, newest first (1 to 500, default 100).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<i64>,
 }
 

@@ -29,11 +29,14 @@ pub struct ListQuery {
     pub cluster_id: Option<String>,
     /// Only the Apps in this phase: `Pending`, `Deploying`, `Running`, `Paused`, `Failed` or
     /// `Deleting`.
+    #[schemars(extend("enum" = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"]))]
     pub phase: Option<String>,
     /// Page size, 1 to 500 (default 100).
+    #[schemars(range(min = 1, max = 500))]
     pub limit: Option<u32>,
     /// The `continue` of the previous page, with the same filters.
     #[serde(rename = "continue")]
+    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[^\s]*)?$"))]
     pub continue_token: Option<String>,
 }
 
@@ -109,9 +112,11 @@ pub async fn list(
             format!("one of {}", PHASES.join(", ")),
         ));
     }
+    // An empty `continue` is the first page, as in Kubernetes' own lists.
     let cursor = query
         .continue_token
         .as_deref()
+        .filter(|token| !token.is_empty())
         .map(Cursor::decode)
         .transpose()?;
     let project_name = match &query.project_id {
@@ -135,7 +140,7 @@ pub async fn list(
             .flat_map(|v| &v.clusters)
             .any(|c| c.uid().as_ref() == Some(id))
     {
-        return Err(ApiError::invalid("cluster_id", "no such cluster"));
+        return Err(ApiError::missing("cluster_id", "no such cluster"));
     }
     let first = match &cursor {
         Some(cursor) => views

@@ -7,12 +7,12 @@
 //! only the ways out — a rollback, a change of the failing components, a pause, a delete — and
 //! refuses other changes with a 409 that lists them (`error.ways_out`).
 
+use crate::reply::{Accepted, Removal};
 use kubenest_crds::names::finalizers;
 
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch};
 use kubenest_crds::App;
@@ -60,6 +60,7 @@ pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResu
 pub struct NewAppBody {
     pub project_id: String,
     /// DNS label, unique in the organization.
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     #[schemars(length(min = 1, max = 64))]
     pub components: Vec<ComponentBody>,
@@ -76,7 +77,7 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewAppBody>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let project = super::writable_project(&state, &caller, &body.project_id).await?;
     let spec = AppSpec {
         project: project.object.name_any(),
@@ -94,7 +95,7 @@ pub async fn create_in(
     project: Scoped<kubenest_crds::project::Project>,
     name: &str,
     spec: AppSpec,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     check_dns_label("name", name)?;
     let namespace = project.namespace();
     check_buildable(state, &namespace, &spec).await?;
@@ -122,10 +123,7 @@ pub async fn create_in(
         project: Some(project.object),
         role: project.role,
     };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(response(&created, Some(&scoped))),
-    ))
+    Ok(Accepted(Json(response(&created, Some(&scoped)))))
 }
 
 /// One App.
@@ -156,7 +154,7 @@ pub(super) async fn write(
     caller: &Caller,
     scoped: &Scoped<App>,
     patch: Value,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let mut patch = patch;
     // Only the fields of this change are sent: the controllers' concurrent status and finalizer
     // writes neither conflict with it nor get overwritten.
@@ -176,7 +174,7 @@ pub(super) async fn write(
             &Patch::Merge(&patch),
         )
         .await?;
-    Ok((StatusCode::ACCEPTED, Json(response(&updated, Some(scoped)))))
+    Ok(Accepted(Json(response(&updated, Some(scoped)))))
 }
 
 /// Changes an App's components or deadline (members); a new deployment.
@@ -185,7 +183,7 @@ pub async fn patch(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<PatchAppBody>,
-) -> ApiResult<(StatusCode, Json<AppResponse>)> {
+) -> ApiResult<Accepted<Json<AppResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
     super::not_in_git(&scoped.object, "app", "Change its manifest in Git.")?;
@@ -223,7 +221,7 @@ pub async fn delete(
     caller: Caller,
     Path(path): Path<IdPath>,
     Query(query): Query<DeleteQuery>,
-) -> ApiResult<(StatusCode, Json<RemovalResponse>)> {
+) -> ApiResult<Removal<Json<RemovalResponse>>> {
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
     if query.force {
@@ -235,7 +233,7 @@ pub async fn delete(
             cluster: scoped.cluster.as_ref(),
         };
         force_app(&state, &caller, place, &scoped.object, &mut removed).await?;
-        return Ok((StatusCode::OK, Json(removed)));
+        return Ok(Removal::Gone(Json(removed)));
     }
     super::not_in_git(&scoped.object, "app", "Remove its manifest from Git.")?;
     let api: Api<App> = Api::namespaced(state.client().clone(), &scoped.namespace());
@@ -250,11 +248,7 @@ pub async fn delete(
     api.delete(&scoped.object.name_any(), &DeleteParams::default())
         .await?;
     let what = format!("app {}", scoped.object.name_any());
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(RemovalResponse::deleting(waiting_for(
-            scoped.cluster.as_ref(),
-            &what,
-        ))),
-    ))
+    Ok(Removal::Started(Json(RemovalResponse::deleting(
+        waiting_for(scoped.cluster.as_ref(), &what),
+    ))))
 }

@@ -3,11 +3,11 @@
 //! ([`kubenest_domain::chart_template`]). helm runs with homes of its own in a temporary folder,
 //! so no repository or credential of anyone else's is used or kept.
 
+use crate::reply::Created;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
 use kubenest_domain::chart_template::{ChartSource, from_chart};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -27,9 +27,12 @@ const SHOW_TIMEOUT: Duration = Duration::from_secs(30);
 #[serde(deny_unknown_fields)]
 pub struct TemplateChart {
     /// `https://…` (a chart repository) or `oci://…` (a registry path holding the chart).
+    #[schemars(length(max = 2048), regex(pattern = r"^(https?|oci)://[^\s]+$"))]
     pub repository: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub name: String,
     /// An exact version.
+    #[schemars(length(max = 128), regex(pattern = r"^[0-9v][A-Za-z0-9.+-]*$"))]
     pub version: String,
 }
 
@@ -124,7 +127,8 @@ async fn chart_values(helm: &std::path::Path, chart: &ChartSource) -> ApiResult<
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
-        return Err(ApiError::invalid(
+        // Nothing answered with that chart at that version: what the body names is missing.
+        return Err(ApiError::missing(
             "chart",
             format!(
                 "the chart cannot be read: {}",
@@ -146,7 +150,7 @@ pub async fn from_chart_route(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<FromChartBody>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
+) -> ApiResult<Created<Json<TemplateResponse>>> {
     let chart = check_chart(&body.chart)?;
     let helm = state.settings().helm.clone().ok_or_else(|| {
         ApiError::unavailable(

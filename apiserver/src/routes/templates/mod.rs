@@ -2,12 +2,12 @@
 //! cluster or the whole platform; created by hand, from a running App or from exported JSON;
 //! deployed into a project by filling in the parameters.
 
+use crate::reply::{Accepted, Created, NoContent};
 use std::collections::BTreeMap;
 
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::StackTemplate;
@@ -69,7 +69,7 @@ pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<NewTemplateBody>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
+) -> ApiResult<Created<Json<TemplateResponse>>> {
     let components = to_crd_components(body.components)?;
     store(&state, &caller, &body.at, body.parameters, components).await
 }
@@ -87,7 +87,7 @@ pub async fn from_app(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<FromAppBody>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
+) -> ApiResult<Created<Json<TemplateResponse>>> {
     let app = super::in_project(
         &state,
         &caller,
@@ -98,7 +98,7 @@ pub async fn from_app(
     .await
     .map_err(|e| {
         if e.status == 404 {
-            ApiError::invalid("app_id", "no such app")
+            ApiError::missing("app_id", "no such app")
         } else {
             e
         }
@@ -115,7 +115,21 @@ pub struct ImportBody {
     #[serde(flatten)]
     pub at: Placement,
     /// A template as `GET /templates/{id}/export` returns it.
+    #[schemars(with = "ExportedTemplate")]
     pub template: Value,
+}
+
+/// What the document says an exported template is: what `template::import_json` reads (it
+/// reads the JSON itself, to name the field at fault as `template.…`).
+#[derive(JsonSchema)]
+#[allow(dead_code)] // a shape for the document only
+struct ExportedTemplate {
+    #[serde(rename = "apiVersion", default)]
+    #[schemars(extend("const" = "kubenest.io/v1alpha1"))]
+    api_version: Option<String>,
+    #[schemars(extend("const" = "StackTemplate"))]
+    kind: String,
+    spec: kubenest_crds::template::StackTemplateSpec,
 }
 
 /// Imports an exported template.
@@ -123,7 +137,7 @@ pub async fn import(
     State(state): State<AppState>,
     caller: Caller,
     Body(body): Body<ImportBody>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
+) -> ApiResult<Created<Json<TemplateResponse>>> {
     let text = serde_json::to_string(&body.template).map_err(ApiError::internal)?;
     let spec = template::import_json(&text).map_err(|e| {
         ApiError::invalid(
@@ -225,7 +239,7 @@ pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(path): Path<IdPath>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<NoContent> {
     let (template, role) = load(&state, &caller, &path.id).await?;
     authz::require(role, Need::Write, "stack template")?;
     let api: Api<StackTemplate> = Api::namespaced(
@@ -234,7 +248,7 @@ pub async fn delete(
     );
     api.delete(&template.name_any(), &DeleteParams::default())
         .await?;
-    Ok(StatusCode::NO_CONTENT)
+    Ok(NoContent)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -254,7 +268,7 @@ pub async fn deploy(
     caller: Caller,
     Path(path): Path<IdPath>,
     Body(body): Body<DeployBody>,
-) -> ApiResult<(StatusCode, Json<super::apps::AppResponse>)> {
+) -> ApiResult<Accepted<Json<super::apps::AppResponse>>> {
     let (template, role) = load(&state, &caller, &path.id).await?;
     authz::require(role, Need::Read, "stack template")?;
     let project: super::Scoped<Project> =

@@ -1,8 +1,8 @@
 //! Where a new template goes: its scope resolved to a namespace with the caller's write access
 //! checked, and the template stored there.
 
+use crate::reply::Created;
 use axum::Json;
-use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::api::Api;
 use kubenest_crds::StackTemplate;
@@ -21,8 +21,15 @@ use crate::state::AppState;
 /// Where a new template goes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"if": {"properties": {"scope": {"const": "project"}}},
+     "then": {"required": ["project_id"], "properties": {"project_id": {"type": "string"}}}},
+    {"if": {"properties": {"scope": {"const": "cluster"}}},
+     "then": {"required": ["cluster_id"], "properties": {"cluster_id": {"type": "string"}}}}
+]))]
 pub struct Placement {
     /// DNS label, unique where the template lives.
+    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
     pub name: String,
     /// `project` (needs `project_id`), `cluster` (needs `cluster_id`) or `global` (platform
     /// administrators).
@@ -64,9 +71,9 @@ async fn place(
             })?;
             let cluster = match super::super::cluster(state, caller, id).await {
                 Ok(c) if c.role.is_some() => c,
-                Ok(_) => return Err(ApiError::invalid("cluster_id", "no such cluster")),
+                Ok(_) => return Err(ApiError::missing("cluster_id", "no such cluster")),
                 Err(e) if e.status == 404 => {
-                    return Err(ApiError::invalid("cluster_id", "no such cluster"));
+                    return Err(ApiError::missing("cluster_id", "no such cluster"));
                 }
                 Err(e) => return Err(e),
             };
@@ -82,7 +89,7 @@ pub(super) async fn store(
     at: &Placement,
     parameters: Vec<Parameter>,
     components: Vec<Map<String, Value>>,
-) -> ApiResult<(StatusCode, Json<TemplateResponse>)> {
+) -> ApiResult<Created<Json<TemplateResponse>>> {
     let (namespace, project, cluster) = place(state, caller, at).await?;
     let spec = StackTemplateSpec {
         description: at.description.clone().unwrap_or_default(),
@@ -110,5 +117,5 @@ pub(super) async fn store(
             ),
             other => other.into(),
         })?;
-    Ok((StatusCode::CREATED, Json(response(&created))))
+    Ok(Created(Json(response(&created))))
 }
