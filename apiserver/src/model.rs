@@ -23,10 +23,7 @@ pub const USERNAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9._@]*[a-z0-9])?$";
 #[serde(deny_unknown_fields)]
 pub struct ComponentBody {
     /// DNS label, unique in the App.
-    #[schemars(
-        length(min = 1, max = 63),
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    )]
+    #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
     pub name: String,
     #[serde(rename = "type")]
     pub kind: ComponentKind,

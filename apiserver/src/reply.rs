@@ -1,7 +1,8 @@
 //! Successful answers whose status is part of their type, so that the OpenAPI document shows it:
 //! `Created(Json(app))` is a 201 with the App's schema, where `(StatusCode::CREATED, Json(app))`
 //! would be a 201 that the document does not know (aide cannot see a status chosen at run time).
-//! A handler cannot answer a success its document does not list.
+//! A handler cannot answer a success its document does not list. (A 204 is axum's own
+//! `NoContent`, which aide documents already.)
 
 use aide::OperationOutput;
 use aide::generate::GenContext;
@@ -62,34 +63,6 @@ status_reply!(
     Accepted,
     StatusCode::ACCEPTED
 );
-
-/// 204, no body.
-#[derive(Debug)]
-pub struct NoContent;
-
-impl IntoResponse for NoContent {
-    fn into_response(self) -> HttpResponse {
-        StatusCode::NO_CONTENT.into_response()
-    }
-}
-
-impl OperationOutput for NoContent {
-    type Inner = ();
-
-    fn operation_response(_: &mut GenContext, _: &mut Operation) -> Option<Response> {
-        Some(Response {
-            description: "No Content".into(),
-            ..Response::default()
-        })
-    }
-
-    fn inferred_responses(
-        ctx: &mut GenContext,
-        operation: &mut Operation,
-    ) -> Vec<(Option<DocStatus>, Response)> {
-        documented::<Self>(ctx, operation, 204)
-    }
-}
 
 /// The answer of a removal: 200 when the object is gone at once (a forced removal, or nothing
 /// left on a cluster), 202 while the cluster removes what it holds.

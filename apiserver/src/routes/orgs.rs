@@ -1,8 +1,9 @@
 //! Organizations and their members.
 
-use crate::reply::{Created, NoContent};
+use crate::reply::Created;
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::NoContent;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use kubenest_crds::organization::{Organization, OrganizationSpec};

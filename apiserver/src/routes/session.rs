@@ -1,6 +1,7 @@
 //! Logging in and out, refreshing, and the users platform administrators manage.
 
-use crate::reply::{Created, NoContent};
+use crate::reply::Created;
+use axum::response::NoContent;
 use std::net::SocketAddr;
 
 use axum::Json;

@@ -5,9 +5,9 @@
 //! written concurrently) binds nobody once the user is gone: a user created again under the
 //! same name is another id.
 
-use crate::reply::NoContent;
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::response::NoContent;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::cluster::Cluster;

@@ -29,7 +29,7 @@ pub struct ListQuery {
     pub cluster_id: Option<String>,
     /// Only the Apps in this phase: `Pending`, `Deploying`, `Running`, `Paused`, `Failed` or
     /// `Deleting`.
-    #[schemars(extend("enum" = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"]))]
+    #[schemars(extend("enum" = PHASES))]
     pub phase: Option<String>,
     /// Page size, 1 to 500 (default 100).
     #[schemars(range(min = 1, max = 500))]

@@ -2,7 +2,8 @@
 //! cluster or the whole platform; created by hand, from a running App or from exported JSON;
 //! deployed into a project by filling in the parameters.
 
-use crate::reply::{Accepted, Created, NoContent};
+use crate::reply::{Accepted, Created};
+use axum::response::NoContent;
 use std::collections::BTreeMap;
 
 use crate::extract::Query;
