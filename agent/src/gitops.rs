@@ -5,8 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::process::Command;
+use kubenest_runtime::exec::{ExecError, Program};
 use tokio::sync::Mutex;
+
+/// How long one git command may take (a clone or push over the network included).
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Why the repository could not be updated.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +17,8 @@ pub enum GitError {
     #[error("git {args}: {stderr}")]
     Failed { args: String, stderr: String },
     #[error("running git: {0}")]
+    Exec(#[from] ExecError),
+    #[error("writing the repository's files: {0}")]
     Io(#[from] std::io::Error),
 }
 
@@ -59,18 +64,34 @@ impl GitOps {
         format!("clusters/{cluster_id}/addons/{namespace}-{addon}")
     }
 
-    async fn git(&self, dir: &Path, args: &[&str]) -> Result<String, GitError> {
-        let output = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .envs(AUTHOR)
+    /// `git <command> …` in `dir`, through the one module that starts programs: the remote,
+    /// branch and folder names are operands after `--end-of-options`/`--`, never flags.
+    fn program(command: &'static str) -> Program {
+        let mut program = Program::new("git")
+            .arg(command)
             .env("GIT_TERMINAL_PROMPT", "0")
-            .output()
-            .await?;
-        if !output.status.success() {
+            .timeout(GIT_TIMEOUT);
+        for (key, value) in AUTHOR {
+            program = program.env(key, value);
+        }
+        // The agent's own account (ssh keys, credential helpers) reaches the remote as before.
+        if let Some(home) = std::env::var_os("HOME") {
+            program = program.env("HOME", home);
+        }
+        program
+    }
+
+    async fn git(&self, dir: &Path, program: Program) -> Result<String, GitError> {
+        let command = program
+            .argv()
+            .first()
+            .map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let output = program.current_dir(dir).run().await?;
+        if !output.success {
             return Err(GitError::Failed {
-                args: args.join(" "),
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+                args: command,
+                stderr: output.summary(),
             });
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
@@ -85,32 +106,54 @@ impl GitOps {
             }
             let work = self.work.display().to_string();
             let parent = self.work.parent().unwrap_or(Path::new("/"));
-            self.git(parent, &["clone", "--quiet", &self.remote, &work])
-                .await?;
-        }
-        self.git(&self.work, &["fetch", "--quiet", "origin"])
+            self.git(
+                parent,
+                Self::program("clone")
+                    .arg("--quiet")
+                    .operands([self.remote.as_str(), work.as_str()]),
+            )
             .await?;
+        }
+        self.git(
+            &self.work,
+            Self::program("fetch").arg("--quiet").arg("origin"),
+        )
+        .await?;
         let remote_head = format!("origin/{}", self.branch);
         let has_branch = self
             .git(
                 &self.work,
-                &["rev-parse", "--verify", "--quiet", &remote_head],
+                Self::program("rev-parse")
+                    .arg("--verify")
+                    .arg("--quiet")
+                    .after("--end-of-options", [remote_head.as_str()]),
             )
             .await
             .is_ok();
         if has_branch {
             self.git(
                 &self.work,
-                &["checkout", "--quiet", "-B", &self.branch, &remote_head],
+                Self::program("switch")
+                    .arg("--quiet")
+                    .option("--force-create", &self.branch)
+                    .after("--end-of-options", [remote_head.as_str()]),
             )
             .await?;
-            self.git(&self.work, &["reset", "--quiet", "--hard", &remote_head])
-                .await?;
+            self.git(
+                &self.work,
+                Self::program("reset")
+                    .arg("--quiet")
+                    .arg("--hard")
+                    .after("--end-of-options", [remote_head.as_str()]),
+            )
+            .await?;
         } else {
             // An empty repository: the first commit starts the branch.
             self.git(
                 &self.work,
-                &["checkout", "--quiet", "--orphan", &self.branch],
+                Self::program("switch")
+                    .arg("--quiet")
+                    .option("--orphan", &self.branch),
             )
             .await
             .or_else(|e| match e {
@@ -145,7 +188,8 @@ impl GitOps {
             tokio::fs::create_dir_all(&folder).await?;
             tokio::fs::write(folder.join("Chart.yaml"), &files.chart_yaml).await?;
             tokio::fs::write(folder.join("values.yaml"), &files.values_yaml).await?;
-            self.git(&self.work, &["add", "--", dir]).await?;
+            self.git(&self.work, Self::program("add").operands([dir]))
+                .await?;
             match self.commit_and_push(message).await {
                 Err(GitError::Failed { args, stderr })
                     if args.starts_with("push") && attempt < 3 =>
@@ -176,8 +220,11 @@ impl GitOps {
             if !self.work.join(dir).exists() {
                 return self.head().await;
             }
-            self.git(&self.work, &["rm", "-r", "--quiet", "--", dir])
-                .await?;
+            self.git(
+                &self.work,
+                Self::program("rm").arg("-r").arg("--quiet").operands([dir]),
+            )
+            .await?;
             match self.commit_and_push(message).await {
                 Err(GitError::Failed { args, .. }) if args.starts_with("push") && attempt < 3 => {
                     attempt += 1;
@@ -189,22 +236,36 @@ impl GitOps {
 
     async fn commit_and_push(&self, message: &str) -> Result<String, GitError> {
         let unchanged = self
-            .git(&self.work, &["diff", "--cached", "--quiet"])
+            .git(
+                &self.work,
+                Self::program("diff").arg("--cached").arg("--quiet"),
+            )
             .await
             .is_ok();
         if unchanged {
             return self.head().await;
         }
-        self.git(&self.work, &["commit", "--quiet", "-m", message])
-            .await?;
+        self.git(
+            &self.work,
+            Self::program("commit")
+                .arg("--quiet")
+                .option("--message", message),
+        )
+        .await?;
         let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git(&self.work, &["push", "--quiet", "origin", &refspec])
-            .await?;
+        self.git(
+            &self.work,
+            Self::program("push")
+                .arg("--quiet")
+                .after("--end-of-options", ["origin", refspec.as_str()]),
+        )
+        .await?;
         self.head().await
     }
 
     async fn head(&self) -> Result<String, GitError> {
-        self.git(&self.work, &["rev-parse", "HEAD"]).await
+        self.git(&self.work, Self::program("rev-parse").arg("HEAD"))
+            .await
     }
 }
 

@@ -3,9 +3,18 @@
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use kubenest_contracts as wire;
+use kubenest_contracts::patterns;
+use kubenest_runtime::exec::{ExecError, Program};
 use serde_json::Value;
-use tokio::process::Command;
+
+/// How long one render may take (a remote chart is pulled first).
+const RENDER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The most a chart may render, in bytes of YAML.
+const MAX_RENDER_BYTES: usize = 32 << 20;
 
 /// Why a chart could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +35,14 @@ pub enum HelmError {
     Render(String),
     #[error("helm output is not YAML: {0}")]
     Output(String),
+    #[error("chart reference refused: {field}: {rule}")]
+    Refused {
+        field: &'static str,
+        rule: &'static str,
+    },
     #[error("running helm: {0}")]
+    Exec(#[from] ExecError),
+    #[error("preparing the render: {0}")]
     Io(#[from] std::io::Error),
 }
 
@@ -100,8 +116,26 @@ impl Helm {
     /// Where `chart` is: catalog paths (`charts/addons`, `charts/addons/postgres`) are looked up
     /// in the catalog by the chart's name; URLs are passed to helm.
     pub fn source(&self, chart: &wire::ChartRef) -> Result<Source, HelmError> {
+        // The hub's schema checked these already; the agent checks again before a value
+        // becomes a path or a URL (a frame from an older hub, or a bug, must not be trusted).
+        for (field, pattern, value) in [
+            (
+                "chart.repository",
+                patterns::CHART_REPOSITORY,
+                &chart.repository,
+            ),
+            ("chart.name", patterns::CHART_NAME, &chart.name),
+            ("chart.version", patterns::CHART_VERSION, &chart.version),
+        ] {
+            if !patterns::matches(pattern, value) {
+                return Err(HelmError::Refused {
+                    field,
+                    rule: patterns::rule_of(pattern).unwrap_or("not allowed"),
+                });
+            }
+        }
         let repository = chart.repository.as_str();
-        if repository.contains("://") {
+        if repository.starts_with("https://") || repository.starts_with("oci://") {
             return Ok(Source::Remote {
                 repository: repository.to_owned(),
             });
@@ -164,51 +198,59 @@ impl Helm {
         let values_file = dir.path().join("values.yaml");
         let yaml = serde_yaml::to_string(values).map_err(|e| HelmError::Output(e.to_string()))?;
         tokio::fs::write(&values_file, yaml).await?;
-        let mut command = Command::new(&self.bin);
-        command
+        // Every value of the chart reference is an option's value or an operand after `--`
+        // (exec::Program), so a name like `--post-renderer=…` is a name helm does not find.
+        let mut program = Program::new(&self.bin)
             .arg("template")
-            .arg(release)
-            .args(["--namespace", namespace])
-            .arg("--values")
-            .arg(&values_file)
+            .option("--namespace", namespace)
+            .path_option("--values", &values_file)
             .env("HELM_CACHE_HOME", dir.path().join("cache"))
             .env("HELM_CONFIG_HOME", dir.path().join("config"))
-            .env("HELM_DATA_HOME", dir.path().join("data"));
+            .env("HELM_DATA_HOME", dir.path().join("data"))
+            .timeout(RENDER_TIMEOUT)
+            .max_output(MAX_RENDER_BYTES);
         if let Some(ca_file) = &self.ca_file {
-            command.arg("--ca-file").arg(ca_file);
+            program = program.path_option("--ca-file", &absolute(ca_file)?);
         }
-        match &source {
+        let program = match &source {
             Source::Local(path) => {
-                command.arg(path);
+                program.operands([std::ffi::OsStr::new(release), path.as_os_str()])
             }
             Source::Remote { repository } if repository.starts_with("oci://") => {
                 // The credentials live in the render's own folder, removed with it.
                 let registry_config = dir.path().join("registry.json");
                 tokio::fs::write(&registry_config, auth.unwrap_or(b"{}")).await?;
-                command
-                    .arg("--registry-config")
-                    .arg(&registry_config)
-                    .arg(format!(
-                        "{}/{}",
-                        repository.trim_end_matches('/'),
-                        chart.name
-                    ))
-                    .args(["--version", &chart.version]);
+                let reference = format!("{}/{}", repository.trim_end_matches('/'), chart.name);
+                program
+                    .path_option("--registry-config", &registry_config)
+                    .option("--version", &chart.version)
+                    .operands([release, reference.as_str()])
             }
-            Source::Remote { repository } => {
-                command
-                    .arg(&chart.name)
-                    .args(["--repo", repository, "--version", &chart.version]);
-            }
+            Source::Remote { repository } => program
+                .option("--repo", repository)
+                .option("--version", &chart.version)
+                .operands([release, chart.name.as_str()]),
+        };
+        let output = program.run().await?;
+        if !output.success {
+            // The whole text stays in the agent's log; a status shows one clean line of it.
+            tracing::warn!(chart = %chart.name, stderr = %String::from_utf8_lossy(&output.stderr),
+                           "helm template failed");
+            return Err(HelmError::Render(output.summary()));
         }
-        let output = command.output().await?;
-        if !output.status.success() {
-            return Err(HelmError::Render(
-                String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            ));
+        if output.truncated {
+            return Err(HelmError::Output(format!(
+                "the chart renders more than {} MiB",
+                MAX_RENDER_BYTES >> 20
+            )));
         }
         parse_manifests(&String::from_utf8_lossy(&output.stdout))
     }
+}
+
+/// `path` as an absolute path (relative ones are taken from the agent's working folder).
+fn absolute(path: &std::path::Path) -> Result<PathBuf, HelmError> {
+    Ok(std::path::absolute(path)?)
 }
 
 /// The `version:` of a Chart.yaml.
@@ -269,5 +311,45 @@ mod tests {
             helm.source(&chart("https://charts.example.test", "9.9.9")),
             Ok(Source::Remote { .. })
         ));
+    }
+
+    #[test]
+    fn a_chart_reference_that_could_be_a_flag_or_a_path_is_refused_before_helm_runs() {
+        let helm = Helm::new("helm".into(), "/opt/kubenest/charts/addons".into());
+        let refused = |repository: &str, name: &str, version: &str| {
+            let chart = wire::ChartRef {
+                repository: repository.into(),
+                name: name.into(),
+                version: version.into(),
+            };
+            match helm.source(&chart) {
+                Err(HelmError::Refused { field, .. }) => field,
+                other => panic!("{repository} {name} {version}: {other:?}"),
+            }
+        };
+        assert_eq!(refused("charts/addons", "--debug", "1.0.0"), "chart.name");
+        assert_eq!(refused("charts/addons", "../../etc", "1.0.0"), "chart.name");
+        assert_eq!(refused("charts/addons", "/etc", "1.0.0"), "chart.name");
+        assert_eq!(
+            refused("../../etc", "postgres", "1.0.0"),
+            "chart.repository"
+        );
+        assert_eq!(refused("/etc", "postgres", "1.0.0"), "chart.repository");
+        assert_eq!(
+            refused("https://u:p@charts.example.test", "web", "1.0.0"),
+            "chart.repository"
+        );
+        assert_eq!(
+            refused("http://127.0.0.1:1", "web", "1.0.0"),
+            "chart.repository"
+        );
+        assert_eq!(
+            refused(
+                "https://charts.example.test",
+                "web",
+                "--set-file=x=/etc/passwd"
+            ),
+            "chart.version"
+        );
     }
 }

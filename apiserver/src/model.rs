@@ -9,6 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use kubenest_contracts::patterns;
+
 use crate::error::ApiError;
 
 /// What the OpenAPI document says of a name that is a DNS label (RFC 1123): the pattern and
@@ -73,10 +75,17 @@ pub struct WorkloadBody {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GitBody {
+    /// `https://host/path` (no user or password: set them with the git-credentials route),
+    /// `ssh://[user@]host/path` or `user@host:path`.
+    #[schemars(length(min = 1, max = 2048), regex(pattern = patterns::GIT_REPOSITORY))]
     pub repository: String,
+    /// A branch, tag or commit.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = 255), regex(pattern = patterns::GIT_REF))]
     pub git_ref: String,
+    /// The build's folder inside the repository (its root when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024), regex(pattern = patterns::CONTEXT_DIR))]
     pub context_dir: Option<String>,
     /// `dockerfile` or `buildpack`.
     pub mode: String,
@@ -86,8 +95,14 @@ pub struct GitBody {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChartBody {
+    /// An `https://` chart repository or `oci://` registry path (no user or password), or a
+    /// catalog path like `charts/addons`.
+    #[schemars(length(min = 1, max = 1024), regex(pattern = patterns::CHART_REPOSITORY))]
     pub repository: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = patterns::CHART_NAME))]
     pub name: String,
+    /// An exact version.
+    #[schemars(length(min = 1, max = 128), regex(pattern = patterns::CHART_VERSION))]
     pub version: String,
 }
 

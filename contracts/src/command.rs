@@ -113,14 +113,15 @@ pub enum WorkloadSource {
 pub struct GitSource {
     #[schemars(
         length(min = 1, max = 2048),
-        regex(pattern = r"^(https://|ssh://|git@)[^\s]+$")
+        regex(pattern = crate::patterns::GIT_REPOSITORY)
     )]
     pub repository: String,
     /// Branch, tag or commit.
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(length(min = 1, max = 255), regex(pattern = crate::patterns::GIT_REF))]
     pub git_ref: String,
+    /// The build's folder inside the repository (its root when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(min = 1, max = 1024), regex(pattern = crate::patterns::CONTEXT_DIR))]
     pub context_dir: Option<String>,
     pub mode: BuildMode,
 }

@@ -100,15 +100,15 @@ pub struct AddonRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ChartRef {
     /// Chart repository URL (`https://…`, `oci://…`) or a path in the agent's chart catalog.
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(pattern = crate::patterns::CHART_REPOSITORY)
+    )]
     pub repository: String,
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = crate::patterns::CHART_NAME))]
     pub name: String,
     /// An exact version: kubenest pins charts, it never resolves ranges.
-    #[schemars(
-        length(min = 1, max = 128),
-        regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$")
-    )]
+    #[schemars(length(min = 1, max = 128), regex(pattern = crate::patterns::CHART_VERSION))]
     pub version: String,
 }
 

@@ -47,6 +47,7 @@ mod control;
 mod envelope;
 mod messages;
 pub mod names;
+pub mod patterns;
 pub mod schemas;
 mod status;
 mod token;

@@ -418,7 +418,8 @@ fn describe(error: &jsonschema::ValidationError<'_>) -> String {
         ValidationErrorKind::Minimum { limit } => format!("less than {limit}"),
         ValidationErrorKind::ExclusiveMaximum { limit } => format!("not less than {limit}"),
         ValidationErrorKind::ExclusiveMinimum { limit } => format!("not greater than {limit}"),
-        ValidationErrorKind::Pattern { pattern } => format!("does not match {pattern}"),
+        ValidationErrorKind::Pattern { pattern } => crate::patterns::rule_of(pattern)
+            .map_or_else(|| format!("does not match {pattern}"), str::to_owned),
         ValidationErrorKind::Format { format } => format!("not a valid {format}"),
         ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. } => {
             "matches none of the allowed shapes".into()

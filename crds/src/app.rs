@@ -117,13 +117,21 @@ fn one() -> u32 {
 pub struct GitSource {
     #[schemars(
         length(min = 1, max = 2048),
-        regex(pattern = r"^(https://|ssh://|git@)[^\s]+$")
+        regex(pattern = kubenest_contracts::patterns::GIT_REPOSITORY)
     )]
     pub repository: String,
     #[serde(rename = "ref")]
-    #[schemars(length(min = 1, max = 255))]
+    #[schemars(
+        length(min = 1, max = 255),
+        regex(pattern = kubenest_contracts::patterns::GIT_REF)
+    )]
     pub git_ref: String,
+    /// The build's folder inside the repository (its root when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(pattern = kubenest_contracts::patterns::CONTEXT_DIR)
+    )]
     pub context_dir: Option<String>,
     pub mode: BuildMode,
 }

@@ -52,12 +52,18 @@ pub fn kubernetes_user(user_id: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Chart {
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(
+        length(min = 1, max = 1024),
+        regex(pattern = kubenest_contracts::patterns::CHART_REPOSITORY)
+    )]
     pub repository: String,
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = kubenest_contracts::patterns::CHART_NAME)
+    )]
     pub name: String,
     /// An exact version; ranges are refused.
-    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$"))]
+    #[schemars(regex(pattern = kubenest_contracts::patterns::CHART_VERSION))]
     pub version: String,
 }
 

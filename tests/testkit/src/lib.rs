@@ -29,6 +29,7 @@ mod env;
 mod etcd;
 pub mod flux;
 mod git;
+pub mod hostile;
 mod images;
 mod namespace;
 pub mod node;
