@@ -49,6 +49,7 @@ pub mod metrics;
 pub mod project;
 pub mod pull_secret;
 pub mod readiness;
+pub mod redact;
 pub mod render;
 pub mod report;
 pub mod stack;

@@ -29,6 +29,9 @@ use crate::context::Context;
 pub const MAX_LINES_PER_FRAME: usize = 1000;
 /// Characters per line (the contract's maximum); longer lines are cut there.
 pub const MAX_LINE_CHARS: usize = 16384;
+/// Bytes of lines (as JSON) per frame: half the hub's frame limit (1 MiB), so a frame with
+/// its envelope always fits and never ends the session.
+pub const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// Lines a stream may send per second; faster output is read more slowly.
 pub const LINES_PER_SECOND: u32 = 2000;
 /// Lines waiting between the containers' readers and the batcher.
@@ -128,6 +131,24 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
             Some("/component"),
         ));
     }
+    // A build prints what it is given: its credentials are taken out of every line.
+    let builds = listed.iter().any(|pod| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(labels::BUILD_ID))
+    });
+    let redactor = if builds {
+        crate::redact::for_builds(
+            &ctx.client,
+            command.app.namespace.as_str(),
+            command.app.name.as_str(),
+            command.component.as_str(),
+        )
+        .await
+    } else {
+        crate::redact::Redactor::default()
+    };
     let cancel = CancellationToken::new();
     ctx.logs.lock().insert(id.clone(), cancel.clone());
     crate::metrics::metrics().log_streams(ctx.logs.len());
@@ -146,7 +167,7 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
         command.subscription_id,
         targets,
         params,
-        cancel,
+        (cancel, redactor),
     ));
     Ok(())
 }
@@ -170,7 +191,7 @@ async fn stream(
     subscription_id: Id,
     targets: Vec<(String, String)>,
     params: LogParams,
-    cancel: CancellationToken,
+    (cancel, redactor): (CancellationToken, crate::redact::Redactor),
 ) {
     let (tx, mut rx) = mpsc::channel::<Read>(BUFFER_LINES);
     for (pod, container) in targets {
@@ -208,7 +229,10 @@ async fn stream(
                 }
             }
             read = rx.recv() => match read {
-                Some(Read::Line(line)) => {
+                Some(Read::Line(mut line)) => {
+                    if !redactor.is_empty() {
+                        line.line = redactor.apply(&line.line);
+                    }
                     if let Some(wait) = limit.take(std::time::Instant::now()) {
                         tokio::time::sleep(wait).await;
                     }
@@ -344,22 +368,38 @@ pub fn truncate(text: &mut String, max: usize) {
     }
 }
 
-/// Lines gathered for the next frame.
+/// Lines gathered for the next frame, within [`MAX_LINES_PER_FRAME`] lines and
+/// [`MAX_BATCH_BYTES`] bytes as JSON (a line of escaped control characters takes six bytes a
+/// character, so characters alone do not bound a frame).
 #[derive(Debug, Default)]
 pub struct Batch {
     lines: Vec<wire::LogLine>,
+    bytes: usize,
 }
 
 impl Batch {
-    /// Adds a line; a full frame's lines come back.
+    /// Adds a line; the lines of a frame that is full come back: those gathered before this
+    /// line when it would not fit beside them, or all of them when it filled the last place.
     pub fn push(&mut self, line: wire::LogLine) -> Option<Vec<wire::LogLine>> {
+        let size = serde_json::to_vec(&line).map_or(MAX_BATCH_BYTES, |v| v.len() + 1);
+        let before = if self.bytes + size > MAX_BATCH_BYTES {
+            self.take()
+        } else {
+            None
+        };
         self.lines.push(line);
-        (self.lines.len() >= MAX_LINES_PER_FRAME).then(|| std::mem::take(&mut self.lines))
+        self.bytes += size;
+        before.or_else(|| (self.lines.len() >= MAX_LINES_PER_FRAME).then(|| self.take_all()))
     }
 
     /// The lines gathered so far, if any.
     pub fn take(&mut self) -> Option<Vec<wire::LogLine>> {
-        (!self.lines.is_empty()).then(|| std::mem::take(&mut self.lines))
+        (!self.lines.is_empty()).then(|| self.take_all())
+    }
+
+    fn take_all(&mut self) -> Vec<wire::LogLine> {
+        self.bytes = 0;
+        std::mem::take(&mut self.lines)
     }
 }
 
@@ -443,6 +483,30 @@ mod tests {
         assert!(batch.take().is_none());
         batch.push(line);
         assert_eq!(batch.take().map(|l| l.len()), Some(1));
+    }
+
+    #[test]
+    fn a_frame_of_long_escaped_lines_stays_under_the_hubs_frame_limit() {
+        // Control characters are escaped as \u00XX: six bytes each in the frame.
+        let raw = "\u{1}".repeat(MAX_LINE_CHARS);
+        let line = log_line("p", "c", &raw);
+        let mut batch = Batch::default();
+        let mut frames = Vec::new();
+        for _ in 0..100 {
+            frames.extend(batch.push(line.clone()));
+        }
+        frames.extend(batch.take());
+        assert!(frames.len() > 1, "{}", frames.len());
+        assert_eq!(frames.iter().map(Vec::len).sum::<usize>(), 100);
+        let limits = wire::Limits::default();
+        for lines in frames {
+            let frame = wire::Envelope::new(wire::LogLines {
+                subscription_id: Id::new("s1"),
+                lines,
+            });
+            let text = serde_json::to_string(&frame).unwrap();
+            assert!(text.len() < limits.max_frame_bytes, "{}", text.len());
+        }
     }
 
     #[test]

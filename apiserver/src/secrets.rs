@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kubenest_contracts::{Envelope, Message};
+use kubenest_contracts::{self as wire, Envelope, Message};
 use kubenest_hub_client::{DispatchError, HubClient};
 use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
@@ -170,6 +170,15 @@ impl Secrets {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         outcome
+    }
+
+    /// The live session of cluster `cluster_id` (`replica/epoch`), `None` when there is none;
+    /// `Err` when it cannot be told now (no hub, or the management cluster did not answer).
+    pub async fn session_of(&self, cluster_id: &wire::Id) -> Result<Option<String>, String> {
+        let Some(hub) = &self.hub else {
+            return Err("this API server has no hub connection".into());
+        };
+        hub.session_of(cluster_id).await.map_err(|e| e.to_string())
     }
 
     /// Sends `command` without waiting for the agent (an unsubscribe when a reader left).

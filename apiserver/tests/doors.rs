@@ -1306,3 +1306,124 @@ async fn flux_applies_apps_from_git_through_the_same_door_and_rest_does_not_figh
     );
     drop(flux);
 }
+
+/// Hostile values for every field that reaches a program or a fetched URL (a leading `-`, `..`
+/// and absolute paths, NUL, line breaks, credentials in URLs, other schemes), generated from a
+/// seed (`KUBENEST_PROPERTY_SEED` replays or explores), are refused at every door naming their
+/// field: REST, kubectl (the CRD's schema), and the hub's and the agent's (the `app.deploy`
+/// schema and `validate_deploy`, which both run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_values_for_programs_are_refused_at_every_door_with_their_field() {
+    use kubenest_testkit::hostile::{FIELDS, Field, seed, values};
+    let (org, project, session, id) = setting("hostile").await;
+    let project_name = project["name"].as_str().unwrap();
+    let project_id = project["id"].as_str().unwrap();
+    let apps: Api<App> = Api::namespaced(as_user(&id).await, &format!("org-{org}"));
+    let git = |field: Field, value: &str| {
+        let mut git = json!({"repository": "https://git.example.test/shop.git", "ref": "main",
+                             "context_dir": "web", "mode": "dockerfile"});
+        let key = match field {
+            Field::GitRepository => "repository",
+            Field::GitRef => "ref",
+            _ => "context_dir",
+        };
+        git[key] = json!(value);
+        git
+    };
+    let chart = |field: Field, value: &str| {
+        let mut chart =
+            json!({"repository": "https://charts.example.test", "name": "web", "version": "1.0.0"});
+        let key = match field {
+            Field::ChartRepository => "repository",
+            Field::ChartName => "name",
+            _ => "version",
+        };
+        chart[key] = json!(value);
+        chart
+    };
+    // The wire's deploy, as the controllers would send it and the hub and agent check it.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../contracts/fixtures/app.deploy/pass/git-and-helm-sources.json"
+    );
+    let frame: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let seed = seed(0x5eed_0036);
+    let mut tried = 0;
+    for field in FIELDS {
+        for value in values(field, seed, 6) {
+            let is_git = matches!(
+                field,
+                Field::GitRepository | Field::GitRef | Field::ContextDir
+            );
+            let (rest_workload, crd_workload, rest_field, pointer) = if is_git {
+                let body = git(field, &value);
+                let mut crd = body.clone();
+                if let Some(dir) = crd.as_object_mut().unwrap().remove("context_dir") {
+                    crd["contextDir"] = dir;
+                }
+                let (key, wire) = match field {
+                    Field::GitRepository => ("repository", "repository"),
+                    Field::GitRef => ("ref", "git_ref"),
+                    _ => ("context_dir", "context_dir"),
+                };
+                (
+                    json!({"git": body, "port": 8080}),
+                    json!({"git": crd, "port": 8080}),
+                    format!("components[0].workload_spec.git.{key}"),
+                    format!("/components/0/source/{wire}"),
+                )
+            } else {
+                let body = chart(field, &value);
+                let key = match field {
+                    Field::ChartRepository => "repository",
+                    Field::ChartName => "name",
+                    _ => "version",
+                };
+                (
+                    json!({"helm": {"chart": body}}),
+                    json!({"helm": {"chart": body}}),
+                    format!("components[0].workload_spec.helm.chart.{key}"),
+                    format!("/components/1/source/chart/{key}"),
+                )
+            };
+            let (status, body) = session
+                .post(
+                    "/api/v1/apps",
+                    json!({"project_id": project_id, "name": "shop", "components": [
+                        {"name": "web", "type": "workload", "workload_spec": rest_workload}]}),
+                )
+                .await;
+            let rest = rest_refusal(status, &body);
+            assert_eq!(
+                (rest.status, rest.field.as_deref()),
+                (422, Some(rest_field.as_str())),
+                "REST took {field:?} {value:?}: {body}"
+            );
+            let object = app_object(
+                "shop",
+                project_name,
+                json!([{"name": "web", "workload": crd_workload}]),
+            );
+            let kube = kube_refusal(
+                apps.create(&PostParams::default(), &object)
+                    .await
+                    .unwrap_err(),
+            );
+            assert_eq!(
+                (kube.status, kube.field.as_deref()),
+                (422, Some(rest_field.as_str())),
+                "kubectl took {field:?} {value:?}: {kube:?}"
+            );
+            // The hub's door and the agent's: the same value in the wire's deploy.
+            let mut payload = frame["payload"].clone();
+            let target = payload.pointer_mut(&pointer).unwrap();
+            *target = json!(value);
+            let deploy: kubenest_contracts::AppDeploy = serde_json::from_value(payload).unwrap();
+            let refused = kubenest_domain::app::validate_deploy(&deploy).unwrap_err();
+            assert_eq!(refused.pointer, pointer, "the hub took {field:?} {value:?}");
+            tried += 1;
+        }
+    }
+    assert_eq!(tried, 36);
+    assert!(apps.get_opt("shop").await.unwrap().is_none());
+}

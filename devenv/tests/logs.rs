@@ -328,3 +328,132 @@ fn a_reader_is_told_when_the_agents_session_drops_and_then_refused_until_it_is_b
         .await;
     });
 }
+
+/// The `reason` of a stream's `event: end`, reading until it comes.
+async fn end_reason(response: &mut reqwest::Response) -> String {
+    let rest = read_until(response, |s| s.contains("event: end\ndata: ")).await;
+    let end: Value = rest
+        .split("event: end\ndata: ")
+        .nth(1)
+        .and_then(|d| d.lines().next())
+        .map(|d| serde_json::from_str(d).unwrap())
+        .unwrap();
+    end["reason"].as_str().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn one_reader_cannot_take_every_stream_and_readers_are_cut_when_their_access_or_hub_goes() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, namespace) = f.project("east", "logfair").await;
+        let mut admin = f.admin().await;
+        let app_id = create(&mut admin, &project, "logfair", "nginx:1.27").await;
+        let expected = [Expect {
+            app_id: &app_id,
+            name: "logfair",
+            image: "nginx:1.27",
+            operations: &["create"],
+        }];
+        converged(&mut f, "east", &namespace, &expected).await;
+        let base = f.system.api_url();
+        let follow = format!("/api/v1/apps/{app_id}/logs?follow=true");
+        let org = f.system.options().org.clone();
+        let viewer = user(&f, &mut admin, "viewer", Some(&org)).await;
+
+        // A viewer holds as many follow streams as one user may; one more is a 429.
+        let mut held = Vec::new();
+        // kubenest_apiserver::logs::MAX_STREAMS_PER_USER (the system runs the binary, not the library).
+        for _ in 0..8 {
+            let stream = get(&viewer, &base, &follow, "text/event-stream").await;
+            assert_eq!(stream.status(), 200);
+            held.push(stream);
+        }
+        let refused = get(&viewer, &base, &follow, "text/event-stream").await;
+        assert_eq!(refused.status(), 429);
+        assert!(refused.headers().contains_key("retry-after"));
+        // The cluster's streams are not all theirs: another reader still reads.
+        let mut other = get(&admin, &base, &follow, "text/event-stream").await;
+        assert_eq!(other.status(), 200);
+
+        // The viewer leaves the organization: every stream of theirs ends, `forbidden`.
+        let name = viewer.session().unwrap().username.clone();
+        admin
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/api/v1/orgs/{org}/members/{name}"),
+                None,
+            )
+            .await
+            .unwrap();
+        for stream in &mut held {
+            assert_eq!(end_reason(stream).await, "forbidden");
+        }
+
+        // The hub replica carrying the cluster's session dies without a word: the reader
+        // still following is told, instead of waiting for ever.
+        let mgmt = f.env.management().unwrap().client().await.unwrap();
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(mgmt, kubenest_devenv::system::SYSTEM_NAMESPACE);
+        let lease = leases
+            .get(&format!("hub-session-{}", f.cluster_id("east")))
+            .await
+            .unwrap();
+        let holder = lease.spec.unwrap().holder_identity.unwrap();
+        let index = f
+            .system
+            .hubs
+            .iter()
+            .position(|h| h.service.name() == holder)
+            .unwrap();
+        f.system.hubs[index].service.kill();
+        assert_eq!(end_reason(&mut other).await, "session_dropped");
+        f.system.hubs[index].service.start().unwrap();
+        f.system.wait_connected(CONVERGE).await.unwrap();
+    });
+}
+
+#[test]
+fn a_builds_credentials_are_taken_out_of_its_log_lines() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, _) = f.project("east", "logbuild").await;
+        let mut admin = f.admin().await;
+        let app = admin
+            .post(
+                "/api/v1/apps",
+                &json!({"project_id": project, "name": "logbuild", "components": [
+                    {"name": "web", "type": "workload", "workload_spec": {
+                        "git": {"repository": "https://git.example.test/shop.git",
+                                "ref": "main", "mode": "dockerfile"},
+                        "port": 8080}}]}),
+            )
+            .await
+            .unwrap();
+        let app_id = app["id"].as_str().unwrap().to_owned();
+        let password = format!("pw-{}", uuid::Uuid::new_v4().simple());
+        admin
+            .call(
+                reqwest::Method::PUT,
+                &format!("/api/v1/apps/{app_id}/components/web/git-credentials"),
+                Some(&json!({"username": "builder", "password": password})),
+            )
+            .await
+            .unwrap();
+        // What the build prints (kwok gives every container the test's log file).
+        let log_file = f.env.cluster("east").unwrap().kwok_log_file().unwrap();
+        append(&log_file, &format!("fetching as builder:{password} now"));
+        let base = f.system.api_url();
+        let path = format!("/api/v1/apps/{app_id}/logs?component=web&tail=1000");
+        eventually("the build's pod has logs", CONVERGE, async || {
+            get(&admin, &base, &path, "text/plain").await.status() == 200
+        })
+        .await;
+        let mut text = get(&admin, &base, &path, "text/plain").await;
+        let body = read_until(&mut text, |s| s.contains("# end of logs")).await;
+        assert!(
+            body.contains("fetching as builder:[redacted] now"),
+            "{body}"
+        );
+        assert!(!body.contains(&password), "{body}");
+    });
+}

@@ -294,6 +294,40 @@ impl HubClient {
         outcome
     }
 
+    /// Which session of cluster `cluster_id` is live now, as `replica/epoch` of its session
+    /// Lease; `None` when no live session holds the cluster (no Lease, or one whose holder
+    /// stopped renewing it: that hub replica is gone). A stream that travels on a session ends
+    /// with it, so a reader compares this mark over time to learn that its route is gone.
+    pub async fn session_of(&self, cluster_id: &Id) -> Result<Option<String>, DispatchError> {
+        use kubenest_contracts::names::lease::{EPOCH_ANNOTATION, name};
+        let lease = self
+            .inner
+            .leases
+            .get_opt(&name(cluster_id.as_str()))
+            .await
+            .map_err(|e| DispatchError::Kube(e.to_string()))?;
+        let Some(lease) = lease else {
+            return Ok(None);
+        };
+        let spec = lease.spec.unwrap_or_default();
+        let renewed = spec.renew_time.or(spec.acquire_time).map(|t| t.0);
+        let duration = f64::from(spec.lease_duration_seconds.unwrap_or(0));
+        let live = renewed.is_some_and(|at| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_since(at)
+                .as_secs_f64()
+                < duration
+        });
+        let epoch = lease
+            .metadata
+            .annotations
+            .and_then(|mut a| a.remove(EPOCH_ANNOTATION));
+        Ok(match (live, spec.holder_identity, epoch) {
+            (true, Some(holder), Some(epoch)) => Some(format!("{holder}/{epoch}")),
+            _ => None,
+        })
+    }
+
     async fn replica_of(&self, cluster_id: &Id) -> Result<String, DispatchError> {
         let name = kubenest_contracts::names::lease::name(cluster_id.as_str());
         let lease = self

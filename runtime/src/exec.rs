@@ -113,7 +113,7 @@ impl Program {
     /// read as a flag of its own. A NUL in it (which no argument can hold) refuses the run.
     pub fn option(mut self, flag: &'static str, value: impl AsRef<OsStr>) -> Self {
         let value = value.as_ref();
-        if value.as_encoded_bytes().iter().any(|b| *b == b'\0') {
+        if value.as_encoded_bytes().contains(&b'\0') {
             self.invalid.get_or_insert(ExecError::BadValue {
                 program: self.name(),
             });

@@ -252,11 +252,20 @@ async fn failure_lines(ctx: &Context, request: &wire::BuildRequest) -> Option<St
         .await
         .inspect_err(|error| tracing::debug!(%error, "reading the failed build's pod"))
         .ok()?;
-    list.items.iter().find_map(|pod| {
+    let tail = list.items.iter().find_map(|pod| {
         let lines = failure(&serde_json::to_value(pod).ok()?)?;
         let tail: Vec<&str> = lines.lines().rev().take(FAILURE_LINES).collect();
         Some(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
-    })
+    })?;
+    // The message reaches every viewer of the App: the build's credentials are taken out.
+    let redactor = crate::redact::for_builds(
+        &ctx.client,
+        request.app.namespace.as_str(),
+        request.app.name.as_str(),
+        request.component.as_str(),
+    )
+    .await;
+    Some(redactor.apply(&tail))
 }
 
 /// How many of a failed build's last log lines its status carries.

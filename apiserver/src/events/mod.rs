@@ -111,6 +111,30 @@ pub struct Events {
     live: broadcast::Sender<Arc<StoredEvent>>,
     /// The newest event id stored before this process started or sent live since.
     newest: Arc<AtomicI64>,
+    /// Open streams by user id, for [`MAX_STREAMS_PER_USER`].
+    seats: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+}
+
+/// Event streams one user may hold open at once on one API server (a console tab holds one).
+pub const MAX_STREAMS_PER_USER: usize = 16;
+
+/// One user's place among the open streams, given back when the stream ends.
+#[derive(Debug)]
+pub struct Seat {
+    seats: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    user: String,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut seats = self.seats.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = seats.get_mut(&self.user) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                seats.remove(&self.user);
+            }
+        }
+    }
 }
 
 impl Events {
@@ -130,6 +154,7 @@ impl Events {
             log,
             live,
             newest: Arc::new(AtomicI64::new(newest)),
+            seats: Arc::default(),
         };
         let (derived, queue) = mpsc::unbounded_channel();
         tokio::spawn(derive::derive(
@@ -141,6 +166,20 @@ impl Events {
         tokio::spawn(store(events.clone(), queue, shutdown.clone()));
         tokio::spawn(prune(events.log.clone(), shutdown.clone()));
         Ok(events)
+    }
+
+    /// A place for one more stream of user `user`, unless they hold [`MAX_STREAMS_PER_USER`].
+    pub fn seat(&self, user: &str) -> Option<Seat> {
+        let mut seats = self.seats.lock().unwrap_or_else(|e| e.into_inner());
+        let open = seats.entry(user.to_owned()).or_default();
+        if *open >= MAX_STREAMS_PER_USER {
+            return None;
+        }
+        *open += 1;
+        Some(Seat {
+            seats: self.seats.clone(),
+            user: user.to_owned(),
+        })
     }
 
     /// New events as they are stored, and the newest id sent before them: a subscriber that

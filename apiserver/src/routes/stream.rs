@@ -126,6 +126,8 @@ struct Feed {
     heartbeat: tokio::time::Interval,
     /// Counts the stream in `sse_subscribers` until the client leaves.
     _subscriber: crate::metrics::Subscriber,
+    /// The user's place among their open streams, until the client leaves.
+    _seat: crate::events::Seat,
 }
 
 impl Feed {
@@ -232,6 +234,15 @@ pub async fn stream(
         ),
         None => query.last_event_id,
     };
+    let seat = state.events().seat(&caller.id).ok_or_else(|| {
+        ApiError::too_many(
+            format!(
+                "you hold {} event streams open already; close one first",
+                crate::events::MAX_STREAMS_PER_USER
+            ),
+            5,
+        )
+    })?;
     let first = sight(&state, &caller, query.org.as_deref()).await?;
     // Subscribe before replaying, so nothing falls between the two.
     let (newest, live) = state.events().subscribe();
@@ -274,6 +285,7 @@ pub async fn stream(
         replayed: HashSet::new(),
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         _subscriber: crate::metrics::Subscriber::open(),
+        _seat: seat,
     };
     // The body polls the feed itself: an event wakes each subscriber's connection once, and
     // every subscriber writes the same pre-rendered bytes.

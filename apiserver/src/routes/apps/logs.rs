@@ -3,6 +3,12 @@
 //! request. The stream ends when every pod's log ends, when the reader leaves (the agent is
 //! told to stop), when the hub session drops, or when the reader does not keep up; the last
 //! event says which.
+//!
+//! A stream stays a reader's only while it may read: every [`RECHECK`] the reader's access to
+//! the App is checked again (a member removed meanwhile is cut with reason `forbidden`), and
+//! so is the cluster's hub session: a hub replica or agent that went away without a word
+//! ends the stream with reason `session_dropped` instead of leaving the reader waiting.
+//! A user reads at most `logs::MAX_STREAMS_PER_USER` streams at once (429 beyond).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -22,13 +28,15 @@ use super::load;
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::k8s;
-use crate::logs::{Frame, Subscription};
+use crate::logs::{Frame, Full, MAX_STREAMS_PER_USER, Subscription};
 use crate::routes::IdPath;
 use crate::secrets::Unconfirmed;
 use crate::state::AppState;
 
 /// How often a comment keeps an idle stream open through proxies.
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// How often an open stream's reader and route are checked again.
+const RECHECK: Duration = Duration::from_secs(15);
 /// The largest `tail`.
 const MAX_TAIL: u32 = 10_000;
 /// The largest `since`: 30 days.
@@ -217,16 +225,34 @@ pub async fn logs(
         previous: request.previous,
     })
     .for_cluster(cluster_id.clone(), org_id.clone());
+    // The session the stream will travel on: when it changes, the stream is gone.
+    let session = state.secrets().session_of(&cluster_id).await.ok().flatten();
     // Registered before the subscribe goes out, so no line falls between the two.
-    let subscription = state.logs().open(&subscription_id);
+    let subscription = state
+        .logs()
+        .open(&subscription_id, &caller.id, cluster_id.as_str())
+        .map_err(|full| match full {
+            Full::User => ApiError::too_many(
+                format!("you read {MAX_STREAMS_PER_USER} log streams already; close one first"),
+                5,
+            ),
+            Full::Cluster => ApiError::too_many(
+                "this cluster's log streams are all in use; try again shortly",
+                5,
+            ),
+        })?;
     let mut reader = Reader {
         state: state.clone(),
+        caller: caller.clone(),
+        app_id: path.id.clone(),
+        session,
         subscription_id: subscription_id.clone(),
         cluster_id,
         org_id,
         subscription,
         text: wants_text(&headers),
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
+        recheck: tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK),
         done: false,
         agent_ended: false,
     };
@@ -284,12 +310,18 @@ fn wants_text(headers: &HeaderMap) -> bool {
 /// One reader's stream; dropping it (the client left) stops the agent's stream.
 struct Reader {
     state: AppState,
+    /// Who reads, and what: checked again every [`RECHECK`].
+    caller: Caller,
+    app_id: String,
+    /// The cluster's hub session when the stream began (`replica/epoch`).
+    session: Option<String>,
     subscription_id: String,
     cluster_id: wire::Id,
     org_id: wire::Id,
     subscription: Subscription,
     text: bool,
     heartbeat: tokio::time::Interval,
+    recheck: tokio::time::Interval,
     done: bool,
     /// The agent said the stream ended: nothing to stop there.
     agent_ended: bool,
@@ -324,7 +356,38 @@ impl Reader {
                         return Some(Bytes::from_static(b":heartbeat\n\n"));
                     }
                 }
+                _ = self.recheck.tick() => {
+                    if let Some((reason, message)) = self.still_allowed().await {
+                        return Some(self.finish_with(reason, message));
+                    }
+                }
             }
+        }
+    }
+
+    /// Why the stream must end now, if it must: the reader may no longer read the App, or
+    /// the hub session it travels on is gone.
+    async fn still_allowed(&self) -> Option<(&'static str, String)> {
+        let allowed = match load(&self.state, &self.caller, &self.app_id).await {
+            Ok(scoped) => scoped.require(Need::Read, "app").is_ok(),
+            // The App is gone, or hidden from this reader now.
+            Err(e) if e.status.is_client_error() => false,
+            // The management cluster did not answer: no reason to cut a reader.
+            Err(_) => true,
+        };
+        if !allowed {
+            return Some((
+                "forbidden",
+                "you may no longer read this App's logs".to_owned(),
+            ));
+        }
+        match self.state.secrets().session_of(&self.cluster_id).await {
+            Ok(now) if now.is_none() || now != self.session => Some((
+                "session_dropped",
+                "the cluster's hub session ended; open the logs again to follow them".to_owned(),
+            )),
+            // Not known now (the management cluster did not answer): keep going.
+            _ => None,
         }
     }
 
@@ -347,15 +410,19 @@ impl Reader {
     }
 
     fn finish(&mut self, end: LogEnd) -> Bytes {
-        self.done = true;
         let reason = serde_json::to_value(end.reason)
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
+        self.finish_with(&reason, end.message)
+    }
+
+    fn finish_with(&mut self, reason: &str, message: String) -> Bytes {
+        self.done = true;
         if self.text {
-            Bytes::from(format!("# end of logs ({reason}): {}\n", end.message))
+            Bytes::from(format!("# end of logs ({reason}): {message}\n"))
         } else {
-            let data = json!({ "reason": reason, "message": end.message });
+            let data = json!({ "reason": reason, "message": message });
             Bytes::from(format!("event: end\ndata: {data}\n\n"))
         }
     }
