@@ -131,19 +131,14 @@ impl GitOps {
             .await
             .is_ok();
         if has_branch {
+            // The branch and the work tree become the remote's head, local changes dropped
+            // (`reset` takes no `--end-of-options`; `switch` does, and can discard).
             self.git(
                 &self.work,
                 Self::program("switch")
                     .arg("--quiet")
+                    .arg("--discard-changes")
                     .option("--force-create", &self.branch)
-                    .after("--end-of-options", [remote_head.as_str()]),
-            )
-            .await?;
-            self.git(
-                &self.work,
-                Self::program("reset")
-                    .arg("--quiet")
-                    .arg("--hard")
                     .after("--end-of-options", [remote_head.as_str()]),
             )
             .await?;
