@@ -266,7 +266,7 @@ async fn set_connected(kube: &kube::Client, org: &str, name: &str, id: &str, con
     let leases: Api<Lease> = Api::namespaced(kube.clone(), common::SYSTEM);
     let lease = kubenest_contracts::names::lease::name(id);
     if connected {
-        let renewed = k8s_openapi::jiff::Timestamp::now().to_string();
+        let renewed = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let body = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": lease},
             "spec": {"renewTime": renewed, "leaseDurationSeconds": 3600,
@@ -289,7 +289,7 @@ async fn set_connected(kube: &kube::Client, org: &str, name: &str, id: &str, con
     } else {
         "disconnected"
     };
-    let heartbeat = k8s_openapi::jiff::Timestamp::now().to_string();
+    let heartbeat = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let patch = json!({"status": {"state": state, "lastHeartbeat": heartbeat}});
     clusters
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
