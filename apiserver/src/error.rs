@@ -259,8 +259,27 @@ impl From<kube::Error> for ApiError {
                     )
                 }
             }
+            // The management API server is down, unreachable, overloaded or timing out: an
+            // outage the caller may retry, not a fault of ours.
+            kube::Error::Api(status) if matches!(status.code, 429 | 503 | 504) => {
+                Self::outage("management_unavailable", "the management cluster", &error)
+            }
+            kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+                Self::outage("management_unavailable", "the management cluster", &error)
+            }
             _ => Self::internal(error),
         }
+    }
+}
+
+impl ApiError {
+    /// A 503 with `Retry-After` for a dependency that cannot answer now; the cause is logged.
+    fn outage(code: &'static str, what: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(%error, "{what} is unavailable");
+        Self::unavailable(
+            code,
+            format!("{what} cannot be reached now; retry after the time Retry-After gives"),
+        )
     }
 }
 
@@ -271,6 +290,9 @@ impl From<StoreError> for ApiError {
             StoreError::UserExists => Self::conflict("exists", "the user exists"),
             StoreError::Conflict { constraint } => {
                 Self::conflict("conflict", format!("conflicts with {constraint}"))
+            }
+            other if other.unavailable() => {
+                Self::outage("database_unavailable", "the database", &other)
             }
             other => Self::internal(other),
         }

@@ -5,6 +5,8 @@
 //! same name (another id) or a token from before a password change (an older token epoch) is
 //! refused at once, on every replica; the platform-administrator flag is the current one.
 
+mod integral;
+
 use aide::OperationInput;
 use aide::generate::GenContext;
 use aide::openapi::{Operation, SecurityRequirement};
@@ -17,6 +19,7 @@ use serde::de::DeserializeOwned;
 use crate::authz::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
+use integral::Integral;
 
 /// A JSON request body. Unknown fields, wrong types and missing fields are a 400 naming the
 /// field (`components[0].workload_spec.replicas`).
@@ -85,36 +88,54 @@ fn integral_float(error: &serde_path_to_error::Error<serde_json::Error>) -> bool
         .starts_with("invalid type: floating point")
 }
 
+/// How many times the old repair (one number fixed by the path serde names, then the whole
+/// document read again) may follow the one-pass read: only for shapes serde buffers before the
+/// target sees them (flattened structs, internally tagged enums), which [`Integral`] cannot
+/// reach. A constant, so the work stays linear in the body.
+const REPAIRS: usize = 4;
+
 /// The body again, with each number written like `2034.0` that stands where an integer is
 /// wanted read as that integer. JSON has one number type, so `2034.0` and `2034` are the same
-/// value and JSON Schema's `integer` holds both; serde tells them apart. Only the numbers the
-/// target type refuses are changed (one at a time, by the path serde names), so a float a
-/// free-form map holds stays as it was. A fraction that is not zero stays the 400 it was.
+/// value and JSON Schema's `integer` holds both; serde tells them apart. The document is read
+/// once through [`Integral`], which hands the integer to whatever asks for one, so a float a
+/// free-form map holds stays as it was; a fraction that is not zero stays the 400 it was.
 fn with_integral_floats<T: DeserializeOwned>(
     bytes: &[u8],
     first: serde_path_to_error::Error<serde_json::Error>,
 ) -> Result<T, ApiError> {
+    read_integral(bytes, first).0
+}
+
+/// [`with_integral_floats`], and how many times the document was deserialized.
+fn read_integral<T: DeserializeOwned>(
+    bytes: &[u8],
+    first: serde_path_to_error::Error<serde_json::Error>,
+) -> (Result<T, ApiError>, usize) {
     let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(bytes) else {
-        return Err(body_error(&first));
+        return (Err(body_error(&first)), 0);
     };
-    let mut error = first;
-    // Each pass turns one number into an integer, so a body has at most as many passes as it
-    // has numbers; the bound only keeps a bug from looping.
-    for _ in 0..bytes.len() {
+    let mut passes = 1;
+    let mut error = match serde_path_to_error::deserialize(Integral(&document)) {
+        Ok(value) => return (Ok(value), passes),
+        Err(error) if integral_float(&error) => error,
+        Err(error) => return (Err(body_error(&error)), passes),
+    };
+    for _ in 0..REPAIRS {
         let Some(number) = value_at(&mut document, error.path()) else {
-            return Err(body_error(&error));
+            break;
         };
         let Some(integer) = as_integer(number) else {
-            return Err(body_error(&error));
+            break;
         };
         *number = integer;
-        match serde_path_to_error::deserialize(&document) {
-            Ok(value) => return Ok(value),
+        passes += 1;
+        match serde_path_to_error::deserialize(Integral(&document)) {
+            Ok(value) => return (Ok(value), passes),
             Err(next) if integral_float(&next) => error = next,
-            Err(next) => return Err(body_error(&next)),
+            Err(next) => return (Err(body_error(&next)), passes),
         }
     }
-    Err(body_error(&error))
+    (Err(body_error(&error)), passes)
 }
 
 /// The value at `path` in `document`, where serde's path is one of map keys and list indexes.
@@ -138,7 +159,7 @@ fn as_integer(value: &serde_json::Value) -> Option<serde_json::Value> {
         .filter(|f| f.is_finite() && f.fract() == 0.0)?;
     // The casts are exact: the float is whole and inside the integer type's range.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    if (0.0..=u64::MAX as f64).contains(&float) {
+    if (0.0..u64::MAX as f64).contains(&float) {
         Some(serde_json::Value::from(float as u64))
     } else if (i64::MIN as f64..0.0).contains(&float) {
         Some(serde_json::Value::from(float as i64))
@@ -328,5 +349,89 @@ mod tests {
             "{}",
             error.message
         );
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum Size {
+        Fixed(u16),
+        Range { low: Option<u8>, high: i64 },
+        Auto,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Shapes {
+        sizes: Vec<Size>,
+        limit: Option<u64>,
+        pair: (u8, f64),
+    }
+
+    #[test]
+    fn thousands_of_whole_floats_are_read_in_one_pass_at_every_depth() {
+        let offsets = vec!["-1.0"; 3000].join(", ");
+        let text =
+            format!(r#"{{"replicas": 7.0, "offsets": [{offsets}], "values": {{"x": 1.0}}}}"#);
+        let first = serde_path_to_error::deserialize::<_, Scale>(
+            &mut serde_json::Deserializer::from_str(&text),
+        )
+        .unwrap_err();
+        let (scale, passes) = read_integral::<Scale>(text.as_bytes(), first);
+        let scale = scale.unwrap();
+        assert_eq!(passes, 1, "the document is read once, whatever it holds");
+        assert_eq!((scale.replicas, scale.offsets.len()), (7, 3000));
+        assert!(scale.offsets.iter().all(|o| *o == -1));
+        assert_eq!(scale.values["x"], serde_json::json!(1.0));
+
+        let text = r#"{"sizes": [{"fixed": 80.0}, {"range": {"low": 1.0, "high": -3.0}}, "auto"],
+                       "limit": 5.0, "pair": [2.0, 2.5]}"#;
+        let value: serde_json::Value = serde_json::from_str(text).unwrap();
+        let shapes: Shapes = serde_path_to_error::deserialize(Integral(&value)).unwrap();
+        assert_eq!(
+            shapes,
+            Shapes {
+                sizes: vec![
+                    Size::Fixed(80),
+                    Size::Range {
+                        low: Some(1),
+                        high: -3
+                    },
+                    Size::Auto
+                ],
+                limit: Some(5),
+                pair: (2, 2.5),
+            }
+        );
+        let value = serde_json::json!({"sizes": [{"range": {"low": 300.0, "high": 0}}],
+                                       "limit": null, "pair": [1, 1]});
+        let error = serde_path_to_error::deserialize::<_, Shapes>(Integral(&value)).unwrap_err();
+        assert_eq!(error.path().to_string(), "sizes[0].range.low", "{error}");
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // only whether it deserializes matters
+    struct Flat {
+        #[serde(flatten)]
+        inner: Inner,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[allow(dead_code)] // only whether it deserializes matters
+    struct Inner {
+        counts: Vec<u32>,
+    }
+
+    #[test]
+    fn what_serde_buffers_costs_a_bounded_number_of_passes() {
+        // A flattened struct is buffered before its fields are read, out of reach of
+        // `Integral`; the repairs after it are bounded, not one per number.
+        let counts = vec!["1.0"; 2000].join(",");
+        let many = format!(r#"{{"counts": [{counts}]}}"#);
+        let first = serde_path_to_error::deserialize::<_, Flat>(
+            &mut serde_json::Deserializer::from_str(&many),
+        )
+        .unwrap_err();
+        let (flat, passes) = read_integral::<Flat>(many.as_bytes(), first);
+        assert!(flat.is_err());
+        assert!(passes <= 1 + REPAIRS, "{passes} passes");
     }
 }

@@ -51,10 +51,11 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::{delete, get, get_with, post, post_with, put};
 use aide::openapi::{Info, OpenApi, SecurityScheme};
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, Request};
+use axum::http::{HeaderName, HeaderValue, Request, header};
 use axum::response::IntoResponse;
 use axum::{Json, Router};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
@@ -341,8 +342,20 @@ pub fn app(state: AppState) -> Router {
         )
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Outermost, so every answer carries them: API, console, errors, streams, unknown paths.
+        .layer(SetResponseHeaderLayer::overriding(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static(HSTS),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .with_state(state)
 }
+
+/// Browsers that reached the API over HTTPS keep to HTTPS for a year, subdomains included.
+const HSTS: &str = "max-age=31536000; includeSubDomains";
 
 /// Trims the request limiters' tables every minute, for as long as the server runs.
 fn shrink_limits(state: &AppState) {

@@ -258,3 +258,173 @@ async fn a_failed_standalone_addon_takes_a_rollback_or_a_real_change_and_refuses
     let deleted = admin.expect(Method::DELETE, &path, None, 202).await;
     assert_eq!(deleted["state"], "deleting", "{deleted}");
 }
+
+/// Makes cluster `id` (named `name`, in `org`) connected the way the hub and the status router
+/// do (a live session Lease and a fresh heartbeat), or disconnected again.
+async fn set_connected(kube: &kube::Client, org: &str, name: &str, id: &str, connected: bool) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(kube.clone(), common::SYSTEM);
+    let lease = kubenest_contracts::names::lease::name(id);
+    if connected {
+        let renewed = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let body = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": lease},
+            "spec": {"renewTime": renewed, "leaseDurationSeconds": 3600,
+                     "holderIdentity": "tests"}});
+        leases
+            .patch(
+                &lease,
+                &PatchParams::apply("tests").force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .unwrap();
+    } else {
+        let _ = leases.delete(&lease, &Default::default()).await;
+    }
+    let clusters: Api<kubenest_crds::cluster::Cluster> =
+        Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let state = if connected {
+        "connected"
+    } else {
+        "disconnected"
+    };
+    let heartbeat = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let patch = json!({"status": {"state": state, "lastHeartbeat": heartbeat}});
+    clusters
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_removal_is_refused_while_the_agent_answers_or_git_keeps_the_object() {
+    let admin = Client::admin().await;
+    let member = common::user(&admin, "fmember").await;
+    let viewer = common::user(&admin, "fviewer").await;
+    let org = org(
+        &admin,
+        "force",
+        json!([{"user": member, "role": "member"}, {"user": viewer, "role": "viewer"}]),
+    )
+    .await;
+    let registration = cluster(&admin, &org).await;
+    let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
+    let cluster_name = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/clusters/{cluster_id}"),
+            None,
+            200,
+        )
+        .await["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let project = project(&admin, &org, &cluster_id).await;
+    let project_id = project["id"].as_str().unwrap().to_owned();
+    let kube = plane().kube().await;
+    agent_took_namespace(&admin, &kube, &org, &project).await;
+    let app = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(common::web_app(&project_id, "kept", "shop:1")),
+            202,
+        )
+        .await;
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    let app_path = format!("/api/v1/apps/{app_id}");
+    let force = |path: &str| format!("{path}?force=true");
+    let project_path = format!("/api/v1/projects/{project_id}");
+    let cluster_path = format!("/api/v1/clusters/{cluster_id}");
+
+    // Only admins force, whatever the cluster's state.
+    for who in [&member, &viewer] {
+        let client = Client::login(0, who, common::PASSWORD).await;
+        let (status, body) = client.call(Method::DELETE, &force(&app_path), None).await;
+        assert_eq!(status, 403, "{who}: {body}");
+    }
+
+    // While the agent is connected nothing is forced: the ordinary deletion will be confirmed.
+    set_connected(&kube, &org, &cluster_name, &cluster_id, true).await;
+    common::eventually("the cluster is connected", 30, async || {
+        admin.get(&cluster_path).await.1["state"] == "connected"
+    })
+    .await;
+    for path in [&app_path, &project_path, &cluster_path] {
+        let refused = admin.expect(Method::DELETE, &force(path), None, 409).await;
+        assert_eq!(
+            refused["error"]["code"], "agent_connected",
+            "{path}: {refused}"
+        );
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&cluster_name) && message.contains("without ?force=true"),
+            "{message}"
+        );
+    }
+    let still = admin.expect(Method::GET, &app_path, None, 200).await;
+    assert_ne!(still["phase"], "Deleting", "{still}");
+
+    // The agent is gone, but the App is kept in Git: its engine would bring it back.
+    set_connected(&kube, &org, &cluster_name, &cluster_id, false).await;
+    common::eventually("the cluster is disconnected", 30, async || {
+        admin.get(&cluster_path).await.1["state"] == "disconnected"
+    })
+    .await;
+    let apps: Api<App> = Api::namespaced(kube.clone(), &format!("org-{org}"));
+    let label = |value: Value| json!({"metadata": {"labels": {"kubenest.io/managed-by": value}}});
+    apps.patch(
+        "kept",
+        &PatchParams::default(),
+        &Patch::Merge(&label(json!("gitops"))),
+    )
+    .await
+    .unwrap();
+    for path in [&app_path, &project_path, &cluster_path] {
+        let refused = admin.expect(Method::DELETE, &force(path), None, 409).await;
+        assert_eq!(
+            refused["error"]["code"], "gitops_owned",
+            "{path}: {refused}"
+        );
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("kept in Git"),
+            "{refused}"
+        );
+    }
+    admin.expect(Method::GET, &app_path, None, 200).await;
+    admin.expect(Method::GET, &project_path, None, 200).await;
+
+    // Out of Git and with its agent gone, the App is removed by force, then audited.
+    apps.patch(
+        "kept",
+        &PatchParams::default(),
+        &Patch::Merge(&label(Value::Null)),
+    )
+    .await
+    .unwrap();
+    let removed = admin
+        .expect(Method::DELETE, &force(&app_path), None, 200)
+        .await;
+    assert_eq!(removed["removed"], json!(["app/kept"]), "{removed}");
+    common::eventually("the App is gone", 30, async || {
+        apps.get_opt("kept").await.unwrap().is_none()
+    })
+    .await;
+    let audit = admin
+        .expect(Method::GET, &format!("/api/v1/orgs/{org}/audit"), None, 200)
+        .await;
+    let forced: Vec<&Value> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "app.force_delete")
+        .collect();
+    assert_eq!(forced.len(), 1, "{audit}");
+    assert_eq!(forced[0]["resource_name"], "kept", "{audit}");
+    assert_eq!(forced[0]["actor"], common::ADMIN, "{audit}");
+}

@@ -29,6 +29,30 @@ pub enum StoreError {
     Migration(#[from] sqlx::migrate::MigrateError),
 }
 
+impl StoreError {
+    /// Whether the database could not be reached or answer in time (down, restarting, the
+    /// pool's wait over): an outage a caller may retry, not a wrong request.
+    pub fn unavailable(&self) -> bool {
+        match self {
+            Self::Closed => true,
+            Self::Database(error) => match error {
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_)
+                | sqlx::Error::WorkerCrashed => true,
+                // Class 08 (connection exception) and 57P01..57P03 (the server shutting down or
+                // starting up).
+                sqlx::Error::Database(db) => db
+                    .code()
+                    .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(error: sqlx::Error) -> Self {
         match &error {

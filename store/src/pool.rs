@@ -10,6 +10,9 @@ use crate::url::DatabaseUrl;
 pub(crate) async fn connect(url: &DatabaseUrl, max_connections: u32) -> Result<PgPool, StoreError> {
     let pool = PgPoolOptions::new()
         .max_connections(max_connections)
+        // A request waits this long for a connection while the server is down or busy, then
+        // fails as unavailable (the API's 503 to retry) rather than hanging for sqlx's 30 s.
+        .acquire_timeout(std::time::Duration::from_secs(10))
         .connect(url.expose())
         .await
         .map_err(StoreError::Database)?;

@@ -1,12 +1,15 @@
 //! Forced removal: an App, addon, project or cluster record released from kubenest without its
-//! agent, each recorded in the audit log (an App also as a `forced` delete deployment), each
-//! saying what may be left on the cluster.
+//! agent, each recorded in the audit log once it is gone (an App also as a `forced` delete
+//! deployment), each saying what may be left on the cluster. Refused (409) while the cluster's
+//! agent is connected (`agent_connected`: an ordinary deletion will be confirmed) and for
+//! anything kept in Git (`gitops_owned`: the engine would bring it back); a project or cluster
+//! is checked whole, with what it holds, before anything goes.
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
-use kubenest_crds::cluster::Cluster;
+use kubenest_crds::cluster::{Cluster, ClusterState};
 use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use kubenest_domain::names::AGENT_NAMESPACE;
@@ -19,7 +22,7 @@ use super::{RemovalResponse, release};
 use crate::authz::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::k8s;
-use crate::routes::{actor_annotations, patch_params};
+use crate::routes::{actor_annotations, not_in_git, patch_params};
 use crate::state::AppState;
 
 /// Where an object being removed sits.
@@ -54,6 +57,68 @@ impl Place<'_> {
             .map(|p| p.spec.namespace.clone())
             .unwrap_or_default()
     }
+}
+
+/// Refuses a forced removal while the cluster's agent is connected (the state the hub's
+/// heartbeats and session keep): that agent would confirm an ordinary deletion, and removing
+/// the object behind its back leaves what it runs on the cluster with no owner.
+fn not_while_connected(cluster: Option<&Cluster>) -> ApiResult<()> {
+    let Some(cluster) = cluster else {
+        return Ok(());
+    };
+    let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
+    if !connected {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        "agent_connected",
+        format!(
+            "the agent of cluster {} is connected: delete without ?force=true and the agent \
+             removes it from the cluster. Forced removal is for a cluster whose agent will not \
+             answer again",
+            cluster.name_any()
+        ),
+    ))
+}
+
+/// Refuses a forced removal of an object kept in Git: its GitOps engine would create it again
+/// at its next reconcile.
+fn not_kept_in_git<K: kube::Resource>(object: &K, what: &str) -> ApiResult<()> {
+    not_in_git(
+        object,
+        what,
+        "Remove its manifest from Git; the deletion then waits for the cluster as any other.",
+    )
+}
+
+/// Everything that refuses forcing project `project` (and its Apps and addons) off `cluster`,
+/// checked before anything is removed.
+async fn project_forceable(
+    state: &AppState,
+    cluster: Option<&Cluster>,
+    project: &Project,
+) -> ApiResult<(Vec<App>, Vec<AddonInstance>)> {
+    not_while_connected(cluster)?;
+    not_kept_in_git(project, "project")?;
+    let name = project.name_any();
+    let namespace = k8s::namespace(project);
+    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
+    let apps: Vec<App> = apps
+        .into_iter()
+        .filter(|a| a.spec.project == name)
+        .collect();
+    for app in &apps {
+        not_kept_in_git(app, "app")?;
+    }
+    let addons: Vec<AddonInstance> = k8s::list_in(state.client(), &namespace).await?;
+    let addons: Vec<AddonInstance> = addons
+        .into_iter()
+        .filter(|a| a.spec.project == name)
+        .collect();
+    for addon in &addons {
+        not_kept_in_git(addon, "addon instance")?;
+    }
+    Ok((apps, addons))
 }
 
 /// Records the actor on the object (for whoever reads it before it goes).
@@ -111,9 +176,26 @@ pub async fn force_app(
     app: &App,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
+    not_while_connected(place.cluster)?;
+    not_kept_in_git(app, "app")?;
+    remove_app(state, caller, place, app, out).await
+}
+
+/// [`force_app`] once it is allowed: the App goes first, then the history and the audit log
+/// say so.
+async fn remove_app(
+    state: &AppState,
+    caller: &Caller,
+    place: Place<'_>,
+    app: &App,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
     let name = app.name_any();
     let uid = k8s::uid(app);
     let status = app.status.clone().unwrap_or_default();
+    let api: Api<App> = Api::namespaced(state.client().clone(), &k8s::namespace(app));
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
     let mut left = Vec::new();
     // Only a recorded revision was ever sent to the cluster.
     if let Some(revision) = &status.revision {
@@ -157,9 +239,6 @@ pub async fn force_app(
         }
     }
     audit(state, &place, caller, "app", &name, &left).await?;
-    let api: Api<App> = Api::namespaced(state.client().clone(), &k8s::namespace(app));
-    mark(&api, &name, caller).await?;
-    release(&api, &name).await?;
     out.removed.push(format!("app/{name}"));
     out.left_on_cluster.extend(left);
     Ok(())
@@ -173,8 +252,24 @@ pub async fn force_addon(
     addon: &AddonInstance,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
+    not_while_connected(place.cluster)?;
+    not_kept_in_git(addon, "addon instance")?;
+    remove_addon(state, caller, place, addon, out).await
+}
+
+/// [`force_addon`] once it is allowed: the addon goes first, then the audit log says so.
+async fn remove_addon(
+    state: &AppState,
+    caller: &Caller,
+    place: Place<'_>,
+    addon: &AddonInstance,
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
     let name = addon.name_any();
     let uid = k8s::uid(addon);
+    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &k8s::namespace(addon));
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
     let mut left = Vec::new();
     if addon.status.as_ref().and_then(|s| s.revision).is_some() {
         left.push(format!(
@@ -186,9 +281,6 @@ pub async fn force_addon(
         ));
     }
     audit(state, &place, caller, "addon", &name, &left).await?;
-    let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &k8s::namespace(addon));
-    mark(&api, &name, caller).await?;
-    release(&api, &name).await?;
     out.removed.push(format!("addon/{name}"));
     out.left_on_cluster.extend(left);
     Ok(())
@@ -204,6 +296,20 @@ pub async fn force_project(
     project: &Project,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
+    let held = project_forceable(state, cluster, project).await?;
+    remove_project(state, caller, org, cluster, project, held, out).await
+}
+
+/// [`force_project`] once it is allowed, with the Apps and addons the project holds.
+async fn remove_project(
+    state: &AppState,
+    caller: &Caller,
+    org: &Organization,
+    cluster: Option<&Cluster>,
+    project: &Project,
+    (apps, addons): (Vec<App>, Vec<AddonInstance>),
+    out: &mut RemovalResponse,
+) -> ApiResult<()> {
     let name = project.name_any();
     let namespace = k8s::namespace(project);
     let place = Place {
@@ -211,14 +317,15 @@ pub async fn force_project(
         project: Some(project),
         cluster,
     };
-    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
-    for app in apps.iter().filter(|a| a.spec.project == name) {
-        force_app(state, caller, place, app, out).await?;
+    for app in &apps {
+        remove_app(state, caller, place, app, out).await?;
     }
-    let addons: Vec<AddonInstance> = k8s::list_in(state.client(), &namespace).await?;
-    for addon in addons.iter().filter(|a| a.spec.project == name) {
-        force_addon(state, caller, place, addon, out).await?;
+    for addon in &addons {
+        remove_addon(state, caller, place, addon, out).await?;
     }
+    let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
+    mark(&api, &name, caller).await?;
+    release(&api, &name).await?;
     let status = project.status.clone().unwrap_or_default();
     let mut left = Vec::new();
     // The namespace is the project's only if the agent ever took it.
@@ -231,15 +338,13 @@ pub async fn force_project(
         ));
     }
     audit(state, &place, caller, "project", &name, &left).await?;
-    let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
-    mark(&api, &name, caller).await?;
-    release(&api, &name).await?;
     out.removed.push(format!("project/{name}"));
     out.left_on_cluster.extend(left);
     Ok(())
 }
 
 /// Removes cluster record `cluster` and every project on it from kubenest without its agent.
+/// Nothing is removed unless everything may be.
 pub async fn force_cluster(
     state: &AppState,
     caller: &Caller,
@@ -247,11 +352,20 @@ pub async fn force_cluster(
     cluster: &Cluster,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
+    not_while_connected(Some(cluster))?;
+    not_kept_in_git(cluster, "cluster")?;
     let name = cluster.name_any();
     let namespace = k8s::namespace(cluster);
     let projects: Vec<Project> = k8s::list_in(state.client(), &namespace).await?;
+    let mut held = Vec::new();
     for project in projects.iter().filter(|p| p.spec.cluster == name) {
-        force_project(state, caller, org, Some(cluster), project, out).await?;
+        held.push((
+            project,
+            project_forceable(state, Some(cluster), project).await?,
+        ));
+    }
+    for (project, holds) in held {
+        remove_project(state, caller, org, Some(cluster), project, holds, out).await?;
     }
     let place = Place {
         org,
@@ -264,10 +378,10 @@ pub async fn force_cluster(
          `helm uninstall kubenest-agent -n {AGENT_NAMESPACE}` removes it. Its token no longer \
          connects."
     )];
-    audit(state, &place, caller, "cluster", &name, &left).await?;
     let api: Api<Cluster> = Api::namespaced(state.client().clone(), &namespace);
     mark(&api, &name, caller).await?;
     release(&api, &name).await?;
+    audit(state, &place, caller, "cluster", &name, &left).await?;
     out.removed.push(format!("cluster/{name}"));
     out.left_on_cluster.extend(left);
     Ok(())

@@ -7,7 +7,9 @@
 //! agent uninstalled, the cluster gone), an admin removes the objects from kubenest alone with
 //! `?force=true`: the finalizers are released without the agent, the removal is recorded in the
 //! history (a `forced` delete deployment for an App) and the audit log, and the answer lists
-//! what may be left on the cluster for its owner to clean up.
+//! what may be left on the cluster for its owner to clean up. Forcing is refused (409) while
+//! the cluster's agent is connected, which would confirm an ordinary deletion, and for anything
+//! kept in Git, which its engine would bring back.
 
 mod force;
 
