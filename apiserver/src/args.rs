@@ -108,6 +108,11 @@ pub struct Args {
     /// The CA the kube-apiserver verifies the webhooks with (default: the certificate itself).
     #[arg(long, env = "KUBENEST_ADMISSION_CA")]
     admission_ca: Option<std::path::PathBuf>,
+    /// PEM CA that signed the client certificate the kube-apiserver presents to the webhooks
+    /// (its `--admission-control-config-file`): a caller without a certificate it signed is
+    /// refused in the TLS handshake. Without it anyone who reaches the port may post a review.
+    #[arg(long, env = "KUBENEST_ADMISSION_CLIENT_CA")]
+    admission_client_ca: Option<std::path::PathBuf>,
     /// Register the webhooks, reached at `https://host:port` or the Service
     /// `namespace/name:port`.
     #[arg(
@@ -257,7 +262,18 @@ async fn serve_admission(
             .await
             .map_err(|e| anyhow::anyhow!("who this server is (SelfSubjectReview): {e}"))?,
     );
-    let tls = crate::Tls::from_pem_files(cert, key).await?;
+    let tls = match &args.admission_client_ca {
+        Some(client_ca) => {
+            crate::Tls::from_pem_files_verifying_clients(cert, key, client_ca).await?
+        }
+        None => {
+            tracing::warn!(
+                "admission webhooks take callers without a client certificate \
+                 (no --admission-client-ca)"
+            );
+            crate::Tls::from_pem_files(cert, key).await?
+        }
+    };
     let listener = tokio::net::TcpListener::bind(address).await?;
     tracing::info!(address = %listener.local_addr()?, ?trusted, "admission webhooks listening");
     let admission = crate::admission::Admission::new(state.clone(), trusted.clone());

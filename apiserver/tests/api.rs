@@ -10,7 +10,8 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::{
-    Client, Level, Needs, PASSWORD, cluster, org, plane, project, reaches, unique, user, web_app,
+    Client, Level, Needs, PASSWORD, cluster, org, plane, project, redis_definition, unique, user,
+    web_app,
 };
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -1564,29 +1565,6 @@ async fn an_addon_is_recorded_soon_after_its_definition_reaches_the_catalog() {
     .await;
 }
 
-/// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
-async fn redis_definition() {
-    let kube = plane().kube().await;
-    let definitions =
-        Api::<kubenest_crds::addon::AddonDefinition>::namespaced(kube, common::SYSTEM);
-    definitions
-        .patch(
-            "redis",
-            &PatchParams::apply("tests").force(),
-            &Patch::Apply(json!({
-                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
-                "metadata": {"name": "redis"},
-                "spec": {"displayName": "Redis",
-                    "chart": {"repository": "charts/addons", "name": "redis", "version": "1.0.0"},
-                    "exports": {"host": "{release}.{namespace}.svc", "port": "6379"},
-                    "valuesSchema": {"type": "object", "additionalProperties": false,
-                        "properties": {"maxmemory": {"type": "string", "pattern": "^[0-9]+mb$"}}}}
-            })),
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standalone_addons_phase_and_revisions_reach_the_event_stream() {
     redis_definition().await;
@@ -1887,8 +1865,143 @@ async fn schemathesis_run(base: &str, token: &str, selection: &[&str]) -> String
     }
 }
 
+/// The ids of one place of the matrix: (cluster, project, app, addon).
+type PlaceIds = (String, String, String, String);
+
+/// A project with an App `app` and a standalone addon `addon` on cluster `cluster_id` of `org`.
+async fn matrix_place(
+    admin: &Client,
+    org: &str,
+    cluster_id: &str,
+    app: &str,
+    addon: &str,
+) -> PlaceIds {
+    let p = project(admin, org, cluster_id).await;
+    let project_id = p["id"].as_str().unwrap().to_owned();
+    let app = admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web_app(&project_id, app, "m:1")),
+            202,
+        )
+        .await;
+    let addon = admin
+        .expect(
+            Method::POST,
+            "/api/v1/addon-instances",
+            Some(json!({"project_id": project_id, "name": addon, "definition": "redis"})),
+            202,
+        )
+        .await;
+    (
+        cluster_id.to_owned(),
+        project_id,
+        app["id"].as_str().unwrap().to_owned(),
+        addon["id"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// The REST request of a matrix row against one place's objects, and its success status.
+fn rest_request(
+    what: &str,
+    org: &str,
+    (cluster, project, app, addon): &PlaceIds,
+    spare: &str,
+) -> (Method, String, Option<Value>, u16) {
+    match what {
+        "get org" => (Method::GET, format!("/api/v1/orgs/{org}"), None, 200),
+        "get cluster" => (
+            Method::GET,
+            format!("/api/v1/clusters/{cluster}"),
+            None,
+            200,
+        ),
+        "rotate token" => (
+            Method::POST,
+            format!("/api/v1/clusters/{cluster}/rotate-token"),
+            None,
+            200,
+        ),
+        "scale" => (
+            Method::POST,
+            format!("/api/v1/clusters/{cluster}/scale"),
+            Some(json!({"desired_node_count": 2})),
+            409,
+        ),
+        "get project" => (
+            Method::GET,
+            format!("/api/v1/projects/{project}"),
+            None,
+            200,
+        ),
+        // Refused while the project holds Apps: the role check comes first.
+        "delete project" => (
+            Method::DELETE,
+            format!("/api/v1/projects/{project}"),
+            None,
+            409,
+        ),
+        "project member" => (
+            Method::PUT,
+            format!("/api/v1/projects/{project}/members"),
+            Some(json!({"user": spare, "role": "viewer"})),
+            200,
+        ),
+        "get app" => (Method::GET, format!("/api/v1/apps/{app}"), None, 200),
+        "app history" => (
+            Method::GET,
+            format!("/api/v1/apps/{app}/deployments"),
+            None,
+            200,
+        ),
+        "change app" => (
+            Method::PATCH,
+            format!("/api/v1/apps/{app}"),
+            Some(json!({"progress_deadline_seconds": 300})),
+            202,
+        ),
+        "redeploy app" => (
+            Method::POST,
+            format!("/api/v1/apps/{app}/redeploy"),
+            None,
+            202,
+        ),
+        // A project the caller does not see is a 404 naming `project_id`.
+        "create app" => (
+            Method::POST,
+            "/api/v1/apps".to_owned(),
+            Some(web_app(project, &unique("n"), "n:1")),
+            202,
+        ),
+        "get addon" => (
+            Method::GET,
+            format!("/api/v1/addon-instances/{addon}"),
+            None,
+            200,
+        ),
+        "change addon" => (
+            Method::PATCH,
+            format!("/api/v1/addon-instances/{addon}"),
+            Some(json!({"values": {}})),
+            202,
+        ),
+        "create addon" => (
+            Method::POST,
+            "/api/v1/addon-instances".to_owned(),
+            Some(json!({"project_id": project, "name": unique("n"), "definition": "redis"})),
+            202,
+        ),
+        other => panic!("the matrix row {other:?} has no REST request"),
+    }
+}
+
+/// Every row of the shared role matrix ([`common::matrix`]) through the REST API: 404 where
+/// the role does not reach the object, 403 where it reaches it with too weak a role.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organizations() {
+    use common::matrix::{Door, Place, rows};
+    redis_definition().await;
     let admin = Client::admin().await;
     let roles = [
         ("admin", Needs::Admin),
@@ -1900,30 +2013,29 @@ async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organi
     // Organization A, where the roles are bound; organization B, which none of them belongs to.
     let a = org(&admin, "matrix-a", json!([])).await;
     let b = org(&admin, "matrix-b", json!([])).await;
+    let cluster_of = async |org: &str| {
+        cluster(&admin, org).await["cluster_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let cluster_a = cluster_of(&a).await;
+    let cluster_b = cluster_of(&b).await;
     let mut ids = std::collections::HashMap::new();
-    for (name, org) in [("a", &a), ("b", &b)] {
-        let c = cluster(&admin, org).await;
-        let cluster_id = c["cluster_id"].as_str().unwrap().to_owned();
-        let p = project(&admin, org, &cluster_id).await;
-        let project_id = p["id"].as_str().unwrap().to_owned();
-        let app = admin
-            .expect(
-                Method::POST,
-                "/api/v1/apps",
-                Some(web_app(&project_id, "m", "m:1")),
-                202,
-            )
-            .await;
-        ids.insert(
-            name,
-            (
-                cluster_id,
-                project_id,
-                app["id"].as_str().unwrap().to_owned(),
-            ),
-        );
-    }
-    let (cluster_a, project_a, _) = ids["a"].clone();
+    ids.insert(
+        Place::OwnProject,
+        matrix_place(&admin, &a, &cluster_a, "m", "mdb").await,
+    );
+    // Its addon is named like the own project's App.
+    ids.insert(
+        Place::OtherProject,
+        matrix_place(&admin, &a, &cluster_a, "m2", "m").await,
+    );
+    ids.insert(
+        Place::OtherOrg,
+        matrix_place(&admin, &b, &cluster_b, "m", "mdb").await,
+    );
+    let project_a = ids[&Place::OwnProject].1.clone();
     let mut users = Vec::new();
     for (role, needs) in roles {
         for level in levels {
@@ -1939,117 +2051,17 @@ async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organi
         }
     }
 
-    // (what, where it sits, what it needs, request for org X's objects, success status)
-    type Request = (Method, String, Option<Value>);
-    let requests = |org: &str,
-                    (cluster, project, app): &(String, String, String)|
-     -> Vec<(&'static str, Level, Needs, Request, u16)> {
-        vec![
-            (
-                "get org",
-                Level::Org,
-                Needs::Viewer,
-                (Method::GET, format!("/api/v1/orgs/{org}"), None),
-                200,
-            ),
-            (
-                "get cluster",
-                Level::Cluster,
-                Needs::Viewer,
-                (Method::GET, format!("/api/v1/clusters/{cluster}"), None),
-                200,
-            ),
-            (
-                "rotate token",
-                Level::Cluster,
-                Needs::Admin,
-                (
-                    Method::POST,
-                    format!("/api/v1/clusters/{cluster}/rotate-token"),
-                    None,
-                ),
-                200,
-            ),
-            (
-                "scale",
-                Level::Cluster,
-                Needs::Admin,
-                (
-                    Method::POST,
-                    format!("/api/v1/clusters/{cluster}/scale"),
-                    Some(json!({"desired_node_count": 2})),
-                ),
-                409,
-            ),
-            (
-                "get project",
-                Level::Project,
-                Needs::Viewer,
-                (Method::GET, format!("/api/v1/projects/{project}"), None),
-                200,
-            ),
-            (
-                "delete project",
-                Level::Project,
-                Needs::Admin,
-                (Method::DELETE, format!("/api/v1/projects/{project}"), None),
-                409,
-            ),
-            (
-                "project member",
-                Level::Project,
-                Needs::Admin,
-                (
-                    Method::PUT,
-                    format!("/api/v1/projects/{project}/members"),
-                    Some(json!({"user": spare, "role": "viewer"})),
-                ),
-                200,
-            ),
-            (
-                "get app",
-                Level::Project,
-                Needs::Viewer,
-                (Method::GET, format!("/api/v1/apps/{app}"), None),
-                200,
-            ),
-            (
-                "app history",
-                Level::Project,
-                Needs::Viewer,
-                (Method::GET, format!("/api/v1/apps/{app}/deployments"), None),
-                200,
-            ),
-            (
-                "change app",
-                Level::Project,
-                Needs::Member,
-                (
-                    Method::PATCH,
-                    format!("/api/v1/apps/{app}"),
-                    Some(json!({"progress_deadline_seconds": 300})),
-                ),
-                202,
-            ),
-            (
-                "pause app",
-                Level::Project,
-                Needs::Member,
-                (Method::POST, format!("/api/v1/apps/{app}/redeploy"), None),
-                202,
-            ),
-        ]
-    };
     let mut checked = 0;
     let mut wrong = Vec::new();
     for (client, holds, bound) in &users {
-        for (org, own) in [(&a, true), (&b, false)] {
-            for (what, at, needs, (method, path, body), success) in
-                requests(org, &ids[if own { "a" } else { "b" }])
-            {
-                let want = if !own || !reaches(*bound, at) {
+        for place in Place::ALL {
+            let org = if place == Place::OtherOrg { &b } else { &a };
+            for row in rows(Door::Rest) {
+                let (method, path, body, success) =
+                    rest_request(row.what, org, &ids[&place], &spare);
+                let want = if !row.reaches(*bound, place) {
                     404
-                } else if *holds >= needs {
+                } else if *holds >= row.needs {
                     success
                 } else {
                     403
@@ -2058,31 +2070,10 @@ async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organi
                 checked += 1;
                 if status.as_u16() != want {
                     wrong.push(format!(
-                        "{} ({holds:?} at {bound:?}) {what} in {}: {status}, want {want}: {answer}",
-                        client.user,
-                        if own { "own org" } else { "other org" }
+                        "{} ({holds:?} at {bound:?}) {} at {place:?}: {status}, want {want}: {answer}",
+                        client.user, row.what,
                     ));
                 }
-            }
-            // Creating an App in the project: members and up, where the role reaches.
-            let (_, project, _) = &ids[if own { "a" } else { "b" }];
-            // A project the caller does not see is a 404 naming `project_id`.
-            let want = if !own || !reaches(*bound, Level::Project) {
-                404
-            } else if *holds >= Needs::Member {
-                202
-            } else {
-                403
-            };
-            let (status, answer) = client
-                .post("/api/v1/apps", web_app(project, &unique("n"), "n:1"))
-                .await;
-            checked += 1;
-            if status.as_u16() != want {
-                wrong.push(format!(
-                    "{} create app: {status}, want {want}: {answer}",
-                    client.user
-                ));
             }
         }
     }
@@ -2092,7 +2083,7 @@ async fn every_role_at_every_scope_against_every_resource_and_verb_in_two_organi
         wrong.len(),
         wrong.join("\n")
     );
-    assert_eq!(checked, users.len() * 2 * 12);
+    assert_eq!(checked, users.len() * 3 * rows(Door::Rest).count());
 }
 
 /// Every refusal is in the API's error shape, also those made before a handler runs: a query

@@ -9,24 +9,33 @@ use kubenest_apiserver::admission::register::{Endpoint, configurations};
 use serde_json::Value;
 
 fn rendered() -> Vec<Value> {
+    rendered_with(&[])
+}
+
+fn rendered_with(extra: &[&str]) -> Vec<Value> {
     let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/kubenest");
-    let out = kubenest_testkit::tools::helm(&[
-        "template",
-        "kubenest",
-        chart,
-        "--namespace",
-        "kubenest",
-        "--set",
-        "postgres.existingSecret=kubenest-postgres",
-        "--set",
-        "keys.existingSecret=kubenest-keys",
-        "--set",
-        "hub.tls.secretName=kubenest-hub-tls",
-        "--set",
-        "hub.publicUrl=wss://hub.kubenest.test/v1/connect",
-        "--set",
-        "apiserver.admin.existingSecret=kubenest-admin",
-    ])
+    let out = kubenest_testkit::tools::helm(
+        &[
+            "template",
+            "kubenest",
+            chart,
+            "--namespace",
+            "kubenest",
+            "--set",
+            "postgres.existingSecret=kubenest-postgres",
+            "--set",
+            "keys.existingSecret=kubenest-keys",
+            "--set",
+            "hub.tls.secretName=kubenest-hub-tls",
+            "--set",
+            "hub.publicUrl=wss://hub.kubenest.test/v1/connect",
+            "--set",
+            "apiserver.admin.existingSecret=kubenest-admin",
+        ]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect::<Vec<_>>(),
+    )
     .unwrap();
     assert!(
         out.status.success(),
@@ -90,4 +99,72 @@ fn the_chart_registers_the_webhooks_the_code_does() {
         .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "kubenest-admission")
         .unwrap();
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "admission");
+}
+
+fn decoded(secret: &Value, key: &str) -> String {
+    use base64::Engine as _;
+    let data = secret["data"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {key}"));
+    String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// The chart ships the webhooks' caller identity: a client certificate and the
+/// kube-apiserver's admission configuration presenting it, and the API server trusts that
+/// certificate's CA only. With `requireClientCertificate` it refuses every other caller; off
+/// by default, as a chart cannot give the kube-apiserver the flag that makes it present one.
+#[test]
+fn the_chart_ships_the_webhook_client_identity_and_can_require_it() {
+    let api_args = |documents: &[Value]| -> Vec<String> {
+        let deployment = documents
+            .iter()
+            .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "kubenest-apiserver")
+            .unwrap();
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let flag = "--admission-client-ca=/var/run/kubenest/admission/client-ca.crt";
+    assert!(!api_args(&rendered()).iter().any(|a| a == flag));
+    let documents = rendered_with(&["--set", "apiserver.admission.requireClientCertificate=true"]);
+    assert!(api_args(&documents).iter().any(|a| a == flag));
+    let secret = |name: &str| {
+        documents
+            .iter()
+            .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Secret {name}"))
+            .clone()
+    };
+    let tls = secret("kubenest-admission-tls");
+    let client = secret("kubenest-admission-client");
+    // The CA the server trusts is the client's, not the one that signed the server.
+    assert_eq!(decoded(&tls, "client-ca.crt"), decoded(&client, "ca.crt"));
+    assert_ne!(decoded(&tls, "client-ca.crt"), decoded(&tls, "ca.crt"));
+    let kubeconfig: Value =
+        serde_yaml::from_str(&decoded(&client, "webhook-kubeconfig.yaml")).unwrap();
+    assert_eq!(kubeconfig["users"][0]["name"], "*");
+    assert_eq!(
+        kubeconfig["users"][0]["user"]["client-certificate-data"],
+        client["data"]["tls.crt"]
+    );
+    let admission: Value = serde_yaml::from_str(&decoded(&client, "admission.yaml")).unwrap();
+    assert_eq!(admission["kind"], "AdmissionConfiguration");
+    let plugins: Vec<&str> = admission["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        plugins,
+        ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+    );
 }

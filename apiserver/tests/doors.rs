@@ -681,24 +681,17 @@ async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_
     assert_eq!(delete["actor"], other.as_str(), "{rows}");
 }
 
-/// What a kubectl request of the matrix is: its name, where its object sits, the role it
-/// needs, and whether only an organization-wide binding allows it (lists: Kubernetes cannot
-/// filter them by project).
-struct KubectlCase {
-    what: &'static str,
-    at: common::Level,
-    needs: common::Needs,
-    org_wide: bool,
-}
+/// The names of one place of the matrix: (cluster, project, app, addon).
+type PlaceNames = (String, String, String, String);
 
-/// Runs one request of the matrix as `kube`; Ok when Kubernetes let it through. Every write is
-/// a server-side dry run: authorization, the admission policies and webhooks all decide, and
-/// nothing changes.
+/// Runs one row of the shared role matrix ([`common::matrix`]) as `kube`; Ok when Kubernetes
+/// let it through. Every write is a server-side dry run: authorization, the admission policies
+/// and webhooks all decide, and nothing changes.
 async fn kubectl_request(
     what: &str,
     kube: &kube::Client,
     namespace: &str,
-    (cluster, project, app): (&str, &str, &str),
+    (cluster, project, app, addon): &PlaceNames,
     me: &str,
 ) -> Result<(), kube::Error> {
     use kube::api::{DeleteParams, ListParams};
@@ -706,10 +699,21 @@ async fn kubectl_request(
         dry_run: true,
         ..PatchParams::default()
     };
+    let dry_delete = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    let dry_create = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
     let clusters: Api<kubenest_crds::cluster::Cluster> = Api::namespaced(kube.clone(), namespace);
     let projects: Api<Project> = Api::namespaced(kube.clone(), namespace);
     let apps: Api<App> = Api::namespaced(kube.clone(), namespace);
+    let addons: Api<AddonInstance> = Api::namespaced(kube.clone(), namespace);
     let escalate = json!({"spec": {"members": [{"user": me, "userId": me, "role": "admin"}]}});
+    let annotate = json!({"metadata": {"annotations": {"example.com/note": "x"}}});
+    let change = json!({"spec": {"progressDeadlineSeconds": 300}});
     match what {
         "get cluster" => clusters.get(cluster).await.map(|_| ()),
         "change cluster" => clusters
@@ -729,42 +733,21 @@ async fn kubectl_request(
             .patch(project, &dry, &Patch::Merge(&escalate))
             .await
             .map(|_| ()),
-        "delete project" => projects
-            .delete(
-                project,
-                &DeleteParams {
-                    dry_run: true,
-                    ..DeleteParams::default()
-                },
-            )
-            .await
-            .map(|_| ()),
+        "delete project" => projects.delete(project, &dry_delete).await.map(|_| ()),
         "get app" => apps.get(app).await.map(|_| ()),
         "list apps" => apps.list(&ListParams::default()).await.map(|_| ()),
         "change app" => apps
-            .patch(
-                app,
-                &dry,
-                &Patch::Merge(json!({"spec": {"progressDeadlineSeconds": 300}})),
-            )
+            .patch(app, &dry, &Patch::Merge(&change))
             .await
             .map(|_| ()),
-        "delete app" => apps
-            .delete(
-                app,
-                &DeleteParams {
-                    dry_run: true,
-                    ..DeleteParams::default()
-                },
-            )
+        "annotate app" => apps
+            .patch(app, &dry, &Patch::Merge(&annotate))
             .await
             .map(|_| ()),
+        "delete app" => apps.delete(app, &dry_delete).await.map(|_| ()),
         "create app" => apps
             .create(
-                &PostParams {
-                    dry_run: true,
-                    ..PostParams::default()
-                },
+                &dry_create,
                 &app_object(
                     &common::unique("k"),
                     project,
@@ -773,55 +756,103 @@ async fn kubectl_request(
             )
             .await
             .map(|_| ()),
-        other => panic!("no request {other}"),
+        "get addon" => addons.get(addon).await.map(|_| ()),
+        "change addon" => addons
+            .patch(addon, &dry, &Patch::Merge(&change))
+            .await
+            .map(|_| ()),
+        "annotate addon" => addons
+            .patch(addon, &dry, &Patch::Merge(&annotate))
+            .await
+            .map(|_| ()),
+        "delete addon" => addons.delete(addon, &dry_delete).await.map(|_| ()),
+        "create addon" => {
+            let object: AddonInstance = serde_json::from_value(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+                "metadata": {"name": common::unique("k")},
+                "spec": {"project": project, "definition": "redis"},
+            }))
+            .unwrap();
+            addons.create(&dry_create, &object).await.map(|_| ())
+        }
+        other => panic!("the matrix row {other:?} has no kubectl request"),
     }
 }
 
+/// A project with an App `app` and a standalone addon `addon` on cluster `cluster_id` of
+/// `org`, Ready; returns its names and id.
+async fn matrix_place(
+    admin: &Client,
+    kube: &kube::Client,
+    org: &str,
+    cluster_id: &str,
+    app: &str,
+    addon: &str,
+) -> (PlaceNames, String) {
+    let p = project(admin, org, cluster_id).await;
+    agent_took_namespace(admin, kube, org, &p).await;
+    let project_id = p["id"].as_str().unwrap().to_owned();
+    admin
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(common::web_app(&project_id, app, "m:1")),
+            202,
+        )
+        .await;
+    admin
+        .expect(
+            Method::POST,
+            "/api/v1/addon-instances",
+            Some(json!({"project_id": project_id, "name": addon, "definition": "redis"})),
+            202,
+        )
+        .await;
+    let name = p["name"].as_str().unwrap().to_owned();
+    let cluster = Api::<Project>::namespaced(kube.clone(), &format!("org-{org}"))
+        .get(&name)
+        .await
+        .unwrap()
+        .spec
+        .cluster;
+    (
+        (cluster, name, app.to_owned(), addon.to_owned()),
+        project_id,
+    )
+}
+
+/// Every kubectl row of the shared role matrix ([`common::matrix`]), for every role bound on
+/// organization A, its cluster and its first project, against that project, another project
+/// on the same cluster (whose addon is named like the first project's App) and organization B.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_escalations() {
-    use common::{Level, Needs, reaches};
+    use common::Level;
+    use common::matrix::{Door, Place, rows};
+    common::redis_definition().await;
     let admin = Client::admin().await;
     let kube = plane().kube().await;
     let a = org(&admin, "kmatrix-a", json!([])).await;
     let b = org(&admin, "kmatrix-b", json!([])).await;
-    // (cluster name, cluster id, project name, project id, app name) per organization.
-    let mut objects = std::collections::HashMap::new();
-    for (key, org) in [("a", &a), ("b", &b)] {
-        let registration = cluster(&admin, org).await;
-        let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
-        let p = project(&admin, org, &cluster_id).await;
-        agent_took_namespace(&admin, &kube, org, &p).await;
-        let project_id = p["id"].as_str().unwrap().to_owned();
-        admin
-            .expect(
-                Method::POST,
-                "/api/v1/apps",
-                Some(common::web_app(&project_id, "m", "m:1")),
-                202,
-            )
-            .await;
-        let cluster_name = Api::<Project>::namespaced(kube.clone(), &format!("org-{org}"))
-            .get(p["name"].as_str().unwrap())
-            .await
-            .unwrap()
-            .spec
-            .cluster;
-        objects.insert(
-            key,
-            (
-                cluster_name,
-                cluster_id,
-                p["name"].as_str().unwrap().to_owned(),
-                project_id,
-                "m".to_owned(),
-            ),
-        );
-    }
-    let (_, cluster_a, project_a_name, project_a, _) = objects["a"].clone();
+    let cluster_a = cluster(&admin, &a).await["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cluster_b = cluster(&admin, &b).await["cluster_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (own, project_a) = matrix_place(&admin, &kube, &a, &cluster_a, "m", "mdb").await;
+    let (other, _) = matrix_place(&admin, &kube, &a, &cluster_a, "m2", "m").await;
+    let (outside, _) = matrix_place(&admin, &kube, &b, &cluster_b, "m", "mdb").await;
+    let places = [
+        (Place::OwnProject, &a, own.clone()),
+        (Place::OtherProject, &a, other),
+        (Place::OtherOrg, &b, outside),
+    ];
     let roles = [
-        ("admin", Needs::Admin),
-        ("member", Needs::Member),
-        ("viewer", Needs::Viewer),
+        ("admin", common::Needs::Admin),
+        ("member", common::Needs::Member),
+        ("viewer", common::Needs::Viewer),
     ];
     let mut users = Vec::new();
     for (role, needs) in roles {
@@ -846,65 +877,24 @@ async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_esc
                 .unwrap()
                 .to_owned();
             let client = as_user(&id).await;
-            // Every one of them reaches project A once the controllers have bound the role.
-            let projects: Api<Project> = Api::namespaced(client.clone(), &format!("org-{a}"));
-            eventually(&format!("{name}'s binding"), 30, async || {
-                projects.get(&project_a_name).await.is_ok()
+            // Every one of them reaches project A's addon once the controllers have bound
+            // the role (the addon is the last object the Roles name).
+            let addons: Api<AddonInstance> = Api::namespaced(client.clone(), &format!("org-{a}"));
+            eventually(&format!("{name}'s binding"), 60, async || {
+                addons.get(&own.3).await.is_ok()
             })
             .await;
             users.push((name, id, client, needs, level));
         }
     }
-    let cases = [
-        ("get cluster", Level::Cluster, Needs::Viewer, false),
-        ("change cluster", Level::Cluster, Needs::Admin, false),
-        (
-            "make self cluster admin",
-            Level::Cluster,
-            Needs::Admin,
-            false,
-        ),
-        ("get project", Level::Project, Needs::Viewer, false),
-        (
-            "make self project admin",
-            Level::Project,
-            Needs::Admin,
-            false,
-        ),
-        ("delete project", Level::Project, Needs::Admin, false),
-        ("get app", Level::Project, Needs::Viewer, false),
-        ("list apps", Level::Org, Needs::Viewer, true),
-        ("change app", Level::Project, Needs::Member, false),
-        ("delete app", Level::Project, Needs::Member, false),
-        ("create app", Level::Project, Needs::Member, false),
-    ]
-    .map(|(what, at, needs, org_wide)| KubectlCase {
-        what,
-        at,
-        needs,
-        org_wide,
-    });
     let mut checked = 0;
     let mut wrong = Vec::new();
     for (name, id, client, holds, bound) in &users {
-        for (org, key) in [(&a, "a"), (&b, "b")] {
-            let own = key == "a";
-            let (cluster, _, project, _, app) = &objects[key];
-            for case in &cases {
-                let reached = if case.org_wide {
-                    *bound == Level::Org
-                } else {
-                    reaches(*bound, case.at)
-                };
-                let allowed = own && reached && *holds >= case.needs;
-                let result = kubectl_request(
-                    case.what,
-                    client,
-                    &format!("org-{org}"),
-                    (cluster, project, app),
-                    id,
-                )
-                .await;
+        for (place, org, names) in &places {
+            for row in rows(Door::Kubectl) {
+                let allowed = row.allowed(*holds, *bound, *place);
+                let result =
+                    kubectl_request(row.what, client, &format!("org-{org}"), names, id).await;
                 checked += 1;
                 let ok = match (&result, allowed) {
                     (Ok(()), true) => true,
@@ -914,9 +904,8 @@ async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_esc
                 };
                 if !ok {
                     wrong.push(format!(
-                        "{name} ({holds:?} at {bound:?}) {} in {}: {:?}, want {}",
-                        case.what,
-                        if own { "own org" } else { "other org" },
+                        "{name} ({holds:?} at {bound:?}) {} at {place:?}: {:?}, want {}",
+                        row.what,
                         result.map_err(|e| e.to_string()),
                         if allowed { "allowed" } else { "403" }
                     ));
@@ -930,7 +919,7 @@ async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_esc
         wrong.len(),
         wrong.join("\n")
     );
-    assert_eq!(checked, 9 * 2 * cases.len());
+    assert_eq!(checked, 9 * 3 * rows(Door::Kubectl).count());
     eprintln!("kubectl matrix: {checked} requests, 0 leaks, 0 escalations");
 }
 
@@ -1426,4 +1415,298 @@ async fn hostile_values_for_programs_are_refused_at_every_door_with_their_field(
     }
     assert_eq!(tried, 36);
     assert!(apps.get_opt("shop").await.unwrap().is_none());
+}
+
+/// A kube client impersonating the Kubernetes user `name` (no kubenest user behind it).
+async fn as_kubernetes_user(name: &str) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(name.to_owned());
+    kube::Client::try_from(config).unwrap()
+}
+
+/// Gets, changes, annotates and deletes `name` as `api`'s user: every outcome, in that order.
+async fn attack<K>(api: &Api<K>, name: &str) -> Vec<Result<(), kube::Error>>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    let params = PatchParams::default();
+    let change = json!({"spec": {"progressDeadlineSeconds": 301}});
+    let annotate = json!({"metadata": {"annotations": {"attacker.example/note": "mine"}}});
+    vec![
+        api.get(name).await.map(|_| ()),
+        api.patch(name, &params, &Patch::Merge(&change))
+            .await
+            .map(|_| ()),
+        api.patch(name, &params, &Patch::Merge(&annotate))
+            .await
+            .map(|_| ()),
+        api.delete(name, &Default::default()).await.map(|_| ()),
+    ]
+}
+
+const VERBS: &[&str] = &["get", "change", "annotate", "delete"];
+
+fn all_forbidden(
+    what: &str,
+    verbs: &[&str],
+    outcomes: impl IntoIterator<Item = Result<(), kube::Error>>,
+) {
+    let outcomes: Vec<_> = outcomes.into_iter().collect();
+    assert_eq!(outcomes.len(), verbs.len());
+    for (verb, outcome) in verbs.iter().zip(outcomes) {
+        match outcome {
+            Err(kube::Error::Api(status)) if status.code == 403 => {}
+            other => panic!(
+                "{verb} {what}: {:?}, want 403",
+                other.map_err(|e| e.to_string())
+            ),
+        }
+    }
+}
+
+/// A member of project B attacks project A of the same organization through kubectl: A's
+/// AddonInstance named like B's own App, and A's App. Every get, change, annotation and delete
+/// is refused (RBAC names objects per kind), and so are a delete and an annotation by a
+/// Kubernetes user whom an RBAC Role lets delete and patch every App but who holds `deploy` on
+/// no project (the admission policy checks deletes and metadata-only writes too). A's objects
+/// are as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_of_another_project_cannot_reach_a_projects_objects_through_kubectl() {
+    use k8s_openapi::api::rbac::v1::{Role as KubeRole, RoleBinding};
+    let admin = Client::admin().await;
+    let kube = plane().kube().await;
+    let org = org(&admin, "cross", json!([])).await;
+    let namespace = format!("org-{org}");
+    let registration = cluster(&admin, &org).await;
+    let cluster_id = registration["cluster_id"].as_str().unwrap();
+    let a = project(&admin, &org, cluster_id).await;
+    let b = project(&admin, &org, cluster_id).await;
+    let (a_name, b_name) = (a["name"].as_str().unwrap(), b["name"].as_str().unwrap());
+    let mia = user(&admin, "mia").await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/projects/{}/members", b["id"].as_str().unwrap()),
+            Some(json!({"user": mia, "role": "member"})),
+            200,
+        )
+        .await;
+    let mia_id = Client::login(0, &mia, PASSWORD)
+        .await
+        .get("/api/v1/me")
+        .await
+        .1["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // B's App and A's AddonInstance share the name `twin`; A also has an App.
+    let admin_apps: Api<App> = Api::namespaced(kube.clone(), &namespace);
+    let admin_addons: Api<AddonInstance> = Api::namespaced(kube.clone(), &namespace);
+    let web = json!([{"name": "web", "workload": {"image": "shop:1"}}]);
+    admin_apps
+        .create(
+            &PostParams::default(),
+            &app_object("twin", b_name, web.clone()),
+        )
+        .await
+        .unwrap();
+    admin_apps
+        .create(&PostParams::default(), &app_object("a-web", a_name, web))
+        .await
+        .unwrap();
+    let addon: AddonInstance = serde_json::from_value(json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+        "metadata": {"name": "twin"},
+        "spec": {"project": a_name, "definition": "postgres"},
+    }))
+    .unwrap();
+    admin_addons
+        .create(&PostParams::default(), &addon)
+        .await
+        .unwrap();
+    let before_addon = admin_addons.get("twin").await.unwrap();
+    let before_app = admin_apps.get("a-web").await.unwrap();
+
+    // Mia reaches her own App once the controllers have written her project's Role.
+    let mia_kube = as_user(&mia_id).await;
+    let her_apps: Api<App> = Api::namespaced(mia_kube.clone(), &namespace);
+    eventually("mia's project Role names her App", 60, async || {
+        her_apps.get("twin").await.is_ok()
+    })
+    .await;
+    let her_addons: Api<AddonInstance> = Api::namespaced(mia_kube, &namespace);
+    all_forbidden(
+        "A's AddonInstance",
+        VERBS,
+        attack(&her_addons, "twin").await,
+    );
+    all_forbidden("A's App", VERBS, attack(&her_apps, "a-web").await);
+
+    // Ops may, by RBAC, patch and delete every App of the organization, but deploys nowhere.
+    let role: KubeRole = serde_json::from_value(json!({
+        "metadata": {"name": "ops-apps"},
+        "rules": [{"apiGroups": ["kubenest.io"], "resources": ["apps", "addoninstances"],
+                   "verbs": ["get", "patch", "update", "delete"]}],
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "ops-apps"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ops-apps"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ops"}],
+    }))
+    .unwrap();
+    Api::<KubeRole>::namespaced(kube.clone(), &namespace)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(kube.clone(), &namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let ops = as_kubernetes_user("ops").await;
+    for (what, outcomes) in [
+        (
+            "A's App",
+            attack(&Api::<App>::namespaced(ops.clone(), &namespace), "a-web").await,
+        ),
+        (
+            "A's AddonInstance",
+            attack(&Api::<AddonInstance>::namespaced(ops, &namespace), "twin").await,
+        ),
+    ] {
+        let mut outcomes = outcomes.into_iter();
+        // RBAC lets ops read; every write is the admission policy's to refuse.
+        outcomes.next().unwrap().unwrap();
+        all_forbidden(what, &["change", "annotate", "delete"], outcomes);
+    }
+
+    let after_addon = admin_addons.get("twin").await.unwrap();
+    let after_app = admin_apps.get("a-web").await.unwrap();
+    for (before, after) in [
+        (before_addon.metadata.clone(), after_addon.metadata.clone()),
+        (before_app.metadata.clone(), after_app.metadata.clone()),
+    ] {
+        assert!(after.deletion_timestamp.is_none(), "{after:?}");
+        assert!(
+            !after
+                .annotations
+                .unwrap_or_default()
+                .contains_key("attacker.example/note"),
+            "{before:?}"
+        );
+    }
+    assert_eq!(before_addon.spec, after_addon.spec);
+    assert_eq!(before_app.spec, after_app.spec);
+}
+
+/// A forged AdmissionReview: `who` creates an App in `namespace` whose annotations claim the
+/// platform admin wrote it through kubectl.
+fn forged_review(namespace: &str, project: &str, who: &str, name: &str) -> Value {
+    let gvk = json!({"group": "kubenest.io", "version": "v1alpha1", "kind": "App"});
+    let gvr = json!({"group": "kubenest.io", "version": "v1alpha1", "resource": "apps"});
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uuid::Uuid::new_v4().to_string(),
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": name, "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": who},
+            "object": {
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+                "metadata": {"name": name, "namespace": namespace, "annotations": {
+                    "kubenest.io/actor": common::ADMIN, "kubenest.io/actor-path": "kubectl"}},
+                "spec": {"project": project, "components": [
+                    {"name": "web", "workload": {"image": "shop:1"}}]},
+            },
+            "oldObject": null, "dryRun": false,
+        },
+    })
+}
+
+/// The audit rows of `org` about `name`: (actor, action).
+async fn audit_rows(admin: &Client, org: &str, name: &str) -> Vec<(String, String)> {
+    let page = admin
+        .expect(
+            Method::GET,
+            &format!("/api/v1/orgs/{org}/audit?limit=200"),
+            None,
+            200,
+        )
+        .await;
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["resource_name"] == name)
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_owned(),
+                e["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The webhooks take reviews only from the kube-apiserver: a caller without its client
+/// certificate is refused in the TLS handshake and no audit row is written; and a review's
+/// actor is the request's user, never the actor the object's annotations claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhooks_refuse_callers_without_the_api_servers_certificate_and_name_the_real_user() {
+    let (org, project, session, id) = setting("hook").await;
+    let me = session.get("/api/v1/me").await.1["username"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admin = Client::admin().await;
+    let namespace = format!("org-{org}");
+    let project_name = project["name"].as_str().unwrap();
+    let validate = format!("{}/admission/validate", plane().admission_url);
+    let who = kubenest_crds::common::kubernetes_user(&id);
+
+    // Anyone on the network: TLS, but no client certificate.
+    let stranger = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let review = forged_review(&namespace, project_name, &who, "forged-review");
+    let refused = stranger.post(&validate).json(&review).send().await;
+    assert!(refused.is_err(), "{refused:?}");
+    // Stamped by a client certificate of another CA: refused alike.
+    let other = rcgen::generate_simple_self_signed(vec!["intruder".to_owned()]).unwrap();
+    let pem = format!("{}{}", other.cert.pem(), other.signing_key.serialize_pem());
+    let intruder = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let refused = intruder.post(&validate).json(&review).send().await;
+    assert!(refused.is_err(), "{refused:?}");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert_eq!(audit_rows(&admin, &org, "forged-review").await, vec![]);
+
+    // The kube-apiserver's own certificate gets through; the row names the request's user.
+    let client = &plane().webhook_client;
+    let pem = format!(
+        "{}{}",
+        std::fs::read_to_string(&client.cert).unwrap(),
+        std::fs::read_to_string(&client.key).unwrap()
+    );
+    let apiserver = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let answer = apiserver
+        .post(&validate)
+        .json(&review)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let rows = audit_rows(&admin, &org, "forged-review").await;
+    assert_eq!(rows, vec![(me, "apps.create".to_owned())]);
 }

@@ -20,6 +20,11 @@
 //! Which identities skip the webhooks is decided in their registration ([`register`]), by the
 //! API server's `matchConditions`: this server's own identity (it checked and stamped its writes
 //! itself) and the controllers'. Their writes therefore never wait on this server.
+//!
+//! A review is believed because of who sent it: with `--admission-client-ca` the listener
+//! takes only the kube-apiserver's client certificate (its `--admission-control-config-file`),
+//! so nobody else can post a review and forge an audit row; and the actor is always the
+//! review's `userInfo`, never the object's annotations.
 
 pub mod register;
 pub mod rules;
@@ -145,26 +150,6 @@ async fn actor(state: &AppState, request: &AdmissionRequest<DynamicObject>) -> A
         id: None,
         path,
     }
-}
-
-/// The actor the mutating webhook already stamped on a create or update (its name and path
-/// annotations, the user id from the requester's name), so the audit entry does not look the
-/// user up a second time. Deletes carry no stamp of this request.
-fn stamped(request: &AdmissionRequest<DynamicObject>) -> Option<Actor> {
-    let annotations = request.object.as_ref()?.metadata.annotations.as_ref()?;
-    let path = AuditPath::parse(annotations.get(annotations::ACTOR_PATH)?)
-        .filter(|p| *p != AuditPath::Rest)?;
-    let id = request
-        .user_info
-        .username
-        .as_deref()
-        .and_then(|u| u.strip_prefix(kubenest_crds::common::KUBERNETES_USER_PREFIX))
-        .and_then(|id| uuid::Uuid::parse_str(id).ok())
-        .map(|id| id.to_string());
-    let name = annotations.get(annotations::ACTOR)?.clone();
-    // `kubernetes:…` names a requester that is no kubenest user (or no longer one).
-    let id = id.filter(|_| !name.starts_with("kubernetes:"));
-    Some(Actor { name, id, path })
 }
 
 /// Stamps the actor on every create and update by an untrusted writer.
@@ -327,10 +312,10 @@ async fn audit(
     } else {
         k8s::org_name_of(&namespace).unwrap_or_default().to_owned()
     };
-    let actor = match stamped(request) {
-        Some(actor) => actor,
-        None => actor(state, request).await,
-    };
+    // Always the request's authenticated user, never the object's actor annotation: a review
+    // names only who the kube-apiserver says made the request (trusted identities, which may
+    // act for a REST user and stamp that user, never reach this code).
+    let actor = actor(state, request).await;
     let operation = match request.operation {
         Operation::Create => "create",
         Operation::Update => "update",

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses part of this
 
+pub mod matrix;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -31,6 +33,10 @@ pub struct Plane {
     pub cluster_verifier: kubenest_contracts::TokenVerifier,
     pub kubeconfig: std::path::PathBuf,
     pub database_url: String,
+    /// The admission webhooks' base URL (`https://127.0.0.1:port`).
+    pub admission_url: String,
+    /// The client certificate the management kube-apiserver presents to the webhooks.
+    pub webhook_client: kubenest_testkit::WebhookClient,
 }
 
 impl Plane {
@@ -113,6 +119,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         .unwrap()
         .serialize_pem();
     let mut urls = Vec::new();
+    let mut admission_url = String::new();
     for replica in 0..2 {
         let config = Config {
             client: client.clone(),
@@ -141,7 +148,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         };
         let state = start(config, &shutdown).await.unwrap();
         if replica == 0 {
-            admission(&client, &state, &shutdown).await;
+            admission_url = admission(&client, &state, mgmt.webhook_client(), &shutdown).await;
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         urls.push(format!("http://{}", listener.local_addr().unwrap()));
@@ -161,17 +168,22 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         .unwrap(),
         kubeconfig: mgmt.kubeconfig_path().to_path_buf(),
         database_url: database.url.clone(),
+        admission_url,
+        webhook_client: mgmt.webhook_client().clone(),
     }
 }
 
 /// Serves the admission webhooks of one replica on loopback with a fresh certificate and
 /// registers them, trusting this plane's own identity (the API and the controllers here share
-/// the admin's): kubectl writes of any other identity are checked, stamped and audited.
+/// the admin's): kubectl writes of any other identity are checked, stamped and audited. Only
+/// the management kube-apiserver's webhook client certificate gets through the handshake.
+/// Returns the webhooks' base URL.
 async fn admission(
     client: &kube::Client,
     state: &kubenest_apiserver::state::AppState,
+    caller: &kubenest_testkit::WebhookClient,
     shutdown: &CancellationToken,
-) {
+) -> String {
     use kubenest_apiserver::admission::{Admission, register};
     let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let dir = std::env::temp_dir().join(unique("admission"));
@@ -179,7 +191,9 @@ async fn admission(
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
     std::fs::write(&cert, certified.cert.pem()).unwrap();
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
-    let tls = kubenest_apiserver::Tls::from_pem_files(&cert, &key)
+    let client_ca = dir.join("client-ca.crt");
+    std::fs::write(&client_ca, &caller.ca_pem).unwrap();
+    let tls = kubenest_apiserver::Tls::from_pem_files_verifying_clients(&cert, &key, &client_ca)
         .await
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -200,6 +214,7 @@ async fn admission(
     )
     .await
     .unwrap();
+    format!("https://{address}")
 }
 
 /// A signed-in client of one replica.
@@ -430,4 +445,26 @@ pub async fn org_binding_has(kube: &kube::Client, org: &str, binding: &str, id: 
         .unwrap_or_default()
         .iter()
         .any(|s| s.name == subject)
+}
+
+/// The catalog's `redis` definition, as the addon tests use it (applied, so any test may).
+pub async fn redis_definition() {
+    let kube = plane().kube().await;
+    let definitions = Api::<kubenest_crds::addon::AddonDefinition>::namespaced(kube, SYSTEM);
+    definitions
+        .patch(
+            "redis",
+            &PatchParams::apply("tests").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonDefinition",
+                "metadata": {"name": "redis"},
+                "spec": {"displayName": "Redis",
+                    "chart": {"repository": "charts/addons", "name": "redis", "version": "1.0.0"},
+                    "exports": {"host": "{release}.{namespace}.svc", "port": "6379"},
+                    "valuesSchema": {"type": "object", "additionalProperties": false,
+                        "properties": {"maxmemory": {"type": "string", "pattern": "^[0-9]+mb$"}}}}
+            })),
+        )
+        .await
+        .unwrap();
 }

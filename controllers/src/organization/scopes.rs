@@ -7,7 +7,8 @@
 //! | cluster | the Cluster, the Projects on it, their Apps and standalone addons            |
 //! | project | the Project, its Apps and standalone addons                                  |
 //!
-//! by `resourceNames`, with the verbs of the role: viewer `get`; member also changes and
+//! by `resourceNames`, one rule per kind naming only objects of that kind (an App named like
+//! another project's AddonInstance must not open that addon), with the verbs of the role: viewer `get`; member also changes and
 //! deletes those Apps and addons, creates new ones and holds `deploy` on the projects (the
 //! admission policy checks that a created App's project is one of them); admin also changes
 //! and deletes the projects (and the cluster) and holds `manage-members` on them. Lists and
@@ -61,12 +62,21 @@ fn create_rule() -> PolicyRule {
     }
 }
 
+/// The names of the Apps and of the standalone addons a scope reaches, kept apart: one
+/// `resourceNames` set for both kinds would open an object of one kind in another project
+/// that shares a name with one of the other kind here.
+#[derive(Debug, Default)]
+struct Workloads {
+    apps: BTreeSet<String>,
+    addons: BTreeSet<String>,
+}
+
 /// The rules of `role` on a cluster (`cluster: Some`) or only on `projects`.
 fn rules(
     role: Role,
     cluster: Option<&str>,
     projects: &BTreeSet<String>,
-    workloads: &BTreeSet<String>,
+    workloads: &Workloads,
 ) -> Vec<PolicyRule> {
     let clusters: BTreeSet<String> = cluster.map(str::to_owned).into_iter().collect();
     let read = ["get"];
@@ -74,11 +84,13 @@ fn rules(
     let mut out = vec![
         rule(&["clusters"], &clusters, &read),
         rule(&["projects"], projects, &read),
-        rule(&["apps", "addoninstances"], workloads, &read),
+        rule(&["apps"], &workloads.apps, &read),
+        rule(&["addoninstances"], &workloads.addons, &read),
     ];
     if role <= Role::Member {
         // `Role` orders admin < member < viewer.
-        out.push(rule(&["apps", "addoninstances"], workloads, &change));
+        out.push(rule(&["apps"], &workloads.apps, &change));
+        out.push(rule(&["addoninstances"], &workloads.addons, &change));
         out.push(rule(&["projects"], projects, &[DEPLOY]));
         out.push(Some(create_rule()));
     }
@@ -97,18 +109,21 @@ fn rules(
     out.into_iter().flatten().collect()
 }
 
-fn workloads_of(objects: &Objects<'_>, projects: &BTreeSet<String>) -> BTreeSet<String> {
-    let apps = objects
-        .apps
-        .iter()
-        .filter(|a| projects.contains(&a.spec.project))
-        .map(ResourceExt::name_any);
-    let addons = objects
-        .addons
-        .iter()
-        .filter(|a| projects.contains(&a.spec.project))
-        .map(ResourceExt::name_any);
-    apps.chain(addons).collect()
+fn workloads_of(objects: &Objects<'_>, projects: &BTreeSet<String>) -> Workloads {
+    Workloads {
+        apps: objects
+            .apps
+            .iter()
+            .filter(|a| projects.contains(&a.spec.project))
+            .map(ResourceExt::name_any)
+            .collect(),
+        addons: objects
+            .addons
+            .iter()
+            .filter(|a| projects.contains(&a.spec.project))
+            .map(ResourceExt::name_any)
+            .collect(),
+    }
 }
 
 fn scoped(
@@ -284,5 +299,69 @@ mod tests {
             assert_eq!(rule.verbs, ["get"]);
             assert_eq!(rule.resource_names, Some(vec!["shop".to_owned()]));
         }
+    }
+
+    /// An App of project shop named like blog's AddonInstance: shop's member gets the App's
+    /// name on `apps` only, never on `addoninstances`, so blog's addon stays closed to them.
+    #[test]
+    fn each_kind_names_only_its_own_objects_of_the_scope() {
+        let app: App = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kubenest.io/v1alpha1", "kind": "App",
+            "metadata": {"name": "db"},
+            "spec": {"project": "shop", "components": []},
+        }))
+        .unwrap();
+        let addon = |name: &str, project: &str| -> AddonInstance {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+                "metadata": {"name": name},
+                "spec": {"project": project, "definition": "postgres"},
+            }))
+            .unwrap()
+        };
+        let project = |name: &str, members| {
+            Project::new(
+                name,
+                ProjectSpec {
+                    cluster: "east".into(),
+                    namespace: name.into(),
+                    registry_secret: None,
+                    members,
+                    progress_deadline_seconds: 600,
+                },
+            )
+        };
+        let projects = [
+            project("shop", vec![member("mia", Role::Member)]),
+            project("blog", vec![]),
+        ];
+        let addons = [addon("db", "blog"), addon("cache", "shop")];
+        let objects = Objects {
+            projects: &projects,
+            apps: std::slice::from_ref(&app),
+            addons: &addons,
+            ..Objects::default()
+        };
+        let roles = scope_roles("org-acme", "acme", &objects);
+        let (role, _) = &roles[0];
+        let names = |resource: &str| -> BTreeSet<String> {
+            role.rules
+                .iter()
+                .flatten()
+                .filter(|r| r.resource_names.is_some())
+                .filter(|r| r.resources.as_ref().unwrap().iter().any(|x| x == resource))
+                .inspect(|r| assert_eq!(r.resources.as_ref().unwrap().len(), 1, "{r:?}"))
+                .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+                .collect()
+        };
+        assert_eq!(names("apps"), ["db".to_owned()].into());
+        assert_eq!(names("addoninstances"), ["cache".to_owned()].into());
+        let writes = role
+            .rules
+            .iter()
+            .flatten()
+            .filter(|r| r.verbs.contains(&"delete".to_owned()))
+            .count();
+        assert_eq!(writes, 2, "one write rule per kind");
     }
 }

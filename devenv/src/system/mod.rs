@@ -244,6 +244,10 @@ impl System {
         let admission_address = loopback(kubenest_testkit::free_port()?);
         let (admission_cert, admission_key) =
             certificate(&dir, "admission-tls", admission_address)?;
+        // The management kube-apiserver presents the test kit's webhook client certificate;
+        // the webhooks refuse every other caller in the TLS handshake.
+        let admission_client_ca = dir.join("admission-client-ca.crt");
+        std::fs::write(&admission_client_ca, &mgmt.webhook_client().ca_pem)?;
         let mut apiserver = Service::new("apiserver", &programs.apiserver, &dir)
             .admin(loopback(kubenest_testkit::free_port()?))
             .arg(format!("--kubeconfig={}", api_kubeconfig.display()))
@@ -251,6 +255,10 @@ impl System {
             .arg(format!("--admission-listen={admission_address}"))
             .arg(format!("--admission-tls-cert={}", admission_cert.display()))
             .arg(format!("--admission-tls-key={}", admission_key.display()))
+            .arg(format!(
+                "--admission-client-ca={}",
+                admission_client_ca.display()
+            ))
             .arg(format!("--admission-endpoint=https://{admission_address}"))
             .arg(format!("--admission-trusted-user={CONTROLLERS_USER}"))
             .arg(format!("--api-signing-key={}", api_key.display()))

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use crate::namespace::TestNamespace;
 use crate::node::RealNode;
-use crate::pki::Pki;
+use crate::pki::{Pki, WebhookClient};
 use crate::process::{ManagedProcess, tail};
 use crate::{Binaries, Error, wait};
 
@@ -79,6 +79,7 @@ pub struct Cluster {
     kubeconfig_yaml: String,
     processes: Mutex<Vec<ManagedProcess>>,
     node: Option<RealNode>,
+    webhook_client: WebhookClient,
 }
 
 impl Cluster {
@@ -115,6 +116,7 @@ impl Cluster {
             kubeconfig_yaml,
             processes: Mutex::new(Vec::new()),
             node,
+            webhook_client: pki.webhook_client.clone(),
         };
         match cluster.boot(bins, etcd, dir, &pki, port, host).await {
             Ok(()) => {
@@ -389,6 +391,12 @@ impl Cluster {
         })
     }
 
+    /// The client certificate this cluster's API server presents to admission webhooks, and
+    /// the CA a webhook verifies it with.
+    pub fn webhook_client(&self) -> &WebhookClient {
+        &self.webhook_client
+    }
+
     /// An admin kubeconfig (client certificate in `system:masters`) for kubectl and clients.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig_path
@@ -552,7 +560,12 @@ fn apiserver_command(
         .arg("--allow-privileged=true")
         // Fairness queues cost CPU and only matter under contention we never create.
         .arg("--enable-priority-and-fairness=false")
-        .arg("--profiling=false");
+        .arg("--profiling=false")
+        // Webhooks are called with a client certificate, so they can refuse anyone else.
+        .arg(format!(
+            "--admission-control-config-file={}",
+            pki.webhook_client.admission_config.display()
+        ));
     if host.is_loopback() {
         cmd.arg("--authorization-mode=RBAC")
             // The `kubernetes` Service cannot point at a loopback address; nothing needs it.

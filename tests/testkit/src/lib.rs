@@ -55,7 +55,7 @@ pub use flux::Flux;
 pub use git::{GitServer, GitSsh};
 pub use images::{IMAGE_NAMES, ImageArchive, Images};
 pub use namespace::TestNamespace;
-pub use pki::{NodeCerts, NodeIdentity, Pki};
+pub use pki::{NodeCerts, NodeIdentity, Pki, WebhookClient};
 pub use postgres::{Postgres, TestDatabase};
 pub use process::ManagedProcess;
 pub use proxy::{LinkMode, TcpProxy};

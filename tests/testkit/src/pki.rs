@@ -2,6 +2,11 @@
 //! `system:masters`, and the service-account signing key, written as PEM files. A cluster with
 //! a real node also gets the kubelet's client certificate (its node identity) and serving
 //! certificate, and the API server's certificate names the address pods reach it on.
+//!
+//! Every cluster also gets the identity its API server presents to admission webhooks: a CA of
+//! its own (so no Kubernetes user's certificate passes for it), a client certificate it signed,
+//! and the `AdmissionConfiguration` (`--admission-control-config-file`) whose webhook
+//! kubeconfig presents that certificate to every webhook.
 
 use std::path::{Path, PathBuf};
 
@@ -41,6 +46,19 @@ pub struct Pki {
     pub admin_key_pem: String,
     /// The real node's certificates, when the cluster has one.
     pub node: Option<NodeCerts>,
+    /// What the API server presents to admission webhooks.
+    pub webhook_client: WebhookClient,
+}
+
+/// The client identity a cluster's API server presents to admission webhooks.
+#[derive(Debug, Clone)]
+pub struct WebhookClient {
+    /// The CA that signed the certificate (PEM): what a webhook server verifies callers with.
+    pub ca_pem: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The `AdmissionConfiguration` for `--admission-control-config-file`.
+    pub admission_config: PathBuf,
 }
 
 /// Who a real node is: its name (`system:node:{name}` to the API server) and its IP.
@@ -134,6 +152,7 @@ impl Pki {
             Some(identity) => Some(node_certs(identity, &ca, &write)?),
             None => None,
         };
+        let webhook_client = webhook_client(cluster, &write)?;
         let ca_pem = ca.pem();
         let admin_cert_pem = admin_cert.pem();
         let admin_key_pem = admin_key.serialize_pem();
@@ -149,8 +168,88 @@ impl Pki {
             admin_cert_pem,
             admin_key_pem,
             node,
+            webhook_client,
         })
     }
+}
+
+/// The webhook client CA and certificate, and the admission configuration that presents the
+/// certificate to every webhook (`name: '*'` in its kubeconfig).
+fn webhook_client(
+    cluster: &str,
+    write: &dyn Fn(&str, &str) -> Result<PathBuf, Error>,
+) -> Result<WebhookClient, Error> {
+    let mut ca_params =
+        CertificateParams::new(Vec::<String>::new()).map_err(pki_err("webhook client ca"))?;
+    ca_params.distinguished_name.push(
+        DnType::CommonName,
+        format!("kubenest-{cluster}-webhook-client-ca"),
+    );
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_key = KeyPair::generate().map_err(pki_err("webhook client ca key"))?;
+    let ca = CertifiedIssuer::self_signed(ca_params, ca_key)
+        .map_err(pki_err("webhook client ca cert"))?;
+    let mut client =
+        CertificateParams::new(Vec::<String>::new()).map_err(pki_err("webhook client"))?;
+    client
+        .distinguished_name
+        .push(DnType::CommonName, format!("kube-apiserver-{cluster}"));
+    client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    client.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let key = KeyPair::generate().map_err(pki_err("webhook client key"))?;
+    let certificate = client
+        .signed_by(&key, &ca)
+        .map_err(pki_err("webhook client"))?;
+    // The kube-apiserver reads the files named in its configuration from wherever it runs.
+    let absolute = |path: PathBuf| {
+        std::path::absolute(&path).map_err(|e| Error::io("absolute webhook client path", e))
+    };
+    let cert = absolute(write("webhook-client.crt", &certificate.pem())?)?;
+    let key = absolute(write("webhook-client.key", &key.serialize_pem())?)?;
+    let kubeconfig = absolute(write(
+        "webhook-kubeconfig.yaml",
+        &format!(
+            "apiVersion: v1
+kind: Config
+users:
+- name: '*'
+  user:
+    client-certificate: {}
+    client-key: {}
+",
+            cert.display(),
+            key.display()
+        ),
+    )?)?;
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: {}
+",
+            kubeconfig.display()
+        )
+    };
+    let admission_config = write(
+        "admission.yaml",
+        &format!(
+            "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+{}{}",
+            plugin("ValidatingAdmissionWebhook"),
+            plugin("MutatingAdmissionWebhook")
+        ),
+    )?;
+    Ok(WebhookClient {
+        ca_pem: ca.pem(),
+        cert,
+        key,
+        admission_config,
+    })
 }
 
 fn node_certs(
