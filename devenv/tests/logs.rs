@@ -415,7 +415,7 @@ fn one_reader_cannot_take_every_stream_and_readers_are_cut_when_their_access_or_
 #[test]
 fn a_builds_credentials_are_taken_out_of_its_log_lines() {
     run(async {
-        let mut f = fixture().await;
+        let f = fixture().await;
         let (project, _) = f.project("east", "logbuild").await;
         let mut admin = f.admin().await;
         let app = admin
