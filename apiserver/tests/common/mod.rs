@@ -31,6 +31,12 @@ pub struct Plane {
     pub cluster_verifier: kubenest_contracts::TokenVerifier,
     pub kubeconfig: std::path::PathBuf,
     pub database_url: String,
+    /// A chart repository on the API servers' allow-list (`--chart-sources`).
+    pub charts: kubenest_testkit::ChartRepository,
+    /// Another allowed repository, for tests that change what it serves.
+    pub detour: kubenest_testkit::ChartRepository,
+    /// The CA of both (and of any other chart server a test starts).
+    pub ca: kubenest_testkit::ServerCa,
 }
 
 impl Plane {
@@ -112,6 +118,15 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
     let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
         .unwrap()
         .serialize_pem();
+    let ca_dir = std::env::temp_dir().join(unique("chart-ca"));
+    let ca = kubenest_testkit::ServerCa::generate(&ca_dir).unwrap();
+    let charts = kubenest_testkit::ChartRepository::start(&ca).await.unwrap();
+    let detour = kubenest_testkit::ChartRepository::start(&ca).await.unwrap();
+    let chart_settings = kubenest_apiserver::charts::ChartSettings {
+        sources: kubenest_domain::sources::AllowList::parse(&[charts.url(), detour.url()]).unwrap(),
+        ca_pem: Some(ca.pem.clone()),
+        own_addresses: Vec::new(),
+    };
     let mut urls = Vec::new();
     for replica in 0..2 {
         let config = Config {
@@ -131,7 +146,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 // database: streams there test that path.
                 event_buffer: if replica == 0 { 4096 } else { 1 },
                 console_dir: None,
-                helm: Some(kubenest_testkit::Binaries::locate().unwrap().helm),
+                charts: chart_settings.clone(),
             },
             limits: LimitsConfig {
                 reads_per_second: 2000,
@@ -161,6 +176,9 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         .unwrap(),
         kubeconfig: mgmt.kubeconfig_path().to_path_buf(),
         database_url: database.url.clone(),
+        charts,
+        detour,
+        ca,
     }
 }
 
