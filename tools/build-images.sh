@@ -143,7 +143,6 @@ stage() {
   fi
   case $name in
     base) ln "$(base_rootfs)" "$ctx/rootfs.tar" ;;
-    apiserver) cp "$cache/helm/$HELM_VERSION/helm" "$ctx/helm" ;;
     agent)
       local helm=$cache/helm/$HELM_VERSION/helm
       [[ -x $helm ]] || {
@@ -169,7 +168,7 @@ check_image() {
   ctr=$(bh from --pull-never --quiet "$(image_of "$name")")
   local -a cmds
   case $name in
-    apiserver) cmds=("kubenest-apiserver --version" "helm version --short") ;;
+    apiserver) cmds=("kubenest-apiserver --version") ;;
     agent) cmds=("kubenest-agent --version" "helm version --short" "git --version"
       "helm template check /opt/kubenest/charts/addons/postgres --set kubenest.exportSecret=s |
        grep -c '^kind:' | sed 's/\$/ objects rendered from the catalog/'") ;;

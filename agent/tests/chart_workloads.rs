@@ -1,7 +1,7 @@
 //! Helm-chart workloads against real parts: third-party charts served by a real chart
-//! repository (HTTP) and by a real OCI registry (the distribution registry over TLS of a private
-//! CA, with an account and nothing anonymous), rendered by the agent's helm and applied to a
-//! real workload cluster with kwok nodes. A chart from a private registry is pulled with the
+//! repository and by a real OCI registry (both over TLS of a private CA; the registry with an
+//! account and nothing anonymous), rendered by the agent's helm and applied to a real workload
+//! cluster with kwok nodes. A chart from a private registry is pulled with the
 //! project's registry credentials (its `kubernetes.io/dockerconfigjson` Secret, read on the
 //! cluster), and a project without them gets the registry's refusal as its revision's failure.
 
@@ -71,10 +71,10 @@ fn fixture() -> &'static Fixture {
                         .unwrap(),
                 ));
                 let (mgmt, east) = (env.management().unwrap(), env.cluster("east").unwrap());
-                let repository = ChartRepository::start().await.unwrap();
-                repository.publish("webapp", &WEBAPP).unwrap();
                 let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
                 let ca = ServerCa::generate(dir.path()).unwrap();
+                let repository = ChartRepository::start(&ca).await.unwrap();
+                repository.publish("webapp", &WEBAPP).unwrap();
                 let registry = Registry::start([127, 0, 0, 1].into(), &ca).await.unwrap();
                 let package =
                     kubenest_testkit::package_chart("webapp", &WEBAPP, dir.path()).unwrap();

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use kubenest_contracts::{TokenError, TokenSigner};
+use kubenest_domain::sources::AllowList;
 use kubenest_store::DatabaseUrl;
 use tokio_util::sync::CancellationToken;
 
@@ -80,9 +81,15 @@ pub struct Args {
     /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
     #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
     console_dir: Option<std::path::PathBuf>,
-    /// The `helm` binary, to read a chart's values for a template from it (the image has one).
-    #[arg(long, env = "KUBENEST_HELM")]
-    helm: Option<std::path::PathBuf>,
+    /// Chart sources (comma-separated URL prefixes, `https://host[:port][/path]` or
+    /// `oci://host[:port][/path]`) that templates from charts may read on this server's own
+    /// network (loopback, private, link-local addresses). Any other source is read only from
+    /// public addresses.
+    #[arg(long, env = "KUBENEST_CHART_SOURCES", value_delimiter = ',')]
+    chart_sources: Vec<String>,
+    /// PEM CA certificates trusted, beside the public roots, when reading charts.
+    #[arg(long, env = "KUBENEST_PRIVATE_CA_FILE")]
+    private_ca_file: Option<std::path::PathBuf>,
     /// Address of the admission webhooks (HTTPS, with `--admission-tls-cert`): the same rules
     /// and a true actor for kubectl and GitOps writers.
     #[arg(
@@ -170,6 +177,9 @@ pub enum ServerError {
     /// `--console-dir` names a folder without the console's `index.html`.
     #[error("--console-dir {0} has no index.html (build it with `npm run build` in console/)")]
     ConsoleMissing(std::path::PathBuf),
+    /// `--chart-sources` has an entry that is not an https:// or oci:// URL prefix.
+    #[error("--chart-sources: {0}")]
+    ChartSources(String),
     /// PostgreSQL, the bootstrap administrator, the index or the hub session.
     #[error(transparent)]
     Start(#[from] anyhow::Error),
@@ -212,7 +222,16 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
             mint_timeout: std::time::Duration::from_secs(15),
             event_buffer: args.event_buffer,
             console_dir: args.console_dir.clone(),
-            helm: args.helm.clone(),
+            charts: crate::charts::ChartSettings {
+                sources: AllowList::parse(&args.chart_sources)
+                    .map_err(|e| ServerError::ChartSources(e.to_string()))?,
+                ca_pem: args
+                    .private_ca_file
+                    .as_ref()
+                    .map(std::fs::read_to_string)
+                    .transpose()?,
+                own_addresses: own_addresses(args.listen),
+            },
         },
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,
@@ -243,6 +262,16 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         None => crate::serve(listener, state, stop).await?,
     }
     Ok(())
+}
+
+/// The addresses `listen` is reached at, which a chart fetch must not call back to (all
+/// loopback and private addresses are refused anyway; this adds a public one).
+fn own_addresses(listen: std::net::SocketAddr) -> Vec<std::net::IpAddr> {
+    if listen.ip().is_unspecified() {
+        Vec::new()
+    } else {
+        vec![listen.ip()]
+    }
 }
 
 /// Starts the admission webhooks on `address` and, with `--admission-endpoint`, registers them.

@@ -27,6 +27,7 @@ pub mod args;
 pub mod audit;
 pub mod auth;
 pub mod authz;
+pub mod charts;
 pub mod console;
 pub mod error;
 pub mod events;

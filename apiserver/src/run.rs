@@ -110,6 +110,8 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         logs,
         hub: hub_client,
         events,
+        charts: crate::charts::ChartFetcher::new(&config.settings.charts)
+            .map_err(|e| anyhow::anyhow!("reading charts: {e}"))?,
         settings: config.settings,
     }))
 }

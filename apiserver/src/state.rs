@@ -30,9 +30,8 @@ pub struct Settings {
     pub event_buffer: usize,
     /// The web console's built assets (`console/dist`), served at `/`; none when absent.
     pub console_dir: Option<std::path::PathBuf>,
-    /// The `helm` binary that reads charts' values for templates from a chart; without it
-    /// `POST /templates/from-chart` answers 503.
-    pub helm: Option<std::path::PathBuf>,
+    /// Where templates from charts may read charts from, and the CA to trust there.
+    pub charts: crate::charts::ChartSettings,
 }
 
 /// The shared state; cheap to clone.
@@ -52,6 +51,8 @@ pub struct Inner {
     /// The hub replicas, when configured: a token rotation raises the floor on each itself.
     pub hub: Option<kubenest_hub_client::HubClient>,
     pub events: Events,
+    /// Reads charts for templates made from them.
+    pub charts: crate::charts::ChartFetcher,
     pub settings: Settings,
 }
 
@@ -106,6 +107,10 @@ impl AppState {
 
     pub fn events(&self) -> &Events {
         &self.0.events
+    }
+
+    pub fn charts(&self) -> &crate::charts::ChartFetcher {
+        &self.0.charts
     }
 
     pub fn settings(&self) -> &Settings {

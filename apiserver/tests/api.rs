@@ -1275,7 +1275,7 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
     assert_eq!(copied["components"][0]["workload_spec"]["image"], "web:7");
 
     // From any Helm chart: its values become slots with the chart's defaults.
-    let charts = kubenest_testkit::ChartRepository::start().await.unwrap();
+    let charts = &plane().charts;
     charts
         .publish(
             "webapp",
@@ -1344,6 +1344,10 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         .await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["field"], "chart", "{body}");
+    assert_eq!(
+        body["error"]["message"], "the chart cannot be read",
+        "{body}"
+    );
     let list = admin
         .expect(
             Method::GET,
@@ -1375,6 +1379,130 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         "{body}"
     );
     assert!(list.as_array().unwrap().len() >= 3);
+}
+
+/// A chart every test server below could serve, so only the API server's checks refuse it.
+const WEBAPP_CHART: [(&str, &str); 2] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: webapp\nversion: 0.3.0\n",
+    ),
+    ("values.yaml", "replicaCount: 1\n"),
+];
+
+/// `POST /templates/from-chart` into `project_id` of chart `webapp` 0.3.0 at `repository`.
+async fn from_chart(client: &Client, project_id: &str, repository: &str) -> (u16, Value) {
+    let (status, body) = client
+        .post(
+            "/api/v1/templates/from-chart",
+            json!({"name": unique("chart"), "scope": "project", "project_id": project_id,
+                   "chart": {"repository": repository, "name": "webapp", "version": "0.3.0"}}),
+        )
+        .await;
+    (status.as_u16(), body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_from_a_chart_fetches_nothing_for_outsiders_nor_from_the_servers_own_network() {
+    let admin = Client::admin().await;
+    let [member, viewer, outsider, stranger] = [
+        user(&admin, "member").await,
+        user(&admin, "viewer").await,
+        user(&admin, "outsider").await,
+        user(&admin, "stranger").await,
+    ];
+    let acme = org(&admin, "ssrf", json!([])).await;
+    let c = cluster(&admin, &acme).await;
+    let cluster_id = c["cluster_id"].as_str().unwrap();
+    let p = project(&admin, &acme, cluster_id).await;
+    let project_id = p["id"].as_str().unwrap().to_owned();
+    let other = project(&admin, &acme, cluster_id).await;
+    for (who, project, role) in [
+        (&member, project_id.as_str(), "member"),
+        (&viewer, project_id.as_str(), "viewer"),
+        (&outsider, other["id"].as_str().unwrap(), "admin"),
+    ] {
+        admin
+            .expect(
+                Method::PUT,
+                &format!("/api/v1/projects/{project}/members"),
+                Some(json!({"user": who, "role": role})),
+                200,
+            )
+            .await;
+    }
+    let detour = &plane().detour;
+    detour.publish("webapp", &WEBAPP_CHART).unwrap();
+
+    // No write access to the placement: refused before the allowed repository hears of it.
+    for who in [&viewer, &outsider, &stranger] {
+        let client = Client::login(0, who, PASSWORD).await;
+        let (status, body) = from_chart(&client, &project_id, detour.url()).await;
+        assert!(status == 403 || status == 404, "{who}: {status} {body}");
+    }
+    assert_eq!(
+        detour.requests(),
+        0,
+        "the repository was asked for a refused caller"
+    );
+    let member = Client::login(0, &member, PASSWORD).await;
+    let (status, body) = from_chart(&member, &project_id, detour.url()).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(detour.requests() >= 2, "index and package");
+
+    // A server on loopback that is not on the allow-list is never reached, however written.
+    let target = kubenest_testkit::ChartRepository::start(&plane().ca)
+        .await
+        .unwrap();
+    target.publish("webapp", &WEBAPP_CHART).unwrap();
+    let port = target.url().rsplit(':').next().unwrap().to_owned();
+    let refused = |body: &Value| {
+        assert_eq!(body["error"]["field"], "chart", "{body}");
+        assert_eq!(
+            body["error"]["message"], "the chart cannot be read",
+            "{body}"
+        );
+    };
+    for repository in [
+        format!("https://127.0.0.1:{port}"),
+        format!("https://localhost:{port}"),
+        format!("https://[::ffff:127.0.0.1]:{port}"),
+        format!("https://127.1:{port}"),
+        format!("oci://127.0.0.1:{port}/charts"),
+        format!("oci://localhost:{port}/charts"),
+    ] {
+        let (status, body) = from_chart(&member, &project_id, &repository).await;
+        assert_eq!(status, 404, "{repository}: {body}");
+        refused(&body);
+    }
+    assert_eq!(target.requests(), 0, "a loopback server was reached");
+
+    // An allowed repository cannot lead the fetch elsewhere: not by its index's chart URL...
+    detour.index_at(target.url()).unwrap();
+    let (status, body) = from_chart(&member, &project_id, detour.url()).await;
+    assert_eq!(status, 404, "{body}");
+    refused(&body);
+    // ...nor by redirecting.
+    detour.redirect_to(target.url());
+    let (status, body) = from_chart(&member, &project_id, detour.url()).await;
+    assert_eq!(status, 404, "{body}");
+    refused(&body);
+    assert_eq!(
+        target.requests(),
+        0,
+        "an allowed server led the fetch to another"
+    );
+
+    // Plain HTTP and credentials in the URL are refused at the door, naming the field.
+    for repository in [
+        format!("http://127.0.0.1:{port}"),
+        "https://user:secret@charts.example.test".to_owned(),
+        format!("oci://user:secret@127.0.0.1:{port}/charts"),
+    ] {
+        let (status, body) = from_chart(&member, &project_id, &repository).await;
+        assert_eq!(status, 422, "{repository}: {body}");
+        assert_eq!(body["error"]["field"], "chart.repository", "{body}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

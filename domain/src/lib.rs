@@ -17,6 +17,8 @@
 //! - [`actor`]: who made a change, from managed fields and the REST facade's annotation.
 //! - [`names`]: naming rules (DNS labels, an organization's namespace, reserved namespaces).
 //! - [`project`]: whether a project's namespace is its own.
+//! - [`sources`]: where the platform may fetch what a user names (chart sources), and which
+//!   addresses are its own network.
 //!
 //! # What does not
 //!
@@ -31,4 +33,5 @@ pub mod chart_template;
 pub mod gitops;
 pub mod names;
 pub mod project;
+pub mod sources;
 pub mod template;

@@ -52,7 +52,7 @@ impl Rest {
                     mint_timeout: Duration::from_secs(30),
                     event_buffer: 4096,
                     console_dir: None,
-                    helm: Some(kubenest_testkit::Binaries::locate().unwrap().helm),
+                    charts: Default::default(),
                 },
                 limits: LimitsConfig::default(),
             },

@@ -37,6 +37,12 @@ pub struct Plane {
     pub admission_url: String,
     /// The client certificate the management kube-apiserver presents to the webhooks.
     pub webhook_client: kubenest_testkit::WebhookClient,
+    /// A chart repository on the API servers' allow-list (`--chart-sources`).
+    pub charts: kubenest_testkit::ChartRepository,
+    /// Another allowed repository, for tests that change what it serves.
+    pub detour: kubenest_testkit::ChartRepository,
+    /// The CA of both (and of any other chart server a test starts).
+    pub ca: kubenest_testkit::ServerCa,
 }
 
 impl Plane {
@@ -118,6 +124,15 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
     let api_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)
         .unwrap()
         .serialize_pem();
+    let ca_dir = std::env::temp_dir().join(unique("chart-ca"));
+    let ca = kubenest_testkit::ServerCa::generate(&ca_dir).unwrap();
+    let charts = kubenest_testkit::ChartRepository::start(&ca).await.unwrap();
+    let detour = kubenest_testkit::ChartRepository::start(&ca).await.unwrap();
+    let chart_settings = kubenest_apiserver::charts::ChartSettings {
+        sources: kubenest_domain::sources::AllowList::parse(&[charts.url(), detour.url()]).unwrap(),
+        ca_pem: Some(ca.pem.clone()),
+        own_addresses: Vec::new(),
+    };
     let mut urls = Vec::new();
     let mut admission_url = String::new();
     for replica in 0..2 {
@@ -138,7 +153,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 // database: streams there test that path.
                 event_buffer: if replica == 0 { 4096 } else { 1 },
                 console_dir: None,
-                helm: Some(kubenest_testkit::Binaries::locate().unwrap().helm),
+                charts: chart_settings.clone(),
             },
             limits: LimitsConfig {
                 reads_per_second: 2000,
@@ -170,6 +185,9 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
         database_url: database.url.clone(),
         admission_url,
         webhook_client: mgmt.webhook_client().clone(),
+        charts,
+        detour,
+        ca,
     }
 }
 

@@ -282,9 +282,7 @@ impl System {
             ))
             .env("KUBENEST_DATABASE_URL", database_url)
             .env("KUBENEST_ADMIN_USER", &options.admin_user)
-            .env("KUBENEST_ADMIN_PASSWORD", &options.admin_password)
-            // helm reads charts for templates made from them, as the image's does.
-            .arg(format!("--helm={}", Binaries::locate()?.helm.display()));
+            .env("KUBENEST_ADMIN_PASSWORD", &options.admin_password);
         if let Some(console) = &options.console_dir {
             apiserver = apiserver.arg(format!("--console-dir={}", console.display()));
         }

@@ -1,33 +1,35 @@
-//! Templates from any Helm chart: `helm show values` reads the chart's `values.yaml` from its
-//! repository (`https://`) or OCI registry (`oci://`), and each scalar of it becomes a slot
-//! ([`kubenest_domain::chart_template`]). helm runs with homes of its own in a temporary folder,
-//! so no repository or credential of anyone else's is used or kept.
+//! Templates from any Helm chart: the chart's `values.yaml` is read from its repository
+//! (`https://`) or OCI registry (`oci://`) by [`crate::charts`], and each scalar of it becomes a
+//! slot ([`kubenest_domain::chart_template`]). The caller's write access to the placement is
+//! checked before anything is fetched, and what a fetch met is for the log, not the caller.
 
 use crate::reply::Created;
-use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
 use kubenest_domain::chart_template::{ChartSource, from_chart};
+use kubenest_domain::sources::{Source, SourceError, parse_source};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::placement::{Placement, store};
+use super::placement::{Placement, place, store_at};
 use super::view::TemplateResponse;
 use crate::authz::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::state::AppState;
 
-/// How long reading a chart may take.
-const SHOW_TIMEOUT: Duration = Duration::from_secs(30);
+/// What every caller is told when a chart cannot be read, whatever the reason: the reason
+/// (an address refused, a port closed, a status) would make the route a probe of networks.
+pub const CANNOT_BE_READ: &str = "the chart cannot be read";
 
 /// The chart of a template.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateChart {
-    /// `https://…` (a chart repository) or `oci://…` (a registry path holding the chart).
-    #[schemars(length(max = 2048), regex(pattern = r"^(https?|oci)://[^\s]+$"))]
+    /// `https://…` (a chart repository) or `oci://…` (a registry path holding the chart); no
+    /// credentials (`user:password@`) in it.
+    #[schemars(length(max = 2048), regex(pattern = r"^(https|oci)://[^\s@]+$"))]
     pub repository: String,
     #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub name: String,
@@ -44,17 +46,21 @@ pub struct FromChartBody {
     pub chart: TemplateChart,
 }
 
-fn check_chart(chart: &TemplateChart) -> ApiResult<ChartSource> {
-    let repository = chart.repository.trim_end_matches('/');
-    let scheme_ok = ["https://", "http://", "oci://"]
-        .iter()
-        .any(|s| repository.starts_with(s) && repository.len() > s.len());
-    if !scheme_ok || repository.contains(char::is_whitespace) || repository.len() > 2048 {
+fn check_chart(chart: &TemplateChart) -> ApiResult<(Source, ChartSource)> {
+    if chart.repository.len() > 2048 {
         return Err(ApiError::invalid(
             "chart.repository",
-            "an https:// chart repository or an oci:// registry path",
+            "at most 2048 characters",
         ));
     }
+    let source = parse_source(&chart.repository).map_err(|e| {
+        let message = match e {
+            SourceError::Userinfo => e.to_string(),
+            _ => format!("an https:// chart repository or an oci:// registry path: {e}"),
+        };
+        ApiError::invalid("chart.repository", message)
+    })?;
+    let repository = chart.repository.trim_end_matches('/');
     let name_ok = !chart.name.is_empty()
         && chart.name.len() <= 253
         && chart
@@ -82,67 +88,14 @@ fn check_chart(chart: &TemplateChart) -> ApiResult<ChartSource> {
             "an exact version, like 1.2.3 (no ranges)",
         ));
     }
-    Ok(ChartSource {
-        repository: repository.to_owned(),
-        name: chart.name.clone(),
-        version: chart.version.clone(),
-    })
-}
-
-/// The chart's default values, read by `helm show values`.
-async fn chart_values(helm: &std::path::Path, chart: &ChartSource) -> ApiResult<serde_json::Value> {
-    let homes = tempfile::tempdir().map_err(ApiError::internal)?;
-    let mut command = tokio::process::Command::new(helm);
-    command.arg("show").arg("values");
-    if chart.repository.starts_with("oci://") {
-        command.arg(format!("{}/{}", chart.repository, chart.name));
-    } else {
-        command
-            .arg(&chart.name)
-            .arg("--repo")
-            .arg(&chart.repository);
-    }
-    command
-        .arg("--version")
-        .arg(&chart.version)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HELM_CACHE_HOME", homes.path().join("cache"))
-        .env("HELM_CONFIG_HOME", homes.path().join("config"))
-        .env("HELM_DATA_HOME", homes.path().join("data"))
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(SHOW_TIMEOUT, command.output())
-        .await
-        .map_err(|_| {
-            ApiError::invalid(
-                "chart",
-                format!("the chart did not answer in {}s", SHOW_TIMEOUT.as_secs()),
-            )
-        })?
-        .map_err(ApiError::internal)?;
-    if !output.status.success() {
-        let said = String::from_utf8_lossy(&output.stderr);
-        let last = said
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("");
-        // Nothing answered with that chart at that version: what the body names is missing.
-        return Err(ApiError::missing(
-            "chart",
-            format!(
-                "the chart cannot be read: {}",
-                last.trim_start_matches("Error: ")
-            ),
-        ));
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    if text.trim().is_empty() {
-        return Ok(serde_json::Value::Object(Default::default()));
-    }
-    serde_yaml::from_str(&text).map_err(|e| {
-        ApiError::invalid("chart", format!("the chart's values.yaml is not YAML: {e}"))
-    })
+    Ok((
+        source,
+        ChartSource {
+            repository: repository.to_owned(),
+            name: chart.name.clone(),
+            version: chart.version.clone(),
+        },
+    ))
 }
 
 /// A template of one Helm workload of any chart, a slot for each of its values.
@@ -151,19 +104,36 @@ pub async fn from_chart_route(
     caller: Caller,
     Body(body): Body<FromChartBody>,
 ) -> ApiResult<Created<Json<TemplateResponse>>> {
-    let chart = check_chart(&body.chart)?;
-    let helm = state.settings().helm.clone().ok_or_else(|| {
-        ApiError::unavailable(
-            "no_helm",
-            "this API server has no helm to read charts with (--helm)",
-        )
+    let (source, chart) = check_chart(&body.chart)?;
+    // Who may write there is settled before the chart's server hears of it.
+    let placed = place(&state, &caller, &body.at).await?;
+    // Busy answers at once rather than queueing: a queue would hold connections for as long
+    // as the slowest charts take, and the client knows when to come back.
+    let _turn = state.charts().try_turn().ok_or_else(|| {
+        ApiError::unavailable("busy", "charts are being read for others; retry shortly")
     })?;
-    let values = chart_values(&helm, &chart).await?;
+    let values = state
+        .charts()
+        .values(&source, &chart.name, &chart.version)
+        .await
+        .map_err(|error| {
+            tracing::info!(repository = %chart.repository, name = %chart.name,
+                version = %chart.version, %error, "a chart cannot be read");
+            ApiError::missing("chart", CANNOT_BE_READ)
+        })?;
     let description = body.at.description.clone().unwrap_or_default();
     let spec = from_chart(&chart, &values, body.at.scope, &description);
     let mut at = body.at;
     at.description = Some(spec.description.clone());
-    store(&state, &caller, &at, spec.parameters, spec.components).await
+    store_at(
+        &state,
+        &caller,
+        &at,
+        placed,
+        spec.parameters,
+        spec.components,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -187,6 +157,17 @@ mod tests {
             field(chart("ftp://charts.example.test", "web", "1.2.3")).as_deref(),
             Some("chart.repository")
         );
+        for repository in [
+            "http://charts.example.test",
+            "https://user:pass@charts.example.test",
+            "oci://token@registry.example.test/charts",
+        ] {
+            assert_eq!(
+                field(chart(repository, "web", "1.2.3")).as_deref(),
+                Some("chart.repository"),
+                "{repository}"
+            );
+        }
         assert_eq!(
             field(chart("https://charts.example.test", "we b", "1.2.3")).as_deref(),
             Some("chart.name")

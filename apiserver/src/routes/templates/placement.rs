@@ -42,8 +42,25 @@ pub struct Placement {
     pub description: Option<String>,
 }
 
-/// Resolves a placement to (namespace, project name, cluster name), checking write access.
-async fn place(
+/// Where a placement resolved to, the caller's write access checked.
+#[derive(Debug)]
+pub(super) struct Placed {
+    namespace: String,
+    project: Option<String>,
+    cluster: Option<String>,
+}
+
+/// Resolves a placement to its namespace (and project or cluster name), checking write access.
+pub(super) async fn place(state: &AppState, caller: &Caller, at: &Placement) -> ApiResult<Placed> {
+    let (namespace, project, cluster) = resolve(state, caller, at).await?;
+    Ok(Placed {
+        namespace,
+        project,
+        cluster,
+    })
+}
+
+async fn resolve(
     state: &AppState,
     caller: &Caller,
     at: &Placement,
@@ -90,7 +107,24 @@ pub(super) async fn store(
     parameters: Vec<Parameter>,
     components: Vec<Map<String, Value>>,
 ) -> ApiResult<Created<Json<TemplateResponse>>> {
-    let (namespace, project, cluster) = place(state, caller, at).await?;
+    let placed = place(state, caller, at).await?;
+    store_at(state, caller, at, placed, parameters, components).await
+}
+
+/// Stores a template where [`place`] resolved it to.
+pub(super) async fn store_at(
+    state: &AppState,
+    caller: &Caller,
+    at: &Placement,
+    placed: Placed,
+    parameters: Vec<Parameter>,
+    components: Vec<Map<String, Value>>,
+) -> ApiResult<Created<Json<TemplateResponse>>> {
+    let Placed {
+        namespace,
+        project,
+        cluster,
+    } = placed;
     let spec = StackTemplateSpec {
         description: at.description.clone().unwrap_or_default(),
         scope: at.scope,
