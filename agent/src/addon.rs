@@ -39,8 +39,8 @@ pub enum AddonError {
     Git(#[from] crate::gitops::GitError),
     #[error("kubernetes: {0}")]
     Kube(#[from] kube::Error),
-    #[error("the chart renders {0}, which is outside the project's namespace")]
-    ClusterScoped(String),
+    #[error(transparent)]
+    Confined(#[from] crate::confine::Refused),
 }
 
 /// One addon to bring to its desired state.
@@ -115,15 +115,11 @@ fn password_of(secret: &Value) -> Option<String> {
 /// Renders, applies and records one addon.
 pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutcome, AddonError> {
     let mut objects = BTreeSet::new();
-    let (values, chart_values) = if target.third_party {
-        (BTreeMap::new(), Value::Object(target.values.clone()))
-    } else {
-        let values = publish_exports(ctx, target, &mut objects).await?;
-        let mut chart_values = Value::Object(target.values.clone());
+    let mut chart_values = Value::Object(target.values.clone());
+    if !target.third_party {
         chart_values["fullnameOverride"] = target.release.clone().into();
         chart_values["kubenest"] = json!({"exportSecret": target.export_secret});
-        (values, chart_values)
-    };
+    }
     let rendered = ctx
         .helm
         .template(
@@ -140,7 +136,34 @@ pub async fn apply(ctx: &Context, target: &AddonTarget<'_>) -> Result<AddonOutco
             },
         )
         .await?;
+    // Checked whole before anything is written, the export Secret included: a refused chart
+    // leaves nothing behind.
+    confine(ctx, target.namespace, &rendered).await?;
+    let values = if target.third_party {
+        BTreeMap::new()
+    } else {
+        publish_exports(ctx, target, &mut objects).await?
+    };
     apply_rendered(ctx, target, rendered, values, objects).await
+}
+
+/// Ok when every object of `rendered` may be applied in `namespace` ([`crate::confine`]),
+/// with each kind's scope from the cluster's discovery.
+async fn confine(ctx: &Context, namespace: &str, rendered: &[Value]) -> Result<(), AddonError> {
+    let mut scopes = BTreeMap::new();
+    for (api_version, kind) in rendered.iter().filter_map(crate::confine::kind_of) {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let std::collections::btree_map::Entry::Vacant(entry) = scopes.entry(key) {
+            entry.insert(ctx.applier.scope(api_version, kind).await?);
+        }
+    }
+    crate::confine::admit(rendered, namespace, |api_version, kind| {
+        scopes
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .copied()
+            .unwrap_or(crate::confine::Scope::Unknown)
+    })?;
+    Ok(())
 }
 
 /// Writes the export Secret of a catalog addon; returns its values.
@@ -179,12 +202,6 @@ async fn apply_rendered(
     let mut waiting = String::new();
     for mut object in rendered {
         let Some(id) = id_of(&object) else { continue };
-        if matches!(
-            id.1.as_str(),
-            "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "CustomResourceDefinition"
-        ) {
-            return Err(AddonError::ClusterScoped(format!("{}/{}", id.1, id.2)));
-        }
         object["metadata"]["namespace"] = target.namespace.into();
         let labels = object["metadata"]["labels"]
             .as_object()

@@ -19,7 +19,9 @@
 //!
 //! No module imports from a layer above its own, and none takes part in a circle:
 //!
-//! 1. pure parts and the cluster's edges: [`render`], [`drift`], [`readiness`], [`exports`], [`validate`],
+//! 1. pure parts and the cluster's edges: [`render`], [`confine`] (what a chart may render),
+//!    [`pod_security`] (the namespace labels, and their healing), [`drift`], [`readiness`],
+//!    [`exports`], [`validate`],
 //!    [`crd`], [`apply`], [`helm`], [`gitops`], [`finalizer`], [`capacity`], and [`report`] (the
 //!    queue of status events to the hub, and the `app.status` of a StackDeploy);
 //! 2. [`context`]: what every controller and command handler shares;
@@ -37,6 +39,7 @@ pub mod boundary;
 pub mod build;
 pub mod capacity;
 pub mod commands;
+pub mod confine;
 pub mod context;
 pub mod crd;
 pub mod drift;
@@ -46,6 +49,7 @@ pub mod gitops;
 pub mod helm;
 pub mod logs;
 pub mod metrics;
+pub mod pod_security;
 pub mod project;
 pub mod pull_secret;
 pub mod readiness;
@@ -190,6 +194,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         stack::run(ctx.clone(), stop()),
         addon::run(ctx.clone(), stop()),
         build::run(ctx.clone(), stop()),
+        pod_security::run(client.clone(), stop()),
     );
     Ok(())
 }

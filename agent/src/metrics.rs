@@ -184,7 +184,7 @@ impl Category for crate::addon::AddonError {
             AddonError::Export(_) => "export",
             AddonError::Git(_) => "gitops",
             AddonError::Kube(_) => "kubernetes",
-            AddonError::ClusterScoped(_) => "invalid",
+            AddonError::Confined(_) => "invalid",
         }
     }
 }

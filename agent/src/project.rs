@@ -1,8 +1,11 @@
-//! Projects: a namespace with kubenest's labels (and optionally a registry pull secret for its
-//! default service account), and, when the agent's powers are namespaced, its RoleBinding there. The agent never creates or deletes anything outside a project's
-//! namespace, and refuses a namespace that exists without being this project's.
+//! Projects: a namespace with kubenest's labels and its Pod Security level ([`pod_security`]),
+//! optionally a registry pull secret for its default service account, and, when the agent's
+//! powers are namespaced, its RoleBinding there. The agent never creates or deletes anything
+//! outside a project's namespace, and refuses a namespace that exists without being this
+//! project's.
 
 use kubenest_crds::names::{field_managers, labels};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +17,7 @@ use serde_json::json;
 
 use crate::boundary::Refusal;
 use crate::context::Context;
+use crate::pod_security;
 
 fn report(
     ctx: &Context,
@@ -29,6 +33,21 @@ fn report(
         message: message.to_owned(),
         observed_at: chrono::Utc::now(),
     });
+}
+
+/// The labels of a project's namespace (pure): the command's extra labels, then kubenest's and
+/// Pod Security Admission's over them, so no extra label can loosen the namespace's level.
+pub fn namespace_labels(command: &wire::ProjectEnsure) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = command
+        .labels
+        .iter()
+        .filter(|(key, _)| !key.starts_with(pod_security::PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    labels.insert(labels::PROJECT_ID.into(), command.project_id.to_string());
+    labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_AGENT.into());
+    labels.extend(pod_security::labels_for(command.pod_security));
+    labels
 }
 
 /// `project.ensure`: the namespace, its labels and the pull secret reference.
@@ -59,15 +78,14 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
             ));
         }
     }
-    let mut labels = serde_json::Map::new();
-    for (key, value) in &command.labels {
-        labels.insert(key.clone(), value.clone().into());
-    }
-    labels.insert(labels::PROJECT_ID.into(), project.into());
-    labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_AGENT.into());
+    let labels = namespace_labels(command);
     let object = json!({
         "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {pod_security::LEVEL_ANNOTATION: command.pod_security.as_str()},
+        },
     });
     namespaces
         .patch(
@@ -203,4 +221,52 @@ pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ensure(pod_security: wire::PodSecurity) -> wire::ProjectEnsure {
+        wire::ProjectEnsure {
+            project_id: wire::Id::new("p1"),
+            namespace: wire::Name::new("shop"),
+            labels: [
+                ("team".to_owned(), "web".to_owned()),
+                (
+                    format!("{}enforce", pod_security::PREFIX),
+                    "privileged".to_owned(),
+                ),
+                (
+                    format!("{}warn", pod_security::PREFIX),
+                    "privileged".to_owned(),
+                ),
+            ]
+            .into(),
+            registry_secret: None,
+            pod_security,
+        }
+    }
+
+    #[test]
+    fn a_project_namespace_enforces_baseline_by_default_and_no_extra_label_loosens_it() {
+        let labels = namespace_labels(&ensure(wire::PodSecurity::default()));
+        for mode in ["enforce", "warn", "audit"] {
+            assert_eq!(
+                labels[&format!("{}{mode}", pod_security::PREFIX)],
+                "baseline"
+            );
+        }
+        assert_eq!(labels["team"], "web");
+        assert_eq!(labels[labels::PROJECT_ID], "p1");
+    }
+
+    #[test]
+    fn a_restricted_project_namespace_enforces_restricted() {
+        let labels = namespace_labels(&ensure(wire::PodSecurity::Restricted));
+        assert_eq!(
+            labels[&format!("{}enforce", pod_security::PREFIX)],
+            "restricted"
+        );
+    }
 }

@@ -4,6 +4,8 @@
 //! cluster with kwok nodes. A chart from a private registry is pulled with the
 //! project's registry credentials (its `kubernetes.io/dockerconfigjson` Secret, read on the
 //! cluster), and a project without them gets the registry's refusal as its revision's failure.
+//! A chart that renders a cluster-scoped object or a RoleBinding fails its revision naming it,
+//! with nothing of it applied; project namespaces enforce Pod Security's baseline.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -53,6 +55,41 @@ const WEBAPP: [(&str, &str); 4] = [
     ),
 ];
 
+/// A chart that reaches beyond its project: an IngressClass (cluster-scoped) among a
+/// Deployment and a ConfigMap that alone would be allowed.
+const ESCAPE: [(&str, &str); 2] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: escape\nversion: 0.1.0\n",
+    ),
+    (
+        "templates/all.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\n\
+         data:\n  a: b\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: {{ .Release.Name }}-class\n\
+         spec:\n  controller: example.test/ingress\n---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-webapp\n\
+         spec:\n  selector:\n    matchLabels: {app: x}\n  template:\n    metadata:\n      labels: {app: x}\n\
+         \x20   spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n",
+    ),
+];
+
+/// A chart that binds a role in its own namespace: a RoleBinding after a ConfigMap.
+const BINDER: [(&str, &str); 2] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: binder\nversion: 0.1.0\n",
+    ),
+    (
+        "templates/all.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\n\
+         data:\n  a: b\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {{ .Release.Name }}-admin\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: admin\n\
+         subjects:\n  - kind: ServiceAccount\n    name: default\n",
+    ),
+];
+
 /// Starts (once) the clusters, the chart servers, the hub, the backend session and the agent
 /// (trusting the registry's CA) on a runtime of their own, which outlives every test's runtime.
 fn fixture() -> &'static Fixture {
@@ -75,6 +112,8 @@ fn fixture() -> &'static Fixture {
                 let ca = ServerCa::generate(dir.path()).unwrap();
                 let repository = ChartRepository::start(&ca).await.unwrap();
                 repository.publish("webapp", &WEBAPP).unwrap();
+                repository.publish("escape", &ESCAPE).unwrap();
+                repository.publish("binder", &BINDER).unwrap();
                 let registry = Registry::start([127, 0, 0, 1].into(), &ca).await.unwrap();
                 let package =
                     kubenest_testkit::package_chart("webapp", &WEBAPP, dir.path()).unwrap();
@@ -229,4 +268,114 @@ async fn a_chart_from_a_private_oci_registry_is_pulled_with_the_projects_credent
         "{other:#?}"
     );
     assert_eq!(replicas(&client, &other_namespace).await, None);
+}
+
+/// `app.deploy` of App `site` with one chart workload `web` of `repository`'s chart `name`.
+fn chart_app_of(app: wire::AppRef, repository: &str, name: &str) -> wire::AppDeploy {
+    serde_json::from_value(json!({
+        "app": app, "revision": "r1", "progress_deadline_seconds": 120,
+        "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": repository, "name": name, "version": "0.1.0"},
+            "values": {}}}]
+    }))
+    .unwrap()
+}
+
+/// Deploys chart `chart` as App `site` in a new project; returns the failed revision's
+/// component message and the namespace.
+async fn refused_chart(f: &Fixture, chart: &str) -> (String, String) {
+    let (project, namespace) = project(&f.backend, chart).await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+    f.backend
+        .accept(chart_app_of(app, f.repository.url(), chart))
+        .await;
+    let failed = f
+        .backend
+        .app_status("the chart's revision settled", LONG, &id, |s| {
+            matches!(s.phase, AppPhase::Failed | AppPhase::Running)
+        })
+        .await;
+    assert_eq!(failed.phase, AppPhase::Failed, "{failed:#?}");
+    (failed.components[0].message.clone(), namespace)
+}
+
+#[tokio::test]
+async fn a_chart_rendering_a_cluster_scoped_object_fails_naming_it_and_nothing_of_it_is_created() {
+    let f = fixture();
+    let client = f.east.client().await.unwrap();
+    let (message, namespace) = refused_chart(f, "escape").await;
+    assert!(
+        message.contains("IngressClass/site-web-class") && message.contains("cluster-scoped"),
+        "{message}"
+    );
+    // Neither the cluster-scoped object nor its namespaced siblings exist.
+    let classes = Api::<k8s_openapi::api::networking::v1::IngressClass>::all(client.clone());
+    assert!(classes.get_opt("site-web-class").await.unwrap().is_none());
+    assert!(
+        Api::<ConfigMap>::namespaced(client.clone(), &namespace)
+            .get_opt("site-web-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<Deployment>::namespaced(client, &namespace)
+            .get_opt("site-web-webapp")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_chart_rendering_a_role_binding_fails_naming_it_and_nothing_of_it_is_created() {
+    let f = fixture();
+    let client = f.east.client().await.unwrap();
+    let (message, namespace) = refused_chart(f, "binder").await;
+    assert!(
+        message.contains("RoleBinding/site-web-admin") && message.contains("may not"),
+        "{message}"
+    );
+    let bindings =
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(client.clone(), &namespace);
+    assert!(bindings.get_opt("site-web-admin").await.unwrap().is_none());
+    assert!(
+        Api::<ConfigMap>::namespaced(client, &namespace)
+            .get_opt("site-web-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_project_namespace_refuses_privileged_and_host_path_pods_and_heals_its_level() {
+    let f = fixture();
+    let (_, namespace) = project(&f.backend, "psa").await;
+    let client = f.east.client().await.unwrap();
+    common::assert_pod_security_refuses(&client, &namespace).await;
+    // Loosened by hand (an admin's label), the level comes back.
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone());
+    let enforce = "pod-security.kubernetes.io/enforce";
+    namespaces
+        .patch(
+            &namespace,
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {enforce: "privileged"}}})),
+        )
+        .await
+        .unwrap();
+    common::eventually("the enforce label healed", LONG, async || {
+        let ns = namespaces.get(&namespace).await.unwrap();
+        ns.metadata
+            .labels
+            .unwrap_or_default()
+            .get(enforce)
+            .map(String::as_str)
+            == Some("baseline")
+    })
+    .await;
+    common::assert_pod_security_refuses(&client, &namespace).await;
 }

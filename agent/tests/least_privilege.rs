@@ -3,8 +3,9 @@
 //! running with a token of the chart's ServiceAccount and nothing else, a real hub and the
 //! controllers' hub client. A project gets the agent's RoleBinding, and an App with a Postgres
 //! addon runs in it; outside project namespaces the same identity can read capacity but cannot
-//! read a Secret, write a workload, bind itself or claim a namespace, whether RBAC or the
-//! chart's ValidatingAdmissionPolicy stops it.
+//! read a Secret, write a workload, bind itself or claim a namespace, and inside them bind its
+//! project role to anyone but itself, whether RBAC or the chart's ValidatingAdmissionPolicy
+//! stops it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -232,6 +233,34 @@ fn the_agent_runs_an_app_with_namespaced_powers_and_is_fenced_outside_project_na
             message.contains("binds only its project role, and only in a project namespace"),
             "{message}"
         );
+        // In a project namespace it binds its project role to itself only: not to the
+        // project's pods (the namespace's default ServiceAccount), nor to a user or group.
+        for (kind, subject_ns) in [
+            ("ServiceAccount", Some(namespace.as_str())),
+            ("Group", None),
+        ] {
+            let mut binding = grant.role_binding(&namespace);
+            binding["metadata"]["name"] = "widened".into();
+            binding["subjects"] = json!([{
+                "kind": kind,
+                "name": if kind == "Group" { "system:authenticated" } else { "default" },
+                "namespace": subject_ns,
+                "apiGroup": if kind == "Group" { "rbac.authorization.k8s.io" } else { "" },
+            }]);
+            let (code, message) = refusal(
+                Api::<RoleBinding>::namespaced(agent.clone(), &namespace)
+                    .create(
+                        &PostParams::default(),
+                        &serde_json::from_value(binding).unwrap(),
+                    )
+                    .await,
+            );
+            assert_eq!(code, 403, "{kind}: {message}");
+            assert!(
+                message.contains("binds its project role only to its own ServiceAccount"),
+                "{message}"
+            );
+        }
         // Nor can it make another namespace a project's to bind itself there.
         let (code, message) = refusal(
             Api::<Namespace>::all(agent.clone())
@@ -262,6 +291,7 @@ fn the_agent_runs_an_app_with_namespaced_powers_and_is_fenced_outside_project_na
                 namespace: wire::Name::new("default"),
                 labels: Default::default(),
                 registry_secret: None,
+                pod_security: Default::default(),
             })
             .await;
         let refused = backend.answer(refused).await.unwrap_err();

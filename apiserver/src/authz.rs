@@ -172,6 +172,7 @@ mod tests {
                 registry_secret: None,
                 members: vec![member("vic", Role::Admin), member("pam", Role::Viewer)],
                 progress_deadline_seconds: 600,
+                pod_security: None,
             },
         );
         let vic = Caller {

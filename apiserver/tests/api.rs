@@ -2277,3 +2277,57 @@ async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_paramet
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "bad_request", "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_pod_security_level_is_chosen_by_organization_admins_only() {
+    let admin = Client::admin().await;
+    let (oadmin, omember) = (
+        user(&admin, "psa-admin").await,
+        user(&admin, "psa-member").await,
+    );
+    let org = org(
+        &admin,
+        "psa",
+        json!([{"user": oadmin, "role": "admin"}, {"user": omember, "role": "member"}]),
+    )
+    .await;
+    let registration = cluster(&admin, &org).await;
+    let cluster_id = registration["cluster_id"].as_str().unwrap();
+    let projects = format!("/api/v1/orgs/{org}/projects");
+    let body = |name: &str, level: &str| json!({"name": name, "cluster_id": cluster_id, "pod_security": level});
+    // A member may create a project at the default level, not choose another.
+    let member = Client::login(0, &omember, PASSWORD).await;
+    let (status, answer) = member.post(&projects, body("loose", "restricted")).await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (403, Some("pod_security")),
+        "{answer}"
+    );
+    let plain = member
+        .expect(
+            Method::POST,
+            &projects,
+            Some(body("plain", "baseline")),
+            201,
+        )
+        .await;
+    assert_eq!(plain["pod_security"], "baseline", "{plain}");
+    // A level the platform does not have is refused for everyone.
+    let (status, answer) = admin.post(&projects, body("open", "privileged")).await;
+    assert_eq!(
+        (status.as_u16(), answer["error"]["field"].as_str()),
+        (400, Some("pod_security")),
+        "{answer}"
+    );
+    // The organization's admin chooses `restricted`.
+    let org_admin = Client::login(0, &oadmin, PASSWORD).await;
+    let strict = org_admin
+        .expect(
+            Method::POST,
+            &projects,
+            Some(body("strict", "restricted")),
+            201,
+        )
+        .await;
+    assert_eq!(strict["pod_security"], "restricted", "{strict}");
+}

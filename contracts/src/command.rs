@@ -21,6 +21,31 @@ pub struct ProjectEnsure {
     /// this only names it, so the namespace's service account can use it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_secret: Option<Name>,
+    /// The Pod Security Admission level the namespace enforces (`baseline` when absent).
+    #[serde(default)]
+    pub pod_security: PodSecurity,
+}
+
+/// The Pod Security Standard a project namespace enforces. There is no `privileged`: a
+/// project's pods never get the node's namespaces, host paths or added capabilities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSecurity {
+    /// No known privilege escalation: no privileged or host-namespace pods, no hostPath.
+    #[default]
+    Baseline,
+    /// Baseline, and pods run as non-root with every capability dropped.
+    Restricted,
+}
+
+impl PodSecurity {
+    /// The level as Pod Security Admission labels spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::Restricted => "restricted",
+        }
+    }
 }
 
 /// Delete a project's namespace and everything in it.

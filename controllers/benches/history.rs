@@ -233,6 +233,7 @@ async fn main() {
         registry_secret: None,
         members: vec![],
         progress_deadline_seconds: 600,
+        pod_security: None,
     };
     projects
         .create(&PostParams::default(), &Project::new("shop", spec))

@@ -19,7 +19,7 @@ use kubenest_controllers::organization;
 use kubenest_crds::Project;
 use kubenest_crds::common::{Member, Role, kubernetes_user};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
-use kubenest_crds::project::ProjectSpec;
+use kubenest_crds::project::{PodSecurity, ProjectSpec};
 /// Whether the kubenest user `user` (of id `id-<user>`, so the Kubernetes user
 /// `kubenest:id-<user>`) may `verb` `resource` in `namespace`.
 async fn can(client: &Client, user: &str, verb: &str, resource: &str, namespace: &str) -> bool {
@@ -112,6 +112,7 @@ fn project(name: &str, of: &[(&str, Role)]) -> Project {
             registry_secret: None,
             members: members(of),
             progress_deadline_seconds: 600,
+            pod_security: None,
         },
     )
 }
@@ -241,6 +242,44 @@ async fn members_get_exactly_their_roles_rights_in_their_organization_only() {
     let plain = project("grab", &[]);
     Api::<Project>::namespaced(bob.clone(), &acme_ns)
         .create(&PostParams::default(), &plain)
+        .await
+        .unwrap();
+
+    // The Pod Security level of a project is the organization's admins' to choose: a member
+    // creating a `restricted` project is refused naming the field, an admin is not, and a
+    // project-scope admin (who may update that project) may not change it either.
+    let mut strict = project("strict", &[]);
+    strict.spec.pod_security = Some(PodSecurity::Restricted);
+    let refused = Api::<Project>::namespaced(bob.clone(), &acme_ns)
+        .create(&PostParams::default(), &strict)
+        .await
+        .unwrap_err();
+    strict.spec.members = members(&[("frank", Role::Admin)]);
+    assert!(
+        refused.to_string().contains("spec.podSecurity"),
+        "{refused}"
+    );
+    let alice = impersonating(mgmt, "alice").await;
+    Api::<Project>::namespaced(alice.clone(), &acme_ns)
+        .create(&PostParams::default(), &strict)
+        .await
+        .unwrap();
+    eventually("frank's project Role", async || {
+        can_named(&client, "frank", "update", "projects", &acme_ns, "strict").await
+    })
+    .await;
+    let frank = impersonating(mgmt, "frank").await;
+    let loosen = serde_json::json!({"spec": {"podSecurity": "baseline"}});
+    let refused = Api::<Project>::namespaced(frank, &acme_ns)
+        .patch("strict", &PatchParams::default(), &Patch::Merge(&loosen))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("spec.podSecurity"),
+        "{refused}"
+    );
+    Api::<Project>::namespaced(alice, &acme_ns)
+        .patch("strict", &PatchParams::default(), &Patch::Merge(&loosen))
         .await
         .unwrap();
 

@@ -351,6 +351,7 @@ async fn two_projects_never_share_a_namespace_on_one_cluster() {
         registry_secret: None,
         members: vec![],
         progress_deadline_seconds: 600,
+        pod_security: None,
     };
     t.projects()
         .create(&PostParams::default(), &Project::new("second", spec))

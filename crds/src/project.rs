@@ -52,6 +52,21 @@ pub struct ProjectSpec {
     #[serde(default = "default_progress_deadline")]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: u32,
+    /// The Pod Security Standard the namespace enforces (`baseline` when absent). Set and
+    /// changed by organization admins only (the `kubenest-members` admission policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security: Option<PodSecurity>,
+}
+
+/// A Pod Security Standard a project namespace may enforce; there is no `privileged`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSecurity {
+    /// No privileged or host-namespace pods, no hostPath volumes, no added capabilities.
+    #[default]
+    Baseline,
+    /// Baseline, and pods run as non-root with every capability dropped.
+    Restricted,
 }
 
 /// A project's lifecycle.

@@ -206,6 +206,22 @@ impl Applier {
         Ok(found)
     }
 
+    /// What the cluster's discovery says of `api_version`/`kind` (remembered per kind once
+    /// found); a kind it does not serve is [`Scope::Unknown`](crate::confine::Scope::Unknown).
+    pub async fn scope(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<crate::confine::Scope, ApplyError> {
+        use crate::confine::Scope as Of;
+        match self.resource(api_version, kind).await {
+            Ok((_, true)) => Ok(Of::Namespaced),
+            Ok((_, false)) => Ok(Of::Cluster),
+            Err(ApplyError::UnknownKind(_)) => Ok(Of::Unknown),
+            Err(error) => Err(error),
+        }
+    }
+
     async fn api(
         &self,
         api_version: &str,

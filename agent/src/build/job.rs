@@ -62,6 +62,10 @@ pub fn job(
         volumes.push(json!({"name": "ca", "configMap": {"name": CA_CONFIG_MAP}}));
         mounts.push(json!({"name": "ca", "mountPath": "/kubenest/ca", "readOnly": true}));
     }
+    // No securityContext: the build runs in the project namespace under Pod Security's
+    // `baseline` (no privilege, no host namespaces or paths, default capabilities only), which
+    // buildah's chroot isolation on vfs needs no more than. It runs as root with those default
+    // capabilities, so a `restricted` project (non-root, every capability dropped) cannot build.
     let container = json!({
         "name": "build",
         "image": builders.image,

@@ -445,6 +445,7 @@ pub async fn project(backend: &Backend, prefix: &str) -> (String, String) {
             namespace: wire::Name::new(&namespace),
             labels: Default::default(),
             registry_secret: None,
+            pod_security: Default::default(),
         })
         .await;
     backend.answer(command).await.unwrap();
@@ -554,8 +555,57 @@ pub async fn project_with_registry(backend: &Backend, prefix: &str) -> (String, 
             namespace: wire::Name::new(&namespace),
             labels: Default::default(),
             registry_secret: Some(wire::Name::new(wire::REGISTRY_SECRET)),
+            pod_security: Default::default(),
         })
         .await;
     backend.answer(command).await.unwrap();
     (id, namespace)
+}
+
+/// Pods a project namespace's Pod Security level refuses: (name, spec). Each would give its
+/// containers the node: a privileged container, and the node's root directory mounted.
+pub fn forbidden_pod_specs() -> Vec<(&'static str, serde_json::Value)> {
+    let container = |extra: serde_json::Value| {
+        let mut container = serde_json::json!({"name": "c", "image": "busybox:1.36"});
+        if let (Some(c), Some(extra)) = (container.as_object_mut(), extra.as_object()) {
+            c.extend(extra.clone());
+        }
+        container
+    };
+    vec![
+        (
+            "privileged",
+            serde_json::json!({"containers": [container(serde_json::json!({
+                "securityContext": {"privileged": true}}))]}),
+        ),
+        (
+            "host-path",
+            serde_json::json!({
+                "containers": [container(serde_json::json!({
+                    "volumeMounts": [{"name": "root", "mountPath": "/host"}]}))],
+                "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+            }),
+        ),
+    ]
+}
+
+/// Creates each of [`forbidden_pod_specs`] in `namespace` with `client` (an admin's) and
+/// asserts Pod Security Admission refuses it.
+pub async fn assert_pod_security_refuses(client: &kube::Client, namespace: &str) {
+    let pods = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), namespace);
+    for (name, spec) in forbidden_pod_specs() {
+        let pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .unwrap();
+        match pods.create(&Default::default(), &pod).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 403, "{name}: {status:?}");
+                assert!(
+                    status.message.contains("violates PodSecurity"),
+                    "{name}: {status:?}"
+                );
+            }
+            other => panic!("the {name} pod was not refused: {other:?}"),
+        }
+    }
 }

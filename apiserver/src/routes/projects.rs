@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams};
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::ClusterState;
-use kubenest_crds::project::{Project, ProjectSpec};
+use kubenest_crds::project::{PodSecurity, Project, ProjectSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -46,6 +46,8 @@ pub struct ProjectResponse {
     pub created_at: Option<String>,
     /// Seconds the cluster may take to confirm the namespace.
     pub progress_deadline_seconds: u32,
+    /// The Pod Security Standard the namespace enforces.
+    pub pod_security: PodSecurity,
 }
 
 /// The API shape of a project.
@@ -72,6 +74,7 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         members: project.spec.members.iter().map(MemberView::from).collect(),
         created_at: k8s::created(project),
         progress_deadline_seconds: project.spec.progress_deadline_seconds,
+        pod_security: project.spec.pod_security.unwrap_or_default(),
     }
 }
 
@@ -97,6 +100,10 @@ pub struct NewProjectBody {
     #[serde(default)]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
+    /// The Pod Security Standard the namespace enforces: `baseline` (default) or `restricted`.
+    /// Anything but the default needs the admin role in the organization.
+    #[serde(default)]
+    pub pod_security: Option<PodSecurity>,
 }
 
 /// Creates a project on a cluster (members of the organization or the cluster).
@@ -140,6 +147,7 @@ pub async fn create(
         ));
     }
     authz::require(role, Need::Write, "cluster")?;
+    check_pod_security(&caller, &view.org, body.pod_security)?;
     let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
     if let Some(other) = view
         .projects
@@ -162,6 +170,7 @@ pub async fn create(
             registry_secret: body.registry_secret,
             members: vec![],
             progress_deadline_seconds: deadline,
+            pod_security: body.pod_security,
         },
     );
     project.metadata.annotations = Some(actor_annotations(&caller));
@@ -186,6 +195,32 @@ pub async fn create(
         created
     };
     Ok(Created(Json(response(&created, cluster.uid()))))
+}
+
+/// A Pod Security level other than the default is the organization's admins' to choose: a
+/// project's members run its pods, so they do not pick the rules those pods are held to.
+fn check_pod_security(
+    caller: &Caller,
+    org: &kubenest_crds::Organization,
+    level: Option<PodSecurity>,
+) -> ApiResult<()> {
+    let org_role = authz::role_at(caller, org, None, None);
+    match level {
+        Some(level) if level != PodSecurity::default() => {
+            if org_role.is_some_and(|role| authz::allows(role, Need::Admin)) {
+                Ok(())
+            } else {
+                Err(ApiError {
+                    field: Some("pod_security".into()),
+                    ..ApiError::forbidden(
+                        "pod_security: choosing a project's Pod Security level needs the admin \
+                         role in its organization",
+                    )
+                })
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// How long a project's creation waits for a connected cluster's agent to take its namespace.

@@ -103,6 +103,13 @@ pub fn ensure_command(project: &Project, placement: &Placement) -> wire::Project
         namespace: wire::Name::new(&project.spec.namespace),
         labels,
         registry_secret: project.spec.registry_secret.as_deref().map(wire::Name::new),
+        // Every project namespace enforces at least Pod Security's baseline.
+        pod_security: match project.spec.pod_security {
+            Some(kubenest_crds::project::PodSecurity::Restricted) => wire::PodSecurity::Restricted,
+            Some(kubenest_crds::project::PodSecurity::Baseline) | None => {
+                wire::PodSecurity::Baseline
+            }
+        },
     }
 }
 

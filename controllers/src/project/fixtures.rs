@@ -16,6 +16,7 @@ pub fn project(name: &str, namespace: &str, created: i64, claimed: bool) -> Proj
             registry_secret: None,
             members: vec![],
             progress_deadline_seconds: 600,
+            pod_security: None,
         },
     );
     p.metadata.uid = Some(format!("uid-{name}"));

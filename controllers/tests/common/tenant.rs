@@ -58,6 +58,7 @@ impl Tenant {
             registry_secret: None,
             members: vec![],
             progress_deadline_seconds: 600,
+            pod_security: None,
         };
         self.projects()
             .create(&PostParams::default(), &Project::new(name, spec))
