@@ -130,7 +130,7 @@ async fn every_answer_is_hardened_and_an_outage_is_a_503_to_retry() {
             mint_timeout: Duration::from_secs(5),
             event_buffer: 64,
             console_dir: Some(console),
-            helm: None,
+            charts: Default::default(),
         },
         limits: LimitsConfig {
             reads_per_second: 1000,

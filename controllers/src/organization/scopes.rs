@@ -329,6 +329,7 @@ mod tests {
                     registry_secret: None,
                     members,
                     progress_deadline_seconds: 600,
+                    pod_security: None,
                 },
             )
         };
