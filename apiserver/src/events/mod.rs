@@ -112,7 +112,27 @@ pub struct Events {
     /// The newest event id stored before this process started or sent live since.
     newest: Arc<AtomicI64>,
     /// Open streams by user id, for [`MAX_STREAMS_PER_USER`].
-    seats: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>,
+    seats: Seats,
+}
+
+/// Open streams counted by user id.
+#[derive(Debug, Clone, Default)]
+pub struct Seats(Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>>);
+
+impl Seats {
+    /// A place for one more stream of user `user`, unless they hold [`MAX_STREAMS_PER_USER`].
+    pub fn take(&self, user: &str) -> Option<Seat> {
+        let mut seats = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let open = seats.entry(user.to_owned()).or_default();
+        if *open >= MAX_STREAMS_PER_USER {
+            return None;
+        }
+        *open += 1;
+        Some(Seat {
+            seats: self.0.clone(),
+            user: user.to_owned(),
+        })
+    }
 }
 
 /// Event streams one user may hold open at once on one API server (a console tab holds one).
@@ -168,18 +188,9 @@ impl Events {
         Ok(events)
     }
 
-    /// A place for one more stream of user `user`, unless they hold [`MAX_STREAMS_PER_USER`].
+    /// A place for one more stream of user `user` ([`Seats::take`]).
     pub fn seat(&self, user: &str) -> Option<Seat> {
-        let mut seats = self.seats.lock().unwrap_or_else(|e| e.into_inner());
-        let open = seats.entry(user.to_owned()).or_default();
-        if *open >= MAX_STREAMS_PER_USER {
-            return None;
-        }
-        *open += 1;
-        Some(Seat {
-            seats: self.seats.clone(),
-            user: user.to_owned(),
-        })
+        self.seats.take(user)
     }
 
     /// New events as they are stored, and the newest id sent before them: a subscriber that
@@ -271,4 +282,21 @@ fn event_id(resource_version: &str, slot: i64) -> Option<i64> {
         .ok()?
         .checked_mul(4)?
         .checked_add(slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_user_holds_a_bounded_number_of_streams_and_a_closed_one_gives_its_place_back() {
+        let seats = Seats::default();
+        let mut held: Vec<Seat> = (0..MAX_STREAMS_PER_USER)
+            .map(|_| seats.take("greedy").unwrap())
+            .collect();
+        assert!(seats.take("greedy").is_none());
+        assert!(seats.take("someone-else").is_some());
+        held.pop();
+        assert!(seats.take("greedy").is_some());
+    }
 }
