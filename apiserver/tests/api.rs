@@ -1467,13 +1467,22 @@ async fn a_template_from_a_chart_fetches_nothing_for_outsiders_nor_from_the_serv
         format!("https://127.0.0.1:{port}"),
         format!("https://localhost:{port}"),
         format!("https://[::ffff:127.0.0.1]:{port}"),
-        format!("https://127.1:{port}"),
         format!("oci://127.0.0.1:{port}/charts"),
         format!("oci://localhost:{port}/charts"),
     ] {
         let (status, body) = from_chart(&member, &project_id, &repository).await;
         assert_eq!(status, 404, "{repository}: {body}");
         refused(&body);
+    }
+    // Shorthand addresses (`127.1`, `0x7f.1`) are not hosts the document's pattern admits:
+    // refused at the door, naming the field.
+    for repository in [
+        format!("https://127.1:{port}"),
+        format!("https://0x7f.1:{port}"),
+    ] {
+        let (status, body) = from_chart(&member, &project_id, &repository).await;
+        assert_eq!(status, 422, "{repository}: {body}");
+        assert_eq!(body["error"]["field"], "chart.repository", "{body}");
     }
     assert_eq!(target.requests(), 0, "a loopback server was reached");
 

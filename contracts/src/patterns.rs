@@ -11,10 +11,52 @@
 //! (credentials go through the credential routes, never into a URL that every viewer reads).
 
 // The pieces the patterns are made of, as literals so `concat!` can join them.
-/// A host: a DNS name or IPv4 address starting with a letter or digit, or a bracketed IPv6.
+/// A host, as a URL parser reads it without doubt: a DNS name whose labels start with a letter
+/// or digit and whose last label starts with a letter (a last label of digits makes the whole
+/// host an IPv4 address), a dotted IPv4 address, or a bracketed IPv6 address; then an optional
+/// port up to 65535. (What the patterns admit, `url` parses; a test of `kubenest-domain`'s
+/// sources generates values of these patterns and parses them.)
 macro_rules! host {
     () => {
-        r"([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
+        concat!(
+            "(",
+            r"([A-Za-z0-9][A-Za-z0-9-]*\.)*[A-Za-z][A-Za-z0-9-]*",
+            "|",
+            ipv4!(),
+            r"|\[",
+            ipv6!(),
+            r"\]",
+            ")",
+            r"(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0))?",
+        )
+    };
+}
+/// A dotted IPv4 address, each part 0 to 255 without leading zeros.
+macro_rules! ipv4 {
+    () => {
+        r"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    };
+}
+/// An IPv6 address in any of its written forms (full, `::`-shortened, IPv4 at the end).
+macro_rules! ipv6 {
+    () => {
+        concat!(
+            "(",
+            r"([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}",
+            r"|([0-9A-Fa-f]{1,4}:){1,7}:",
+            r"|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
+            r"|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}",
+            r"|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}",
+            r"|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}",
+            r"|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}",
+            r"|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}",
+            r"|:((:[0-9A-Fa-f]{1,4}){1,7}|:)",
+            r"|::([Ff]{4}(:0{1,4})?:)?",
+            ipv4!(),
+            r"|([0-9A-Fa-f]{1,4}:){1,4}:",
+            ipv4!(),
+            ")"
+        )
     };
 }
 /// One path segment that is never `.` or `..` (a dot is followed by a name character, or two
@@ -25,6 +67,14 @@ macro_rules! segment {
     };
 }
 
+/// An `https://` chart repository or `oci://` registry path: a host and optional port, never
+/// `user:password@`, then path segments.
+macro_rules! remote {
+    () => {
+        concat!(r"(https|oci)://", host!(), "(/", segment!(), ")*/?")
+    };
+}
+
 /// A chart's name: letters, digits, `.`, `_`, `-`, starting with a letter or digit (so never a
 /// flag, and never `.` or `..` in the catalog's folder).
 pub const CHART_NAME: &str = r"^[A-Za-z0-9][A-Za-z0-9._-]*$";
@@ -32,13 +82,11 @@ pub const CHART_NAME: &str = r"^[A-Za-z0-9][A-Za-z0-9._-]*$";
 /// A chart repository: the agent's catalog (`charts/<folder>`), an `https://` chart repository
 /// or an `oci://` registry path; a URL's authority is a host (name, IPv4 or bracketed IPv6) and
 /// an optional port, never `user:password@`.
-pub const CHART_REPOSITORY: &str = concat!(
-    r"^(charts(/[a-z0-9][a-z0-9-]*)*|(https|oci)://",
-    host!(),
-    "(/",
-    segment!(),
-    ")*/?)$"
-);
+pub const CHART_REPOSITORY: &str = concat!(r"^(charts(/[a-z0-9][a-z0-9-]*)*|", remote!(), ")$");
+
+/// A chart source the API server fetches for a template: the remote half of
+/// [`CHART_REPOSITORY`] (an `https://` chart repository or an `oci://` registry path).
+pub const CHART_SOURCE: &str = concat!("^", remote!(), "$");
 
 /// A chart version: an exact semantic version (kubenest pins charts; ranges are refused).
 pub const CHART_VERSION: &str = r"^v?[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$";
@@ -72,7 +120,7 @@ pub const GIT_REF: &str = r"^[A-Za-z0-9_]([A-Za-z0-9_+-]|\.[A-Za-z0-9_+-]|/[A-Za
 pub const CONTEXT_DIR: &str = concat!("^", segment!(), "(/", segment!(), ")*$");
 
 /// Each pattern with the rule it enforces, in words.
-const RULES: [(&str, &str); 6] = [
+const RULES: [(&str, &str); 7] = [
     (
         CHART_NAME,
         "letters, digits, '.', '_' and '-', starting with a letter or digit",
@@ -81,6 +129,10 @@ const RULES: [(&str, &str); 6] = [
         CHART_REPOSITORY,
         "an https:// chart repository or an oci:// registry path without user or password \
          (set credentials through the credential routes), or a catalog path like charts/addons",
+    ),
+    (
+        CHART_SOURCE,
+        "an https:// chart repository or an oci:// registry path without user or password",
     ),
     (CHART_VERSION, "an exact version like 1.2.3 (no ranges)"),
     (
@@ -110,9 +162,19 @@ pub fn rule_of(pattern: &str) -> Option<&'static str> {
 
 /// Whether `value` matches `pattern` (one of these), as the schemas decide it.
 pub fn matches(pattern: &str, value: &str) -> bool {
-    // The patterns are constants checked by this module's tests; one that failed to compile
-    // would refuse everything rather than let anything through.
-    regex::Regex::new(pattern).is_ok_and(|re| re.is_match(value))
+    // The patterns are constants checked by this module's tests, compiled once; one that failed
+    // to compile would refuse everything rather than let anything through.
+    static COMPILED: std::sync::LazyLock<Vec<(&str, Option<regex::Regex>)>> =
+        std::sync::LazyLock::new(|| {
+            RULES
+                .iter()
+                .map(|(p, _)| (*p, regex::Regex::new(p).ok()))
+                .collect()
+        });
+    match COMPILED.iter().find(|(p, _)| *p == pattern) {
+        Some((_, compiled)) => compiled.as_ref().is_some_and(|re| re.is_match(value)),
+        None => regex::Regex::new(pattern).is_ok_and(|re| re.is_match(value)),
+    }
 }
 
 #[cfg(test)]

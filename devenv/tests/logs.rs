@@ -128,6 +128,21 @@ async fn read_until(response: &mut reqwest::Response, done: impl Fn(&str) -> boo
     seen
 }
 
+/// An App `name` of nginx on `east`, running; the admin's session and the App's id.
+async fn running_app(f: &mut Fixture, name: &str) -> (Client, String) {
+    let (project, namespace) = f.project("east", name).await;
+    let mut admin = f.admin().await;
+    let app_id = create(&mut admin, &project, name, "nginx:1.27").await;
+    let expected = [Expect {
+        app_id: &app_id,
+        name,
+        image: "nginx:1.27",
+        operations: &["create"],
+    }];
+    converged(f, "east", &namespace, &expected).await;
+    (admin, app_id)
+}
+
 fn cli_binary() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.ancestors()
@@ -142,16 +157,7 @@ fn cli_binary() -> PathBuf {
 fn log_lines_reach_rest_and_the_cli_through_the_hub_and_stop_when_the_reader_leaves() {
     run(async {
         let mut f = fixture().await;
-        let (project, namespace) = f.project("east", "logs").await;
-        let mut admin = f.admin().await;
-        let app_id = create(&mut admin, &project, "logs", "nginx:1.27").await;
-        let expected = [Expect {
-            app_id: &app_id,
-            name: "logs",
-            image: "nginx:1.27",
-            operations: &["create"],
-        }];
-        converged(&mut f, "east", &namespace, &expected).await;
+        let (mut admin, app_id) = running_app(&mut f, "logs").await;
         let log_file = f.env.cluster("east").unwrap().kwok_log_file().unwrap();
         let base = f.system.api_url();
         let path = format!("/api/v1/apps/{app_id}/logs");
@@ -277,16 +283,7 @@ fn log_lines_reach_rest_and_the_cli_through_the_hub_and_stop_when_the_reader_lea
 fn a_reader_is_told_when_the_agents_session_drops_and_then_refused_until_it_is_back() {
     run(async {
         let mut f = fixture().await;
-        let (project, namespace) = f.project("east", "logdrop").await;
-        let mut admin = f.admin().await;
-        let app_id = create(&mut admin, &project, "logdrop", "nginx:1.27").await;
-        let expected = [Expect {
-            app_id: &app_id,
-            name: "logdrop",
-            image: "nginx:1.27",
-            operations: &["create"],
-        }];
-        converged(&mut f, "east", &namespace, &expected).await;
+        let (admin, app_id) = running_app(&mut f, "logdrop").await;
         let log_file = f.env.cluster("east").unwrap().kwok_log_file().unwrap();
         let base = f.system.api_url();
         let path = format!("/api/v1/apps/{app_id}/logs");
@@ -345,16 +342,7 @@ async fn end_reason(response: &mut reqwest::Response) -> String {
 fn one_reader_cannot_take_every_stream_and_readers_are_cut_when_their_access_or_hub_goes() {
     run(async {
         let mut f = fixture().await;
-        let (project, namespace) = f.project("east", "logfair").await;
-        let mut admin = f.admin().await;
-        let app_id = create(&mut admin, &project, "logfair", "nginx:1.27").await;
-        let expected = [Expect {
-            app_id: &app_id,
-            name: "logfair",
-            image: "nginx:1.27",
-            operations: &["create"],
-        }];
-        converged(&mut f, "east", &namespace, &expected).await;
+        let (mut admin, app_id) = running_app(&mut f, "logfair").await;
         let base = f.system.api_url();
         let follow = format!("/api/v1/apps/{app_id}/logs?follow=true");
         let org = f.system.options().org.clone();
@@ -391,20 +379,7 @@ fn one_reader_cannot_take_every_stream_and_readers_are_cut_when_their_access_or_
 
         // The hub replica carrying the cluster's session dies without a word: the reader
         // still following is told, instead of waiting for ever.
-        let mgmt = f.env.management().unwrap().client().await.unwrap();
-        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(mgmt, kubenest_devenv::system::SYSTEM_NAMESPACE);
-        let lease = leases
-            .get(&format!("hub-session-{}", f.cluster_id("east")))
-            .await
-            .unwrap();
-        let holder = lease.spec.unwrap().holder_identity.unwrap();
-        let index = f
-            .system
-            .hubs
-            .iter()
-            .position(|h| h.service.name() == holder)
-            .unwrap();
+        let index = f.hub_holding("east").await;
         f.system.hubs[index].service.kill();
         assert_eq!(end_reason(&mut other).await, "session_dropped");
         f.system.hubs[index].service.start().unwrap();

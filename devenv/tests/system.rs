@@ -17,9 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{CONVERGE, Expect, change_image, converged, create, eventually, fixture, gone, run};
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kubenest_devenv::system::SYSTEM_NAMESPACE;
 use kubenest_devenv::tour::{self, DevEnv, Printer};
 use kubenest_testkit::LinkMode;
 
@@ -74,19 +72,7 @@ fn a_hub_replica_killed_mid_deploy_loses_and_repeats_nothing() {
     run(async {
         let mut f = fixture().await;
         let (project, namespace) = f.project("east", "hubkill").await;
-        let mgmt = f.env.management().unwrap().client().await.unwrap();
-        let leases: Api<Lease> = Api::namespaced(mgmt, SYSTEM_NAMESPACE);
-        let lease = leases
-            .get(&format!("hub-session-{}", f.cluster_id("east")))
-            .await
-            .unwrap();
-        let holder = lease.spec.unwrap().holder_identity.unwrap();
-        let index = f
-            .system
-            .hubs
-            .iter()
-            .position(|h| h.service.name() == holder)
-            .unwrap();
+        let index = f.hub_holding("east").await;
 
         let mut admin = f.admin().await;
         let names = ["h0", "h1", "h2", "h3", "h4"];

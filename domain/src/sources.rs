@@ -281,6 +281,28 @@ pub fn decide(allow: &AllowList, url: &Url) -> Result<Decision, SourceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubenest_contracts::patterns;
+    use rand::{RngExt as _, SeedableRng as _};
+
+    /// Every chart source the document's pattern admits is a URL here, so the door never
+    /// refuses what its own schema said was valid. Values are drawn from the pattern itself
+    /// (seeded, so a failure names the value and repeats).
+    #[test]
+    fn every_value_of_the_chart_source_pattern_parses_as_a_source() {
+        let pattern = patterns::CHART_SOURCE
+            .trim_start_matches('^')
+            .trim_end_matches('$');
+        let values = rand_regex::Regex::compile(pattern, 8).unwrap();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(36);
+        for _ in 0..5_000 {
+            let value: String = rng.sample(&values);
+            assert!(patterns::matches(patterns::CHART_SOURCE, &value), "{value}");
+            match parse_source(&value) {
+                Ok(_) => {}
+                Err(e) => panic!("{value:?} matches the pattern but does not parse: {e}"),
+            }
+        }
+    }
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()

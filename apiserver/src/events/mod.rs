@@ -174,7 +174,7 @@ impl Events {
             log,
             live,
             newest: Arc::new(AtomicI64::new(newest)),
-            seats: Arc::default(),
+            seats: Seats::default(),
         };
         let (derived, queue) = mpsc::unbounded_channel();
         tokio::spawn(derive::derive(

@@ -112,6 +112,23 @@ impl Fixture {
         (id, name)
     }
 
+    /// The index in `system.hubs` of the hub replica carrying `cluster`'s session now.
+    pub async fn hub_holding(&self, cluster: &str) -> usize {
+        let mgmt = self.env.management().unwrap().client().await.unwrap();
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(mgmt, kubenest_devenv::system::SYSTEM_NAMESPACE);
+        let lease = leases
+            .get(&format!("hub-session-{}", self.cluster_id(cluster)))
+            .await
+            .unwrap();
+        let holder = lease.spec.unwrap().holder_identity.unwrap();
+        self.system
+            .hubs
+            .iter()
+            .position(|h| h.service.name() == holder)
+            .unwrap()
+    }
+
     /// Fails with the end of every program's log when something has exited.
     pub fn check_running(&mut self) {
         if let Err(e) = self.system.check_running() {

@@ -7,6 +7,7 @@ use crate::reply::Created;
 
 use axum::Json;
 use axum::extract::State;
+use kubenest_contracts::patterns;
 use kubenest_domain::chart_template::{ChartSource, from_chart};
 use kubenest_domain::sources::{Source, SourceError, parse_source};
 use schemars::JsonSchema;
@@ -29,12 +30,12 @@ pub const CANNOT_BE_READ: &str = "the chart cannot be read";
 pub struct TemplateChart {
     /// `https://…` (a chart repository) or `oci://…` (a registry path holding the chart); no
     /// credentials (`user:password@`) in it.
-    #[schemars(length(max = 2048), regex(pattern = r"^(https|oci)://[^\s@]+$"))]
+    #[schemars(length(min = 1, max = 2048), regex(pattern = patterns::CHART_SOURCE))]
     pub repository: String,
-    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9._-]+$"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = patterns::CHART_NAME))]
     pub name: String,
     /// An exact version.
-    #[schemars(length(max = 128), regex(pattern = r"^[0-9v][A-Za-z0-9.+-]*$"))]
+    #[schemars(length(min = 1, max = 128), regex(pattern = patterns::CHART_VERSION))]
     pub version: String,
 }
 
@@ -47,12 +48,35 @@ pub struct FromChartBody {
 }
 
 fn check_chart(chart: &TemplateChart) -> ApiResult<(Source, ChartSource)> {
-    if chart.repository.len() > 2048 {
-        return Err(ApiError::invalid(
+    // The same rules as the document's (and the App's chart), said in words when broken.
+    let fields = [
+        (
             "chart.repository",
-            "at most 2048 characters",
-        ));
+            &chart.repository,
+            patterns::CHART_SOURCE,
+            2048,
+        ),
+        ("chart.name", &chart.name, patterns::CHART_NAME, 253),
+        (
+            "chart.version",
+            &chart.version,
+            patterns::CHART_VERSION,
+            128,
+        ),
+    ];
+    for (field, value, pattern, max) in fields {
+        if value.len() > max {
+            return Err(ApiError::invalid(
+                field,
+                format!("at most {max} characters"),
+            ));
+        }
+        if !patterns::matches(pattern, value) {
+            let rule = patterns::rule_of(pattern).unwrap_or("not allowed");
+            return Err(ApiError::invalid(field, rule));
+        }
     }
+    // What the pattern cannot say: a host that is not a name or an address, a bad port.
     let source = parse_source(&chart.repository).map_err(|e| {
         let message = match e {
             SourceError::Userinfo => e.to_string(),
@@ -60,38 +84,10 @@ fn check_chart(chart: &TemplateChart) -> ApiResult<(Source, ChartSource)> {
         };
         ApiError::invalid("chart.repository", message)
     })?;
-    let repository = chart.repository.trim_end_matches('/');
-    let name_ok = !chart.name.is_empty()
-        && chart.name.len() <= 253
-        && chart
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !name_ok {
-        return Err(ApiError::invalid(
-            "chart.name",
-            "letters, digits, '-', '_' and '.'",
-        ));
-    }
-    let version_ok = !chart.version.is_empty()
-        && chart.version.len() <= 128
-        && chart
-            .version
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.'))
-        && chart
-            .version
-            .starts_with(|c: char| c.is_ascii_digit() || c == 'v');
-    if !version_ok {
-        return Err(ApiError::invalid(
-            "chart.version",
-            "an exact version, like 1.2.3 (no ranges)",
-        ));
-    }
     Ok((
         source,
         ChartSource {
-            repository: repository.to_owned(),
+            repository: chart.repository.trim_end_matches('/').to_owned(),
             name: chart.name.clone(),
             version: chart.version.clone(),
         },
