@@ -224,7 +224,46 @@ pub(super) async fn bind(
         &Patch::Apply(&grant.role_binding(namespace)),
     )
     .await?;
-    Ok(())
+    until_effective(client, namespace).await
+}
+
+/// How long a new binding may take to reach the API server's authorizer.
+const EFFECTIVE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Waits until the API server's authorizer holds the agent's new binding in `namespace`: RBAC
+/// reads bindings from a cache, so a write right after the binding may still be refused.
+/// Asks as the agent itself (a SelfSubjectAccessReview, which every account may make) whether
+/// it may write a ServiceAccount there, every 100 ms for [`EFFECTIVE_WITHIN`]; past that it
+/// goes on, and the write that follows says what the cluster refused.
+async fn until_effective(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let reviews = Api::<SelfSubjectAccessReview>::all(client.clone());
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.to_owned()),
+                verb: Some("patch".into()),
+                resource: Some("serviceaccounts".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let deadline = tokio::time::Instant::now() + EFFECTIVE_WITHIN;
+    loop {
+        let answer = reviews.create(&Default::default(), &review).await?;
+        let allowed = answer.status.is_some_and(|status| status.allowed);
+        if allowed || tokio::time::Instant::now() >= deadline {
+            if !allowed {
+                tracing::warn!(namespace, "the agent's binding is not yet in force");
+            }
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Starts the caches of `resources` (until `shutdown`) and the watch of project namespaces,
