@@ -18,12 +18,13 @@ command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v npm >/dev/null || need_pkgs+=(nodejs npm)
-# The real node (tests/testkit/src/node): container runtime, CNI plugins, kube-proxy's and the
-# cleanup's iptables/conntrack, buildah for the pod sandbox image, gcc for its static program.
+# The real node (tests/testkit/src/node): container runtime, CNI plugins, kube-proxy's nftables,
+# the CNI plugins' and the cleanup's iptables, conntrack, buildah for the pod sandbox image, gcc for its static program.
 command -v containerd >/dev/null || need_pkgs+=(containerd)
 command -v runc >/dev/null || need_pkgs+=(runc)
 [[ -x /usr/lib/cni/bridge ]] || need_pkgs+=(containernetworking-plugins)
 command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v nft >/dev/null || need_pkgs+=(nftables)
 command -v conntrack >/dev/null || need_pkgs+=(conntrack)
 command -v buildah >/dev/null || need_pkgs+=(buildah)
 [[ -x /bin/busybox ]] && /bin/busybox --list >/dev/null 2>&1 || need_pkgs+=(busybox-static)

@@ -251,22 +251,28 @@ pub fn kubelet(layout: &Layout, ca: &Path, serving_cert: &Path, serving_key: &Pa
         "syncFrequency": "10s",
         "nodeStatusReportFrequency": "1m",
         "maxPods": 110,
-        "serializeImagePulls": false
+        "serializeImagePulls": false,
+        // Its iptables chains (KUBE-FIREWALL, canaries) have names every kubelet on a host
+        // shares, so the cleanup could not tell them from a laptop's own cluster's; kube-proxy
+        // here is nftables and needs none of them.
+        "makeIPTablesUtilChains": false
     });
     format!("{conf:#}\n")
 }
 
-/// kube-proxy in iptables mode. `masqueradeAll` rewrites the source of Service traffic, so a pod
+/// kube-proxy in nftables mode: its rules are one nftables table of its own (`kube-proxy`), which
+/// the cleanup removes whole, where iptables mode would share `KUBE-*` chains with any other
+/// cluster on the host. `masqueradeAll` rewrites the source of Service traffic, so a pod
 /// reaching another pod on the same bridge through a ClusterIP gets its replies back through the
-/// host's NAT. Conntrack sysctls and localhost NodePorts are left alone (they would change host
-/// settings); NodePorts open on the bridge's address only.
+/// host's NAT. Conntrack sysctls are left alone (they would change host settings); NodePorts open
+/// on the bridge's address only.
 pub fn kube_proxy(layout: &Layout, kubeconfig: &Path) -> String {
     let conf = json!({
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": { "kubeconfig": show(kubeconfig) },
         "hostnameOverride": layout.node_name,
-        "mode": "iptables",
+        "mode": "nftables",
         "clusterCIDR": SUBNET,
         "nodePortAddresses": [format!("{GATEWAY}/32")],
         "healthzBindAddress": format!("127.0.0.1:{}", layout.proxy_healthz_port),
@@ -277,9 +283,8 @@ pub fn kube_proxy(layout: &Layout, kubeconfig: &Path) -> String {
             "tcpEstablishedTimeout": "0s",
             "tcpCloseWaitTimeout": "0s"
         },
-        "iptables": {
+        "nftables": {
             "masqueradeAll": true,
-            "localhostNodePorts": false,
             "syncPeriod": "30s",
             "minSyncPeriod": "0s"
         }
@@ -367,14 +372,15 @@ mod tests {
             "unix:///var/lib/kubenest-node/containerd/containerd.sock"
         );
         assert_eq!(conf["authentication"]["anonymous"]["enabled"], false);
+        assert_eq!(conf["makeIPTablesUtilChains"], false);
     }
 
     #[test]
     fn kube_proxy_masquerades_and_leaves_host_settings_alone() {
         let conf: serde_json::Value =
             serde_json::from_str(&kube_proxy(&layout(), Path::new("/k"))).unwrap();
-        assert_eq!(conf["mode"], "iptables");
-        assert_eq!(conf["iptables"]["masqueradeAll"], true);
+        assert_eq!(conf["mode"], "nftables");
+        assert_eq!(conf["nftables"]["masqueradeAll"], true);
         assert_eq!(conf["conntrack"]["maxPerCore"], 0);
         assert_eq!(conf["hostnameOverride"], "edge-node");
     }

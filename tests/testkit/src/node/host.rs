@@ -59,7 +59,7 @@ impl NodeBinaries {
     pub fn locate(bins: &Binaries) -> Result<Self, Error> {
         if !nix::unistd::geteuid().is_root() {
             return Err(unavailable(
-                "it needs root (containerd, runc, the CNI bridge and iptables)",
+                "it needs root (containerd, runc, the CNI bridge, iptables and nftables)",
             ));
         }
         match std::fs::read_to_string("/proc/sys/net/bridge/bridge-nf-call-iptables") {
@@ -86,6 +86,7 @@ impl NodeBinaries {
             "iptables",
             "iptables-save",
             "iptables-restore",
+            "nft",
             "flock",
             "ps",
         ] {

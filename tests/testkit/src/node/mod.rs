@@ -1,5 +1,5 @@
 //! A real node for a workload cluster: containerd + runc with CNI bridge networking, a kubelet
-//! joined to the cluster's API server, kube-proxy (iptables) and CoreDNS, all as host processes.
+//! joined to the cluster's API server, kube-proxy (nftables) and CoreDNS, all as host processes.
 //!
 //! Pods really run here: their images come from OCI archives imported into containerd
 //! ([`crate::Cluster::import_image`]; no registry is reachable), their sandbox image is the
@@ -10,11 +10,13 @@
 //! kubelet and CoreDNS serve on that address; a test's own servers (hub, PostgreSQL) must too
 //! (or a [`crate::TcpProxy`] bound to it), since loopback is not reachable from a pod.
 //!
-//! One real node per machine: the bridge, its subnet and iptables are the host's. A guard
-//! process holds the lock file [`host::LOCK_FILE`] for the node's life (a second start fails
-//! naming the holder) and, when the node ends however it ends (stop, drop, the test binary
-//! killed), kills the pods' containers, unmounts their mounts, removes the iptables chains,
-//! conntrack entries, the bridge and the node's runtime files under [`host::STATE_DIR`].
+//! One real node per machine: the bridge and its subnet are the host's. A guard process holds
+//! the lock file [`host::LOCK_FILE`] for the node's life (a second start fails naming the
+//! holder) and, when the node ends however it ends (stop, drop, the test binary killed), kills
+//! the pods' containers, unmounts their mounts, removes kube-proxy's nftables table and the CNI
+//! plugins' iptables rules of its network (told by their comment), conntrack entries, the bridge
+//! and the node's runtime files under [`host::STATE_DIR`] — only what the node made, so another
+//! cluster on the same machine (a laptop's k3s or kind) keeps its rules.
 
 mod config;
 mod host;
