@@ -14,6 +14,7 @@ mod common;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::charts::{ESCAPE, assert_escape_refused, refused_chart};
 use common::{Backend, app_ref, project, project_with_registry, secret_set};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -52,25 +53,6 @@ const WEBAPP: [(&str, &str); 4] = [
         "templates/values.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-values\n\
          data:\n  values.json: {{ toJson .Values | quote }}\n",
-    ),
-];
-
-/// A chart that reaches beyond its project: an IngressClass (cluster-scoped) among a
-/// Deployment and a ConfigMap that alone would be allowed.
-const ESCAPE: [(&str, &str); 2] = [
-    (
-        "Chart.yaml",
-        "apiVersion: v2\nname: escape\nversion: 0.1.0\n",
-    ),
-    (
-        "templates/all.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\n\
-         data:\n  a: b\n---\n\
-         apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: {{ .Release.Name }}-class\n\
-         spec:\n  controller: example.test/ingress\n---\n\
-         apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-webapp\n\
-         spec:\n  selector:\n    matchLabels: {app: x}\n  template:\n    metadata:\n      labels: {app: x}\n\
-         \x20   spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n",
     ),
 ];
 
@@ -270,70 +252,19 @@ async fn a_chart_from_a_private_oci_registry_is_pulled_with_the_projects_credent
     assert_eq!(replicas(&client, &other_namespace).await, None);
 }
 
-/// `app.deploy` of App `site` with one chart workload `web` of `repository`'s chart `name`.
-fn chart_app_of(app: wire::AppRef, repository: &str, name: &str) -> wire::AppDeploy {
-    serde_json::from_value(json!({
-        "app": app, "revision": "r1", "progress_deadline_seconds": 120,
-        "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
-            "type": "helm",
-            "chart": {"repository": repository, "name": name, "version": "0.1.0"},
-            "values": {}}}]
-    }))
-    .unwrap()
-}
-
-/// Deploys chart `chart` as App `site` in a new project; returns the failed revision's
-/// component message and the namespace.
-async fn refused_chart(f: &Fixture, chart: &str) -> (String, String) {
-    let (project, namespace) = project(&f.backend, chart).await;
-    let id = uuid::Uuid::new_v4().to_string();
-    let app = app_ref(&id, "site", &project, &namespace);
-    f.backend
-        .accept(chart_app_of(app, f.repository.url(), chart))
-        .await;
-    let failed = f
-        .backend
-        .app_status("the chart's revision settled", LONG, &id, |s| {
-            matches!(s.phase, AppPhase::Failed | AppPhase::Running)
-        })
-        .await;
-    assert_eq!(failed.phase, AppPhase::Failed, "{failed:#?}");
-    (failed.components[0].message.clone(), namespace)
-}
-
 #[tokio::test]
 async fn a_chart_rendering_a_cluster_scoped_object_fails_naming_it_and_nothing_of_it_is_created() {
     let f = fixture();
     let client = f.east.client().await.unwrap();
-    let (message, namespace) = refused_chart(f, "escape").await;
-    assert!(
-        message.contains("IngressClass/site-web-class") && message.contains("cluster-scoped"),
-        "{message}"
-    );
-    // Neither the cluster-scoped object nor its namespaced siblings exist.
-    let classes = Api::<k8s_openapi::api::networking::v1::IngressClass>::all(client.clone());
-    assert!(classes.get_opt("site-web-class").await.unwrap().is_none());
-    assert!(
-        Api::<ConfigMap>::namespaced(client.clone(), &namespace)
-            .get_opt("site-web-settings")
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        Api::<Deployment>::namespaced(client, &namespace)
-            .get_opt("site-web-webapp")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    let (message, namespace) = refused_chart(&f.backend, f.repository.url(), "escape").await;
+    assert_escape_refused(&client, &message, &namespace).await;
 }
 
 #[tokio::test]
 async fn a_chart_rendering_a_role_binding_fails_naming_it_and_nothing_of_it_is_created() {
     let f = fixture();
     let client = f.east.client().await.unwrap();
-    let (message, namespace) = refused_chart(f, "binder").await;
+    let (message, namespace) = refused_chart(&f.backend, f.repository.url(), "binder").await;
     assert!(
         message.contains("RoleBinding/site-web-admin") && message.contains("may not"),
         "{message}"

@@ -161,7 +161,7 @@ impl Generator<'_> {
             let value = match name.as_str() {
                 "values" if property == "addon_spec" => Value::Null, // set by `component`
                 // kwok nodes have no storage provisioner (devenv/src/system/catalog.rs): a
-                // claim would wait for ever. agent/tests/volumes.rs runs them on the real node.
+                // claim would wait for ever. agent/tests/real_node.rs runs them on the real node.
                 "enabled" if property == "persistence" => json!(false),
                 _ => self.value(sub, name),
             };

@@ -16,6 +16,7 @@ use kubenest_hub_client::{HubClient, HubClientConfig};
 
 use tokio_util::sync::CancellationToken;
 
+pub mod charts;
 pub mod rest;
 
 pub const SYSTEM: &str = "kubenest-system";
