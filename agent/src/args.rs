@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::context::Builders;
+use crate::egress::Egress;
 use crate::helm::Helm;
 use crate::uplink::UplinkConfig;
 use crate::{Config, token_identity};
+use kubenest_domain::sources::AllowList;
 
 /// The per-cluster kubenest agent. It needs access to its own cluster's API server only and
 /// accepts no connection from the hub's side: it dials out to the hub. Its one port is the
@@ -77,6 +79,12 @@ pub struct Args {
     /// registry it signs) and by helm's chart pulls (a chart repository or OCI registry).
     #[arg(long, env = "KUBENEST_PRIVATE_CA_FILE", alias = "build-ca-file")]
     private_ca_file: Option<std::path::PathBuf>,
+    /// Chart sources (comma-separated URL prefixes, `https://host[:port][/path]` or
+    /// `oci://host[:port][/path]`) that Helm workloads may pull from on the cluster's own
+    /// network (loopback, private, link-local addresses); any other source is reached only at
+    /// public addresses. Decided per connection, by host and port ([`crate::egress`]).
+    #[arg(long, env = "KUBENEST_CHART_SOURCES", value_delimiter = ',')]
+    chart_sources: Vec<String>,
     /// Where Git workloads' images are pushed (`<prefix>/<namespace>/<name>:<revision>`).
     #[arg(
         long,
@@ -137,6 +145,9 @@ pub enum ArgsError {
     /// A certificate of the CA file is not usable as a root.
     #[error(transparent)]
     Tls(#[from] rustls::Error),
+    /// `--chart-sources` has an entry that is not an https:// or oci:// URL prefix.
+    #[error("--chart-sources: {0}")]
+    ChartSources(#[from] kubenest_domain::sources::SourceError),
     /// The kube client cannot be configured.
     #[error(transparent)]
     Kube(#[from] kubenest_runtime::kube::ClientError),
@@ -167,7 +178,9 @@ impl Args {
                 cluster_id,
                 org_id,
             },
-            helm: Helm::new(self.helm, self.catalog).with_ca_file(self.private_ca_file),
+            helm: Helm::new(self.helm, self.catalog)
+                .with_ca_file(self.private_ca_file)
+                .with_egress(Egress::new(AllowList::parse(&self.chart_sources)?)),
             gitops: self
                 .gitops_repo
                 .map(|repo| (repo, self.gitops_branch, self.gitops_workdir)),

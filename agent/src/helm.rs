@@ -8,6 +8,8 @@ use std::time::Duration;
 use kubenest_contracts as wire;
 use kubenest_contracts::patterns;
 use kubenest_runtime::exec::{ExecError, Program};
+
+use crate::egress::Egress;
 use serde_json::Value;
 
 /// How long one render may take (a remote chart is pulled first).
@@ -40,6 +42,9 @@ pub enum HelmError {
         field: &'static str,
         rule: &'static str,
     },
+    /// A connection the chart pull needed reaches the cluster's own network ([`Egress`]).
+    #[error("chart.repository: {0}")]
+    Unreachable(String),
     #[error("running helm: {0}")]
     Exec(#[from] ExecError),
     #[error("preparing the render: {0}")]
@@ -59,6 +64,8 @@ pub struct Helm {
     /// PEM file of a private CA that chart repositories and registries may be signed by
     /// (`--ca-file`; the agent's `--private-ca-file`, the one the builds trust too).
     pub ca_file: Option<PathBuf>,
+    /// Where a remote chart's pull may connect (`--chart-sources`).
+    pub egress: Egress,
     /// Renders by (release, namespace, chart, values): a pinned chart renders the same every
     /// time, so a reconcile at rest spawns no helm.
     pub renders: Renders,
@@ -93,6 +100,7 @@ impl Helm {
             bin,
             catalog,
             ca_file: None,
+            egress: Egress::default(),
             renders: Renders::default(),
         }
     }
@@ -100,6 +108,11 @@ impl Helm {
     /// The same, trusting the CA of PEM file `ca_file` for chart pulls.
     pub fn with_ca_file(self, ca_file: Option<PathBuf>) -> Self {
         Self { ca_file, ..self }
+    }
+
+    /// The same, pulling remote charts through `egress`.
+    pub fn with_egress(self, egress: Egress) -> Self {
+        Self { egress, ..self }
     }
 }
 
@@ -212,6 +225,22 @@ impl Helm {
         if let Some(ca_file) = &self.ca_file {
             program = program.path_option("--ca-file", &absolute(ca_file)?);
         }
+        // A remote chart's first URL is decided here; every connection helm opens after it
+        // goes through the render's own proxy, which decides each again.
+        let gate = match &source {
+            Source::Local(_) => None,
+            Source::Remote { repository } => {
+                self.egress
+                    .check_source(repository)
+                    .map_err(HelmError::Unreachable)?;
+                Some(self.egress.open().await?)
+            }
+        };
+        if let Some(gate) = &gate {
+            for name in ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"] {
+                program = program.env(name, &gate.url);
+            }
+        }
         let program = match &source {
             Source::Local(path) => {
                 program.operands([std::ffi::OsStr::new(release), path.as_os_str()])
@@ -232,6 +261,9 @@ impl Helm {
                 .operands([release, chart.name.as_str()]),
         };
         let output = program.run().await?;
+        if let Some(why) = gate.as_ref().and_then(|gate| gate.refused()) {
+            return Err(HelmError::Unreachable(why));
+        }
         if !output.success {
             // The whole text stays in the agent's log; a status shows one clean line of it.
             tracing::warn!(chart = %chart.name, stderr = %String::from_utf8_lossy(&output.stderr),

@@ -5,7 +5,9 @@
 //! project's registry credentials (its `kubernetes.io/dockerconfigjson` Secret, read on the
 //! cluster), and a project without them gets the registry's refusal as its revision's failure.
 //! A chart that renders a cluster-scoped object or a RoleBinding fails its revision naming it,
-//! with nothing of it applied; project namespaces enforce Pod Security's baseline.
+//! with nothing of it applied; project namespaces enforce Pod Security's baseline. A pull never
+//! reaches the cluster's own network unless its source is one of the agent's chart sources: not
+//! at its first URL, nor through a redirect or an index's chart URL.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -19,7 +21,9 @@ use common::{Backend, app_ref, project, project_with_registry, secret_set};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
+use kubenest_agent::egress::Egress;
 use kubenest_contracts::{self as wire, AppPhase};
+use kubenest_domain::sources::AllowList;
 use kubenest_testkit::{ChartRepository, Registry, ServerCa};
 use serde_json::json;
 
@@ -30,7 +34,16 @@ struct Fixture {
     registry: Registry,
     /// `oci://…/charts` of the registry, where [`WEBAPP`] was pushed.
     oci: String,
+    /// A repository with [`WEBAPP`] that is not one of the agent's chart sources.
+    detour: ChartRepository,
+    /// An allowed repository that redirects every request to [`PRIVATE`].
+    bouncer: ChartRepository,
+    /// An allowed repository whose index puts [`WEBAPP`]'s package at [`PRIVATE`].
+    pointer: ChartRepository,
 }
+
+/// An address on the cluster's own network (private), which no test server holds.
+const PRIVATE: &str = "10.255.255.1:8443";
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -100,9 +113,23 @@ fn fixture() -> &'static Fixture {
                 let package =
                     kubenest_testkit::package_chart("webapp", &WEBAPP, dir.path()).unwrap();
                 let oci = registry.push_chart(&package).unwrap();
+                let detour = ChartRepository::start(&ca).await.unwrap();
+                detour.publish("webapp", &WEBAPP).unwrap();
+                let bouncer = ChartRepository::start(&ca).await.unwrap();
+                bouncer.redirect_to(&format!("https://{PRIVATE}"));
+                let pointer = ChartRepository::start(&ca).await.unwrap();
+                pointer.publish("webapp", &WEBAPP).unwrap();
+                pointer.index_at(&format!("https://{PRIVATE}")).unwrap();
+                // The agent's chart sources: every server of the test but the detour.
+                let sources = [repository.url(), &oci, bouncer.url(), pointer.url()];
+                let egress = Egress::new(AllowList::parse(&sources).unwrap());
                 let shutdown = tokio_util::sync::CancellationToken::new();
                 let backend = common::agent_on(mgmt, east, &shutdown, |config| {
-                    config.helm = config.helm.clone().with_ca_file(Some(ca.path.clone()));
+                    config.helm = config
+                        .helm
+                        .clone()
+                        .with_ca_file(Some(ca.path.clone()))
+                        .with_egress(egress);
                 })
                 .await;
                 tx.send(Fixture {
@@ -111,6 +138,9 @@ fn fixture() -> &'static Fixture {
                     repository,
                     registry,
                     oci,
+                    detour,
+                    bouncer,
+                    pointer,
                 })
                 .unwrap();
                 std::future::pending::<()>().await;
@@ -309,4 +339,39 @@ async fn a_project_namespace_refuses_privileged_and_host_path_pods_and_heals_its
     })
     .await;
     common::assert_pod_security_refuses(&client, &namespace).await;
+}
+
+#[tokio::test]
+async fn a_chart_pull_never_reaches_the_clusters_own_network_unless_its_source_is_allowed() {
+    let f = fixture();
+    let detour = f.detour.url().trim_start_matches("https://");
+    // (the App's repository, the address its refusal names): the first URL is decided before
+    // helm runs; a redirect and an index's chart URL at the proxy helm pulls through.
+    for (repository, names) in [
+        (f.detour.url(), detour),
+        (f.bouncer.url(), PRIVATE),
+        (f.pointer.url(), PRIVATE),
+    ] {
+        let (project, namespace) = project(&f.backend, "egress").await;
+        let id = uuid::Uuid::new_v4().to_string();
+        let app = app_ref(&id, "site", &project, &namespace);
+        f.backend.accept(chart_app(app, "r1", repository)).await;
+        let settled = f
+            .backend
+            .app_status("the pull settled", LONG, &id, |s| {
+                matches!(s.phase, AppPhase::Failed | AppPhase::Running)
+            })
+            .await;
+        assert_eq!(
+            settled.phase,
+            AppPhase::Failed,
+            "{repository}: {settled:#?}"
+        );
+        let message = &settled.components[0].message;
+        assert!(
+            message.contains(names) && message.contains("own network"),
+            "{repository}: {message}"
+        );
+    }
+    assert_eq!(f.detour.requests(), 0, "helm reached the detour");
 }

@@ -22,7 +22,9 @@ use common::charts::{ESCAPE, assert_escape_refused, refused_chart};
 use common::{Backend, eventually, project};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kubenest_agent::egress::Egress;
 use kubenest_contracts::{self as wire, Message};
+use kubenest_domain::sources::AllowList;
 use kubenest_testkit::{ChartRepository, Cluster, ServerCa};
 use serde_json::json;
 
@@ -52,8 +54,13 @@ fn fixture() -> &'static Fixture {
                 let repository = ChartRepository::start(&ca).await.unwrap();
                 repository.publish("escape", &ESCAPE).unwrap();
                 let shutdown = tokio_util::sync::CancellationToken::new();
+                let sources = AllowList::parse(&[repository.url()]).unwrap();
                 let backend = common::agent_on(mgmt, edge, &shutdown, |config| {
-                    config.helm = config.helm.clone().with_ca_file(Some(ca.path.clone()));
+                    config.helm = config
+                        .helm
+                        .clone()
+                        .with_ca_file(Some(ca.path.clone()))
+                        .with_egress(Egress::new(sources));
                 })
                 .await;
                 tx.send(Fixture {

@@ -226,6 +226,15 @@ impl AllowList {
         Ok(Self(allowed))
     }
 
+    /// Whether some allowed source is at `host` and `port`, whatever its path: what a tunnel
+    /// (an HTTP `CONNECT`, which names no path) can be checked against.
+    pub fn allows_host(&self, host: &str, port: u16) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        self.0
+            .iter()
+            .any(|a| a.port == port && a.host.trim_start_matches('[').trim_end_matches(']') == host)
+    }
+
     /// Whether `url` (an https URL about to be requested) is under an allowed source: the same
     /// host and port and, for a repository, a path under the source's at a '/' boundary.
     pub fn allows(&self, url: &Url) -> bool {
@@ -466,5 +475,16 @@ mod tests {
             AllowList::parse(&["http://charts.internal"]),
             Err(SourceError::Scheme)
         );
+    }
+
+    #[test]
+    fn a_tunnel_is_allowed_by_host_and_port_whatever_the_sources_path() {
+        let allow =
+            AllowList::parse(&["https://charts.internal:8443/team", "oci://[::1]:5000"]).unwrap();
+        assert!(allow.allows_host("charts.internal", 8443));
+        assert!(allow.allows_host("::1", 5000));
+        assert!(allow.allows_host("[::1]", 5000));
+        assert!(!allow.allows_host("charts.internal", 443));
+        assert!(!allow.allows_host("other.internal", 8443));
     }
 }
