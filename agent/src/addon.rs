@@ -163,7 +163,30 @@ async fn confine(ctx: &Context, namespace: &str, rendered: &[Value]) -> Result<(
             .copied()
             .unwrap_or(crate::confine::Scope::Unknown)
     })?;
+    crate::confine::credentials(rendered, &credentials(ctx, namespace).await?)?;
     Ok(())
+}
+
+/// The names of `namespace`'s Secrets of credentials: those written labelled as such, the
+/// registry Secret the namespace's pulls use, and [`wire::REGISTRY_SECRET`] even before it
+/// exists (a chart must not create it either).
+async fn credentials(ctx: &Context, namespace: &str) -> Result<BTreeSet<String>, kube::Error> {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let mut names = BTreeSet::from([wire::REGISTRY_SECRET.to_owned()]);
+    let labelled =
+        kube::api::ListParams::default().labels(&format!("{}=true", labels::CREDENTIALS));
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), namespace)
+        .list_metadata(&labelled)
+        .await?;
+    names.extend(secrets.items.into_iter().filter_map(|s| s.metadata.name));
+    let account = Api::<ServiceAccount>::namespaced(ctx.client.clone(), namespace)
+        .get_opt("default")
+        .await?;
+    let pulls = account
+        .and_then(|a| a.image_pull_secrets)
+        .unwrap_or_default();
+    names.extend(pulls.into_iter().map(|reference| reference.name));
+    Ok(names)
 }
 
 /// Writes the export Secret of a catalog addon; returns its values.

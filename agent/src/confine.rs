@@ -5,6 +5,11 @@
 //! namespaced, and the object may name no namespace but the project's. The first object that
 //! fails refuses the whole render, so a chart never lands half-applied.
 //!
+//! Nor may a chart reach the project's credentials (the registry Secret, Git workloads'
+//! repository Secrets: [`credentials`]): no object of it may be such a Secret, and nothing in
+//! it may name one as a Secret to read (a volume, an env reference, a TLS secret). Naming one
+//! in `imagePullSecrets` is a pull, which the kubelet makes; the pod never sees it.
+//!
 //! The list is the kinds the agent also prunes ([`crate::apply::PRUNABLE`]) and that its
 //! project role lets it write: anything applied must be removable when the App drops it, and a
 //! kind outside the project role would fail at the API server anyway (with a less clear
@@ -13,6 +18,8 @@
 //! hold. Scope is decided by discovery rather than by the kind's name, so a kind that is
 //! namespaced on one cluster and not on another (an aggregated API, a CRD) is judged by the
 //! cluster it would land on.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
@@ -65,6 +72,15 @@ pub enum Refused {
         "the chart renders {object} in namespace {namespace}, outside the project's; nothing of the chart was applied"
     )]
     OtherNamespace { object: String, namespace: String },
+    /// An object that is, or whose pods would read, a Secret of credentials.
+    #[error(
+        "the chart renders {object}, which {how} Secret {secret}, credentials only kubenest's builds and pulls may use; nothing of the chart was applied"
+    )]
+    Credentials {
+        object: String,
+        secret: String,
+        how: &'static str,
+    },
 }
 
 /// (apiVersion, kind) of an object, if it has both.
@@ -116,6 +132,59 @@ fn admit_one(
             object: named(),
             namespace: other.as_str().unwrap_or("?").to_owned(),
         }),
+    }
+}
+
+/// Ok when no object of `objects` is, or makes a pod read, one of the Secrets named in
+/// `reserved` (the namespace's credentials); else the first that does.
+pub fn credentials(objects: &[Value], reserved: &BTreeSet<String>) -> Result<(), Refused> {
+    for object in objects {
+        let (_, kind) = kind_of(object).ok_or(Refused::Malformed)?;
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let refused = |secret: &str, how| Refused::Credentials {
+            object: format!("{kind}/{name}"),
+            secret: secret.to_owned(),
+            how,
+        };
+        if kind == "Secret" && reserved.contains(name) {
+            return Err(refused(name, "overwrites"));
+        }
+        if let Some(secret) = object.get("spec").and_then(|v| secret_named(v, reserved)) {
+            return Err(refused(&secret, "reads"));
+        }
+    }
+    Ok(())
+}
+
+/// The first of `reserved` that `value` names as a Secret: under a key about secrets (`secret`,
+/// `secretRef`, `secretKeyRef`, `nodePublishSecretRef`, …) as its `name` or `secretName`, or as
+/// a `secretName`. `imagePullSecrets` is a pull, not a read, and is skipped.
+fn secret_named(value: &Value, reserved: &BTreeSet<String>) -> Option<String> {
+    match value {
+        Value::Array(items) => items.iter().find_map(|item| secret_named(item, reserved)),
+        Value::Object(fields) => fields.iter().find_map(|(key, field)| {
+            if key == "imagePullSecrets" {
+                return None;
+            }
+            let named = |text: Option<&Value>| {
+                text.and_then(Value::as_str)
+                    .filter(|name| reserved.contains(*name))
+                    .map(str::to_owned)
+            };
+            let about_secrets = key.to_ascii_lowercase().contains("secret");
+            let direct = if key == "secretName" {
+                named(Some(field))
+            } else if about_secrets {
+                named(field.get("name")).or_else(|| named(field.get("secretName")))
+            } else {
+                None
+            };
+            direct.or_else(|| secret_named(field, reserved))
+        }),
+        _ => None,
     }
 }
 
@@ -257,5 +326,102 @@ mod tests {
                 "{group} {kind} is applied but never pruned"
             );
         }
+    }
+
+    fn reserved() -> BTreeSet<String> {
+        ["kubenest-registry", "shop-web-git"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn deployment(pod: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"template": {"spec": pod}}})
+    }
+
+    #[test]
+    fn a_pod_that_would_read_credentials_refuses_the_render_naming_them() {
+        let c = |extra: Value| {
+            let mut container = json!({"name": "c", "image": "x"});
+            container
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            json!({"containers": [container]})
+        };
+        for (pod, secret) in [
+            (
+                json!({"containers": [{"name": "c", "image": "x"}],
+                       "volumes": [{"name": "v", "secret": {"secretName": "kubenest-registry"}}]}),
+                "kubenest-registry",
+            ),
+            (
+                json!({"containers": [{"name": "c", "image": "x"}], "volumes": [{"name": "v",
+                       "projected": {"sources": [{"secret": {"name": "shop-web-git"}}]}}]}),
+                "shop-web-git",
+            ),
+            (
+                c(json!({"env": [{"name": "P", "valueFrom": {"secretKeyRef": {
+                    "name": "shop-web-git", "key": "password"}}}]})),
+                "shop-web-git",
+            ),
+            (
+                c(json!({"envFrom": [{"secretRef": {"name": "kubenest-registry"}}]})),
+                "kubenest-registry",
+            ),
+            (
+                json!({"initContainers": [{"name": "i", "image": "x", "envFrom": [
+                    {"secretRef": {"name": "shop-web-git"}}]}], "containers": []}),
+                "shop-web-git",
+            ),
+            (
+                json!({"containers": [], "volumes": [{"name": "v", "csi": {"driver": "d",
+                       "nodePublishSecretRef": {"name": "kubenest-registry"}}}]}),
+                "kubenest-registry",
+            ),
+        ] {
+            assert_eq!(
+                credentials(&[deployment(pod.clone())], &reserved()),
+                Err(Refused::Credentials {
+                    object: "Deployment/web".into(),
+                    secret: secret.into(),
+                    how: "reads"
+                }),
+                "{pod}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chart_may_not_overwrite_credentials_nor_serve_them_as_tls() {
+        let secret = object("v1", "Secret", "kubenest-registry");
+        assert!(matches!(
+            credentials(&[secret], &reserved()),
+            Err(Refused::Credentials {
+                how: "overwrites",
+                ..
+            })
+        ));
+        let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+            "metadata": {"name": "web"},
+            "spec": {"tls": [{"hosts": ["a.example"], "secretName": "shop-web-git"}]}});
+        assert!(matches!(
+            credentials(&[ingress], &reserved()),
+            Err(Refused::Credentials { how: "reads", .. })
+        ));
+    }
+
+    #[test]
+    fn pulling_with_the_registry_secret_and_reading_other_secrets_is_admitted() {
+        let pod = json!({
+            "imagePullSecrets": [{"name": "kubenest-registry"}],
+            "containers": [{"name": "c", "image": "x",
+                "envFrom": [{"secretRef": {"name": "shop-web-env"}}],
+                "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "db-exports", "key": "password"}}}]}],
+            "volumes": [{"name": "v", "secret": {"secretName": "web-tls"}}],
+        });
+        let objects = [deployment(pod), object("v1", "Secret", "web-tls")];
+        assert_eq!(credentials(&objects, &reserved()), Ok(()));
     }
 }

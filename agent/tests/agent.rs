@@ -413,6 +413,7 @@ async fn component_secrets_are_set_and_deleted_key_by_key_and_only_in_project_na
         namespace: wire::Name::new(&namespace),
         secret: wire::Name::new("web-secrets"),
         app_id: None,
+        credentials: false,
     };
     let set = |values: &[(&str, &str)]| wire::SecretSet {
         target: target.clone(),

@@ -85,6 +85,28 @@ const BINDER: [(&str, &str); 2] = [
     ),
 ];
 
+/// A chart whose Deployment reads Secret `secret` into its environment (chart `name`).
+fn peeker(name: &str, secret: &str) -> [(String, String); 2] {
+    [
+        (
+            "Chart.yaml".into(),
+            format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n"),
+        ),
+        (
+            "templates/deployment.yaml".into(),
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{{{ .Release.Name }}}}-peek\n\
+                 spec:\n  selector:\n    matchLabels: {{app: peek}}\n  template:\n    metadata:\n      labels: {{app: peek}}\n\
+                 \x20   spec:\n      containers:\n        - name: peek\n          image: busybox:1.36\n\
+                 \x20         envFrom:\n            - secretRef: {{name: {secret}}}\n"
+            ),
+        ),
+    ]
+}
+
+/// A Git workload's repository Secret that [`peeker`]'s `gitpeeker` chart reads.
+const GIT_SECRET: &str = "site-build-git";
+
 /// Starts (once) the clusters, the chart servers, the hub, the backend session and the agent
 /// (trusting the registry's CA) on a runtime of their own, which outlives every test's runtime.
 fn fixture() -> &'static Fixture {
@@ -109,6 +131,15 @@ fn fixture() -> &'static Fixture {
                 repository.publish("webapp", &WEBAPP).unwrap();
                 repository.publish("escape", &ESCAPE).unwrap();
                 repository.publish("binder", &BINDER).unwrap();
+                for (name, secret) in [("peeker", wire::REGISTRY_SECRET), ("gitpeeker", GIT_SECRET)]
+                {
+                    let files = peeker(name, secret);
+                    let files: Vec<(&str, &str)> = files
+                        .iter()
+                        .map(|(p, t)| (p.as_str(), t.as_str()))
+                        .collect();
+                    repository.publish(name, &files).unwrap();
+                }
                 let registry = Registry::start([127, 0, 0, 1].into(), &ca).await.unwrap();
                 let package =
                     kubenest_testkit::package_chart("webapp", &WEBAPP, dir.path()).unwrap();
@@ -374,4 +405,63 @@ async fn a_chart_pull_never_reaches_the_clusters_own_network_unless_its_source_i
         );
     }
     assert_eq!(f.detour.requests(), 0, "helm reached the detour");
+}
+
+#[tokio::test]
+async fn a_chart_cannot_read_the_projects_registry_or_git_credentials() {
+    let f = fixture();
+    let client = f.east.client().await.unwrap();
+    // The registry Secret is refused by name, even before the project has one.
+    let (message, namespace) = refused_chart(&f.backend, f.repository.url(), "peeker").await;
+    assert!(
+        message.contains("Deployment/site-web-peek")
+            && message.contains(wire::REGISTRY_SECRET)
+            && message.contains("credentials"),
+        "{message}"
+    );
+    let deployments = |namespace: &str| Api::<Deployment>::namespaced(client.clone(), namespace);
+    assert!(
+        deployments(&namespace)
+            .get_opt("site-web-peek")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A Git workload's repository Secret, written as the API server writes credentials.
+    let (project, namespace) = project(&f.backend, "gitpeek").await;
+    let mut set = secret_set(
+        &namespace,
+        GIT_SECRET,
+        None,
+        wire::SecretKind::Opaque,
+        &[("username", "builder"), ("password", "hunter2-long-secret")],
+    );
+    set.target.credentials = true;
+    f.backend.accept(set).await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+    f.backend
+        .accept(common::charts::chart_app_of(
+            app,
+            f.repository.url(),
+            "gitpeeker",
+        ))
+        .await;
+    let failed = f
+        .backend
+        .app_status("the peeking chart settled", LONG, &id, |s| {
+            matches!(s.phase, AppPhase::Failed | AppPhase::Running)
+        })
+        .await;
+    assert_eq!(failed.phase, AppPhase::Failed, "{failed:#?}");
+    let message = &failed.components[0].message;
+    assert!(message.contains(GIT_SECRET), "{message}");
+    assert!(
+        deployments(&namespace)
+            .get_opt("site-web-peek")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

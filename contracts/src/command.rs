@@ -335,6 +335,10 @@ pub struct SecretTarget {
     /// The App the Secret belongs to, if any, for ownership and cleanup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_id: Option<Id>,
+    /// Credentials (a project's registry Secret, a Git workload's repository Secret): only the
+    /// builds and pulls kubenest makes may use them, never a pod a chart renders.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub credentials: bool,
 }
 
 /// Set keys of a Secret on the cluster. The only message that carries secret values: they are

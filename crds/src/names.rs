@@ -27,6 +27,8 @@ pub mod labels {
     pub const BUILD_OF: &str = "kubenest.io/build-of";
     /// The well-known label naming who manages an object.
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// On a Secret of credentials (`"true"`): no pod a chart renders may use it.
+    pub const CREDENTIALS: &str = "kubenest.io/credentials";
     /// The well-known label naming an object's component.
     pub const NAME: &str = "app.kubernetes.io/name";
     /// The well-known label naming an object's instance.

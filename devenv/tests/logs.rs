@@ -414,6 +414,26 @@ fn a_builds_credentials_are_taken_out_of_its_log_lines() {
             )
             .await
             .unwrap();
+        // Stored as credentials, which no chart's pod may read (agent/src/confine.rs).
+        let east = f.env.cluster("east").unwrap().client().await.unwrap();
+        let shown = admin
+            .get(&format!("/api/v1/projects/{project}"))
+            .await
+            .unwrap();
+        let namespace = shown["namespace"].as_str().unwrap().to_owned();
+        let stored = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(east, &namespace)
+            .get(kubenest_contracts::git_secret("logbuild", "web").as_str())
+            .await
+            .unwrap();
+        assert_eq!(
+            stored
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .get(kubenest_crds::names::labels::CREDENTIALS)
+                .map(String::as_str),
+            Some("true")
+        );
         // What the build prints (kwok gives every container the test's log file).
         let log_file = f.env.cluster("east").unwrap().kwok_log_file().unwrap();
         append(&log_file, &format!("fetching as builder:{password} now"));

@@ -47,6 +47,9 @@ pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Res
     if let Some(app) = &target.app_id {
         labels.insert(labels::APP_ID.into(), app.as_str().into());
     }
+    if target.credentials {
+        labels.insert(labels::CREDENTIALS.into(), "true".into());
+    }
     let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
     let name = target.secret.as_str();
     let written = write(&api, name, &labels, set.kind.secret_type(), &data).await;

@@ -538,6 +538,8 @@ pub fn secret_set(
             namespace: wire::Name::new(namespace),
             secret: wire::Name::new(secret),
             app_id: app_id.map(wire::Id::new),
+            // Registry credentials, as the API server marks them.
+            credentials: kind == wire::SecretKind::DockerConfigJson,
         },
         kind,
         values: values

@@ -120,6 +120,7 @@ fn place(scoped: &Scoped<Project>) -> ApiResult<(SecretPlace, String)> {
         namespace: wire::Name::new(&scoped.object.spec.namespace),
         secret: wire::Name::new(&secret),
         app_id: None,
+        credentials: true,
     };
     Ok((SecretPlace::of(scoped, "project", target)?, secret))
 }

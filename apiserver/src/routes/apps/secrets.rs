@@ -80,6 +80,7 @@ fn place_of(scoped: &Scoped<App>, component: &str, git: bool) -> ApiResult<Secre
                 wire::component_secret(&app.name_any(), component)
             },
             app_id: Some(wire::Id::new(k8s::uid(app))),
+            credentials: git,
         },
     )
 }
