@@ -107,7 +107,7 @@ pub async fn login(
         .await?
     {
         return Err(ApiError::too_many(
-            "too many failed logins for this user or address",
+            "too many failed logins from this address; try again later",
             wait,
         ));
     }
