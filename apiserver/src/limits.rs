@@ -1,7 +1,9 @@
 //! Per-user, per-endpoint request rate limits (reads and writes apart) and a per-address limit on logins.
 //! These buckets are per replica: they shield a replica from one noisy caller. The limit that
-//! must hold across replicas, failed logins per user and address, lives in PostgreSQL
-//! ([`crate::auth::accounts::Accounts::login_blocked`]).
+//! must hold across replicas, failed logins per address and per user at an address, lives in
+//! PostgreSQL ([`crate::auth::accounts::Accounts::login_blocked`]).
+//!
+//! An address is the client's as the trusted proxies report it ([`crate::client_address`]).
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -9,14 +11,17 @@ use std::num::NonZeroU32;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use crate::client_address::TrustedProxies;
 use crate::error::ApiError;
 
-/// Requests per second per user, and the bursts allowed.
-#[derive(Debug, Clone, Copy)]
+/// Requests per second per user, and the bursts allowed; login attempts per minute per
+/// address, and which proxies say what the address is.
+#[derive(Debug, Clone)]
 pub struct LimitsConfig {
     pub reads_per_second: u32,
     pub writes_per_second: u32,
     pub logins_per_minute_per_address: u32,
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Default for LimitsConfig {
@@ -25,6 +30,7 @@ impl Default for LimitsConfig {
             reads_per_second: 200,
             writes_per_second: 50,
             logins_per_minute_per_address: 30,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -35,6 +41,7 @@ pub struct Limits {
     reads: DefaultKeyedRateLimiter<String>,
     writes: DefaultKeyedRateLimiter<String>,
     logins: DefaultKeyedRateLimiter<IpAddr>,
+    proxies: TrustedProxies,
 }
 
 fn quota_per_second(n: u32) -> Quota {
@@ -60,7 +67,13 @@ impl Limits {
             reads: RateLimiter::keyed(quota_per_second(config.reads_per_second)),
             writes: RateLimiter::keyed(quota_per_second(config.writes_per_second)),
             logins: RateLimiter::keyed(Quota::per_minute(per_minute)),
+            proxies: config.trusted_proxies,
         }
+    }
+
+    /// The proxies whose word on a client's address counts.
+    pub fn proxies(&self) -> &TrustedProxies {
+        &self.proxies
     }
 
     /// Counts a request of `user` to `endpoint` (method and route): each endpoint has its own
@@ -97,6 +110,7 @@ mod tests {
             reads_per_second: 1,
             writes_per_second: 1,
             logins_per_minute_per_address: 1,
+            ..LimitsConfig::default()
         });
         let apps = "POST /api/v1/apps";
         assert!(limits.check_user("ada", apps, true).is_ok());
