@@ -94,9 +94,10 @@ fn issued(state: &AppState, user: &User, refresh: &str) -> ApiResult<Response> {
 /// from one address never locks the user out at another.
 pub async fn login(
     State(state): State<AppState>,
-    ClientAddress(address): ClientAddress,
+    ClientAddress(client): ClientAddress,
     Body(body): Body<LoginBody>,
 ) -> ApiResult<Response> {
+    let address = crate::limits::login_key(client);
     state.limits().check_login(address)?;
     // No such user can exist; nothing to look up or count against a user.
     if !is_username(&body.username) || body.password.contains('\0') {
