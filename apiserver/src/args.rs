@@ -7,6 +7,7 @@ use kubenest_domain::sources::AllowList;
 use kubenest_store::DatabaseUrl;
 use tokio_util::sync::CancellationToken;
 
+use crate::client_address::TrustedProxies;
 use crate::limits::LimitsConfig;
 use crate::run::{Config, HubConfig, start};
 use crate::state::Settings;
@@ -78,6 +79,20 @@ pub struct Args {
     reads_per_second: u32,
     #[arg(long, default_value_t = 50)]
     writes_per_second: u32,
+    /// Reverse proxies in front of this server (comma-separated networks, `10.0.0.0/8`, or
+    /// addresses): from these peers the client's address is read from
+    /// `--client-address-header`, and the login limits count it. Without any, every request
+    /// counts as its TCP peer's.
+    #[arg(long, env = "KUBENEST_TRUSTED_PROXIES", value_delimiter = ',')]
+    trusted_proxies: Vec<String>,
+    /// The header the trusted proxies append each client's address to (comma-separated, the
+    /// nearest proxy's on the right).
+    #[arg(
+        long,
+        env = "KUBENEST_CLIENT_ADDRESS_HEADER",
+        default_value = "X-Forwarded-For"
+    )]
+    client_address_header: String,
     /// The web console's built assets (`console/dist`), served at `/` on the API's origin.
     #[arg(long, env = "KUBENEST_CONSOLE_DIR")]
     console_dir: Option<std::path::PathBuf>,
@@ -180,6 +195,9 @@ pub enum ServerError {
     /// `--chart-sources` has an entry that is not an https:// or oci:// URL prefix.
     #[error("--chart-sources: {0}")]
     ChartSources(String),
+    /// `--trusted-proxies` or `--client-address-header` cannot be used.
+    #[error(transparent)]
+    TrustedProxies(#[from] crate::client_address::ProxyError),
     /// PostgreSQL, the bootstrap administrator, the index or the hub session.
     #[error(transparent)]
     Start(#[from] anyhow::Error),
@@ -195,6 +213,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
     {
         return Err(ServerError::ConsoleMissing(dir.clone()));
     }
+    let trusted_proxies =
+        TrustedProxies::parse(&args.trusted_proxies, &args.client_address_header)?;
     let hub = match (&args.hub_signing_key, args.hub_urls.is_empty()) {
         (Some(key), false) => Some(HubConfig {
             urls: args.hub_urls.clone(),
@@ -236,6 +256,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         limits: LimitsConfig {
             reads_per_second: args.reads_per_second,
             writes_per_second: args.writes_per_second,
+            trusted_proxies,
             ..LimitsConfig::default()
         },
     };
@@ -339,5 +360,23 @@ mod tests {
     #[test]
     fn verify_cli() {
         Args::command().debug_assert();
+    }
+
+    #[tokio::test]
+    async fn a_trusted_proxy_that_is_no_network_stops_the_server_before_it_connects() {
+        use clap::Parser;
+        let args = Args::try_parse_from([
+            "kubenest-apiserver",
+            "--database-url=postgres://nowhere.invalid/kubenest",
+            "--api-signing-key=/nonexistent/api-signing.pem",
+            "--trusted-proxies=10.0.0.0/8,10.0.0.1/8",
+        ])
+        .unwrap();
+        let error = run(args, CancellationToken::new()).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--trusted-proxies: \"10.0.0.1/8\" has address bits past its prefix; the network \
+             is 10.0.0.0/8"
+        );
     }
 }

@@ -28,6 +28,7 @@ pub mod audit;
 pub mod auth;
 pub mod authz;
 pub mod charts;
+pub mod client_address;
 pub mod console;
 pub mod error;
 pub mod events;

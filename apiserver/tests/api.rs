@@ -108,7 +108,7 @@ async fn login_refresh_rotation_reuse_and_logout_across_both_replicas() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_logins_are_limited_per_user_on_every_replica() {
+async fn failed_logins_are_limited_per_user_and_address_on_every_replica() {
     let admin = Client::admin().await;
     let name = user(&admin, "guess").await;
     let [a, b] = plane().urls.clone();
@@ -122,7 +122,7 @@ async fn failed_logins_are_limited_per_user_on_every_replica() {
             .await;
         assert_eq!(status, 401, "{body}");
     }
-    // Even the right password waits now, on either replica.
+    // Even the right password waits now at this address, on either replica.
     let (status, body) = Client::anonymous(&b)
         .post(
             "/api/v1/login",

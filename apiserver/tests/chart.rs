@@ -1,7 +1,8 @@
 //! The chart registers the admission webhooks the code registers in `make dev`
 //! (`register::configurations`): the same webhooks, resources, operations, failure policies,
 //! timeouts and trusted identities (the chart's two service accounts), reached through the
-//! release's Service with the CA the chart generated for it.
+//! release's Service with the CA the chart generated for it. The trusted proxies it passes are
+//! ones the server accepts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -13,8 +14,22 @@ fn rendered() -> Vec<Value> {
 }
 
 fn rendered_with(extra: &[&str]) -> Vec<Value> {
+    let out = template(extra);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// `helm template` of the chart with the values it needs and `extra` arguments.
+fn template(extra: &[&str]) -> std::process::Output {
     let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/kubenest");
-    let out = kubenest_testkit::tools::helm(
+    kubenest_testkit::tools::helm(
         &[
             "template",
             "kubenest",
@@ -36,16 +51,7 @@ fn rendered_with(extra: &[&str]) -> Vec<Value> {
         .chain(extra.iter().copied())
         .collect::<Vec<_>>(),
     )
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout).unwrap())
-        .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
-        .filter(|v| !v.is_null())
-        .collect()
+    .unwrap()
 }
 
 #[test]
@@ -120,18 +126,6 @@ fn decoded(secret: &Value, key: &str) -> String {
 /// by default, as a chart cannot give the kube-apiserver the flag that makes it present one.
 #[test]
 fn the_chart_ships_the_webhook_client_identity_and_can_require_it() {
-    let api_args = |documents: &[Value]| -> Vec<String> {
-        let deployment = documents
-            .iter()
-            .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "kubenest-apiserver")
-            .unwrap();
-        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_owned())
-            .collect()
-    };
     let flag = "--admission-client-ca=/var/run/kubenest/admission/client-ca.crt";
     assert!(!api_args(&rendered()).iter().any(|a| a == flag));
     let documents = rendered_with(&["--set", "apiserver.admission.requireClientCertificate=true"]);
@@ -166,5 +160,62 @@ fn the_chart_ships_the_webhook_client_identity_and_can_require_it() {
     assert_eq!(
         plugins,
         ["ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"]
+    );
+}
+
+/// The API server's arguments in `documents`.
+fn api_args(documents: &[Value]) -> Vec<String> {
+    let deployment = documents
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "kubenest-apiserver")
+        .unwrap();
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The value of `--flag=` in `args`, if given.
+fn flag<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter()
+        .find_map(|a| a.strip_prefix(flag)?.strip_prefix('='))
+}
+
+/// `apiserver.trustedProxies` reaches the API server as a `--trusted-proxies` it accepts; none
+/// by default (the header is then ignored), and the schema refuses what is no network.
+#[test]
+fn the_chart_passes_trusted_proxies_the_server_accepts_and_none_by_default() {
+    use kubenest_apiserver::client_address::TrustedProxies;
+    let plain = api_args(&rendered());
+    assert_eq!(flag(&plain, "--trusted-proxies"), None);
+    assert_eq!(
+        flag(&plain, "--client-address-header"),
+        Some("X-Forwarded-For")
+    );
+
+    let behind = api_args(&rendered_with(&[
+        "--set",
+        "apiserver.trustedProxies={10.0.0.0/8,fd00::/8,192.0.2.7}",
+        "--set",
+        "apiserver.clientAddressHeader=X-Real-IP",
+    ]));
+    let networks = flag(&behind, "--trusted-proxies").unwrap();
+    assert_eq!(networks, "10.0.0.0/8,fd00::/8,192.0.2.7");
+    let networks: Vec<String> = networks.split(',').map(str::to_owned).collect();
+    let header = flag(&behind, "--client-address-header").unwrap();
+    let trusted = TrustedProxies::parse(&networks, header).unwrap();
+    assert!(trusted.trusts("10.1.2.3".parse().unwrap()));
+    assert!(trusted.trusts("192.0.2.7".parse().unwrap()));
+    assert!(!trusted.trusts("192.0.2.8".parse().unwrap()));
+    assert_eq!(trusted.header().as_str(), "x-real-ip");
+
+    let refused = template(&["--set", "apiserver.trustedProxies={proxy.internal}"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("/apiserver/trustedProxies/0"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }

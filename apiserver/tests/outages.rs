@@ -136,6 +136,7 @@ async fn every_answer_is_hardened_and_an_outage_is_a_503_to_retry() {
             reads_per_second: 1000,
             writes_per_second: 1000,
             logins_per_minute_per_address: 1000,
+            ..LimitsConfig::default()
         },
     };
     let state = start(config, &shutdown).await.unwrap();

@@ -7,8 +7,9 @@
 //!   (`migrations/0001_history.sql`). The controllers write it; the API server reads it and
 //!   writes the audit log.
 //! - [`Users`], [`RefreshTokens`], [`LoginFailures`]: what the REST facade keeps about people
-//!   and their sessions (`migrations/0002_api.sql`). Password hashing, token minting and the
-//!   limits stay in the API server; these types store and count what it hands them.
+//!   and their sessions (`migrations/0002_api.sql`, `0007_login_failures_per_address.sql`).
+//!   Password hashing, token minting and the limits stay in the API server; these types store
+//!   and count what it hands them.
 //! - [`EventLog`]: the live event stream's log, for clients that resume (also `0002_api.sql`).
 //! - [`Alerts`]: alerts the controllers open and resolve and users list and acknowledge
 //!   (`migrations/0004_alerts.sql`).
@@ -47,7 +48,7 @@ pub use history::{
     DeploymentStatus, DeploymentWithDiff, History, NewAddonRevision, NewAuditEntry, NewDeployment,
     Operation, Outcome,
 };
-pub use login_failures::{FailureCounts, LoginFailures};
+pub use login_failures::{FailureCounts, FailureTally, LoginFailures};
 pub use pool::PoolUse;
 pub use refresh_tokens::{RefreshTokens, Rotation};
 pub use url::DatabaseUrl;

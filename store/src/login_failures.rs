@@ -1,20 +1,27 @@
 //! Failed logins: the rate limit every API server replica shares. The API server decides how
-//! many are too many; this table counts them.
+//! many are too many; this table counts them, per address and per user at an address. Nothing
+//! counts a user's failures across addresses: that count would let anyone lock anyone out.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::error::StoreError;
 
-/// Failed logins since some moment, for one user and one address.
+/// Failures of one kind since some moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureTally {
+    pub count: i64,
+    /// The oldest of them, if any.
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+/// Failed logins since some moment, from one address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureCounts {
-    /// Failures of the user, from any address.
-    pub by_user: i64,
+    /// Failures for the user from the address.
+    pub by_pair: FailureTally,
     /// Failures from the address, for any user.
-    pub by_address: i64,
-    /// The oldest of either, if any.
-    pub oldest: Option<DateTime<Utc>>,
+    pub by_address: FailureTally,
 }
 
 /// The `login_failures` table.
@@ -28,18 +35,20 @@ impl LoginFailures {
         Self { pool }
     }
 
-    /// The failures of `username` and from `address` after `since`.
+    /// The failures from `address` after `since`: for `username`, and for anyone.
     pub async fn since(
         &self,
         username: &str,
         address: &str,
         since: DateTime<Utc>,
     ) -> Result<FailureCounts, StoreError> {
-        let (by_user, by_address, oldest): (i64, i64, Option<DateTime<Utc>>) = sqlx::query_as(
+        type Row = (i64, Option<DateTime<Utc>>, i64, Option<DateTime<Utc>>);
+        let (pair, pair_oldest, all, all_oldest): Row = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE username = $1),
-                    count(*) FILTER (WHERE address = $2),
+                    min(at) FILTER (WHERE username = $1),
+                    count(*),
                     min(at)
-             FROM login_failures WHERE at > $3 AND (username = $1 OR address = $2)",
+             FROM login_failures WHERE address = $2 AND at > $3",
         )
         .bind(username)
         .bind(address)
@@ -47,16 +56,22 @@ impl LoginFailures {
         .fetch_one(&self.pool)
         .await?;
         Ok(FailureCounts {
-            by_user,
-            by_address,
-            oldest,
+            by_pair: FailureTally {
+                count: pair,
+                oldest: pair_oldest,
+            },
+            by_address: FailureTally {
+                count: all,
+                oldest: all_oldest,
+            },
         })
     }
 
-    /// Forgets the failures of `username` (after a successful login).
-    pub async fn clear(&self, username: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM login_failures WHERE username = $1")
+    /// Forgets the failures of `username` from `address` (after a successful login there).
+    pub async fn clear(&self, username: &str, address: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM login_failures WHERE username = $1 AND address = $2")
             .bind(username)
+            .bind(address)
             .execute(&self.pool)
             .await?;
         Ok(())

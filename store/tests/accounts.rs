@@ -98,21 +98,38 @@ async fn a_refresh_token_used_twice_revokes_its_family() {
 }
 
 #[tokio::test]
-async fn login_failures_are_counted_per_user_and_per_address_until_cleared() {
+async fn login_failures_are_counted_per_address_and_per_user_there_until_that_pair_is_cleared() {
     let failures = database("store_failures").await.login_failures();
     let since = Utc::now() - Duration::minutes(15);
+    failures.record("alice", "10.0.0.1").await.unwrap();
     failures.record("alice", "10.0.0.1").await.unwrap();
     failures.record("alice", "10.0.0.2").await.unwrap();
     failures.record("bob", "10.0.0.1").await.unwrap();
     let counts = failures.since("alice", "10.0.0.1", since).await.unwrap();
-    assert_eq!((counts.by_user, counts.by_address), (2, 2));
-    assert!(counts.oldest.is_some());
-    failures.clear("alice").await.unwrap();
-    let counts = failures.since("alice", "10.0.0.2", since).await.unwrap();
+    assert_eq!((counts.by_pair.count, counts.by_address.count), (2, 3));
+    assert!(counts.by_address.oldest <= counts.by_pair.oldest);
+    assert!(counts.by_pair.oldest.is_some());
+    // Alice's failures elsewhere are not counted at another address.
+    let elsewhere = failures.since("alice", "10.0.0.3", since).await.unwrap();
     assert_eq!(
-        (counts.by_user, counts.by_address, counts.oldest),
-        (0, 0, None)
+        (elsewhere.by_pair.count, elsewhere.by_address.count),
+        (0, 0)
     );
+    assert_eq!(
+        (elsewhere.by_pair.oldest, elsewhere.by_address.oldest),
+        (None, None)
+    );
+
+    // Clearing one pair leaves alice's other address and bob's failures at hers.
+    failures.clear("alice", "10.0.0.1").await.unwrap();
+    let counts = failures.since("alice", "10.0.0.1", since).await.unwrap();
+    assert_eq!((counts.by_pair.count, counts.by_address.count), (0, 1));
+    assert_eq!(counts.by_pair.oldest, None);
+    let other = failures.since("alice", "10.0.0.2", since).await.unwrap();
+    assert_eq!(other.by_pair.count, 1);
+    // Nothing before `since` counts.
+    let later = failures.since("bob", "10.0.0.1", Utc::now()).await.unwrap();
+    assert_eq!((later.by_pair.count, later.by_address.count), (0, 0));
 }
 
 #[tokio::test]

@@ -1,6 +1,10 @@
 //! Users, refresh-token families and failed logins: the password hashing, the token minting and
 //! the limits, over the tables of `kubenest-store`. Every replica reads and writes the same rows,
 //! so two replicas behind one address behave as one.
+//!
+//! Failed logins lock a user out only at the address they failed from (and an address that
+//! fails for many users): were a user's failures counted across addresses, anyone could keep
+//! anyone out by failing on purpose.
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
@@ -12,9 +16,11 @@ use sha2::{Digest, Sha256};
 
 /// How long a refresh token lives.
 pub const REFRESH_TTL: chrono::Duration = chrono::Duration::days(7);
-/// Failed logins counted per user and per address.
+/// How far back failed logins count.
 pub const FAILURE_WINDOW: chrono::Duration = chrono::Duration::minutes(15);
-pub const MAX_FAILURES_PER_USER: i64 = 5;
+/// Failures for one user from one address before that user is refused there.
+pub const MAX_FAILURES_PER_USER_AND_ADDRESS: i64 = 5;
+/// Failures from one address, for any users, before every login from it is refused.
 pub const MAX_FAILURES_PER_ADDRESS: i64 = 20;
 
 /// What a refresh attempt found.
@@ -150,25 +156,31 @@ impl Accounts {
         Ok(self.users.set_password_hash(username, &hash).await?)
     }
 
-    /// Seconds until another attempt is allowed, if `username` or `address` failed too often.
+    /// Seconds until another attempt is allowed, if `username` failed too often from
+    /// `address`, or anyone did.
     pub async fn login_blocked(
         &self,
         username: &str,
         address: &str,
     ) -> Result<Option<u64>, StoreError> {
-        let since = chrono::Utc::now() - FAILURE_WINDOW;
-        let failures = self.login_failures.since(username, address, since).await?;
-        if failures.by_user < MAX_FAILURES_PER_USER
-            && failures.by_address < MAX_FAILURES_PER_ADDRESS
-        {
-            return Ok(None);
-        }
-        let free_at = failures.oldest.unwrap_or_else(chrono::Utc::now) + FAILURE_WINDOW;
-        let secs = (free_at - chrono::Utc::now()).num_seconds().max(1);
-        Ok(Some(u64::try_from(secs).unwrap_or(1)))
+        let now = chrono::Utc::now();
+        let failures = self
+            .login_failures
+            .since(username, address, now - FAILURE_WINDOW)
+            .await?;
+        let free_at = [
+            (failures.by_pair, MAX_FAILURES_PER_USER_AND_ADDRESS),
+            (failures.by_address, MAX_FAILURES_PER_ADDRESS),
+        ]
+        .into_iter()
+        .filter(|(tally, max)| tally.count >= *max)
+        .map(|(tally, _)| tally.oldest.unwrap_or(now) + FAILURE_WINDOW)
+        .max();
+        Ok(free_at.map(|at| u64::try_from((at - now).num_seconds().max(1)).unwrap_or(1)))
     }
 
-    /// The user if `password` is theirs; records a failure otherwise.
+    /// The user if `password` is theirs, and their failures from `address` are forgotten;
+    /// records a failure from `address` otherwise.
     pub async fn check_login(
         &self,
         username: &str,
@@ -186,7 +198,7 @@ impl Accounts {
                 .unwrap_or(false)
         };
         if matches && user.is_some() {
-            self.login_failures.clear(username).await?;
+            self.login_failures.clear(username, address).await?;
             return Ok(user);
         }
         self.login_failures.record(username, address).await?;

@@ -2,10 +2,9 @@
 
 use crate::reply::Created;
 use axum::response::NoContent;
-use std::net::SocketAddr;
 
 use axum::Json;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kubenest_store::User;
@@ -14,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::accounts::{REFRESH_TTL, Refresh};
 use crate::authz::Caller;
+use crate::client_address::ClientAddress;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::state::AppState;
@@ -89,13 +89,15 @@ fn issued(state: &AppState, user: &User, refresh: &str) -> ApiResult<Response> {
     Ok(response)
 }
 
-/// Logs in with a username and password.
+/// Logs in with a username and password. Attempts and failures count per client address
+/// (behind trusted proxies, the address they report), and per user at that address: failing
+/// from one address never locks the user out at another.
 pub async fn login(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ClientAddress(client): ClientAddress,
     Body(body): Body<LoginBody>,
 ) -> ApiResult<Response> {
-    let address = peer.ip();
+    let address = crate::limits::login_key(client);
     state.limits().check_login(address)?;
     // No such user can exist; nothing to look up or count against a user.
     if !is_username(&body.username) || body.password.contains('\0') {
@@ -107,7 +109,7 @@ pub async fn login(
         .await?
     {
         return Err(ApiError::too_many(
-            "too many failed logins for this user or address",
+            "too many failed logins from this address; try again later",
             wait,
         ));
     }

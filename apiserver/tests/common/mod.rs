@@ -159,6 +159,7 @@ async fn boot(env: &kubenest_testkit::Environment) -> Plane {
                 reads_per_second: 2000,
                 writes_per_second: 1000,
                 logins_per_minute_per_address: 1000,
+                ..LimitsConfig::default()
             },
         };
         let state = start(config, &shutdown).await.unwrap();
