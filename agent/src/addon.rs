@@ -43,6 +43,20 @@ pub enum AddonError {
     Confined(#[from] crate::confine::Refused),
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for AddonError {
+    fn category(&self) -> &'static str {
+        match self {
+            AddonError::Helm(_) => "helm",
+            AddonError::Apply(e) => e.category(),
+            AddonError::Export(_) => "export",
+            AddonError::Git(_) => "gitops",
+            AddonError::Kube(_) => "kubernetes",
+            AddonError::Confined(_) => "invalid",
+        }
+    }
+}
+
 /// One addon to bring to its desired state.
 #[derive(Debug, Clone)]
 pub struct AddonTarget<'a> {

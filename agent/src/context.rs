@@ -43,7 +43,7 @@ pub struct Context {
     /// Where the agent's Kubernetes Events go (on StackDeploys and the objects it applies).
     pub events: kubenest_runtime::events::EventSink,
     /// The live log streams.
-    pub logs: crate::logs::Streams,
+    pub logs: crate::logs::streams::Streams,
 }
 
 /// How often every object of an App is written again even when its stamp says it is current,

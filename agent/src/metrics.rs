@@ -20,7 +20,7 @@ use std::sync::{LazyLock, Mutex};
 use kubenest_contracts::{MessageType, RejectReason};
 use kubenest_runtime::admin::Admin;
 use kubenest_runtime::events::EventMetrics;
-use kubenest_runtime::reconciles::{Category, Reconciles};
+use kubenest_runtime::reconciles::Reconciles;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -162,40 +162,4 @@ pub fn admin(client: &kube::Client) -> Admin {
                 }
             }
         })
-}
-
-impl Category for crate::apply::ApplyError {
-    fn category(&self) -> &'static str {
-        use crate::apply::ApplyError;
-        match self {
-            ApplyError::Malformed | ApplyError::UnknownKind(_) => "invalid",
-            ApplyError::Kube { .. } => "kubernetes",
-            ApplyError::CachesNotReady => "caches",
-        }
-    }
-}
-
-impl Category for crate::addon::AddonError {
-    fn category(&self) -> &'static str {
-        use crate::addon::AddonError;
-        match self {
-            AddonError::Helm(_) => "helm",
-            AddonError::Apply(e) => e.category(),
-            AddonError::Export(_) => "export",
-            AddonError::Git(_) => "gitops",
-            AddonError::Kube(_) => "kubernetes",
-            AddonError::Confined(_) => "invalid",
-        }
-    }
-}
-
-impl Category for crate::stack::Error {
-    fn category(&self) -> &'static str {
-        use crate::stack::Error;
-        match self {
-            Error::Kube(_) => "kubernetes",
-            Error::Apply(e) => e.category(),
-            Error::Addon(e) => e.category(),
-        }
-    }
 }

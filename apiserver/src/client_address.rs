@@ -12,14 +12,8 @@
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
-use aide::OperationInput;
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName};
 use ipnet::IpNet;
-
-use crate::error::ApiError;
-use crate::state::AppState;
 
 /// The proxies whose forwarding header is believed, and the header they write.
 #[derive(Debug, Clone)]
@@ -155,34 +149,6 @@ pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &TrustedProxie
     }
     hop
 }
-
-/// The client's address ([`client_address`]) of a request, from its TCP peer and the
-/// configured trusted proxies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientAddress(pub IpAddr);
-
-impl FromRequestParts<AppState> for ClientAddress {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        let ConnectInfo(peer) = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .copied()
-            .ok_or_else(|| ApiError::internal("served without the peer's address"))?;
-        Ok(Self(client_address(
-            peer.ip(),
-            &parts.headers,
-            state.limits().proxies(),
-        )))
-    }
-}
-
-/// The header is the proxies', not the caller's: nothing to document.
-impl OperationInput for ClientAddress {}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,10 @@
 //! same name (another id) or a token from before a password change (an older token epoch) is
 //! refused at once, on every replica; the platform-administrator flag is the current one.
 
+mod client;
 mod integral;
+
+pub use client::ClientAddress;
 
 use aide::OperationInput;
 use aide::generate::GenContext;

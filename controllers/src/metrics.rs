@@ -28,7 +28,7 @@ use std::sync::{LazyLock, Mutex};
 use kubenest_hub_client::HubClient;
 use kubenest_runtime::admin::{Admin, PoolGauges};
 use kubenest_runtime::events::EventMetrics;
-use kubenest_runtime::reconciles::{Category, Reconciles};
+use kubenest_runtime::reconciles::Reconciles;
 use kubenest_store::History;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -287,46 +287,4 @@ pub fn admin(client: &kube::Client, history: &History) -> Admin {
             let outcome = metrics.hub_check();
             async move { outcome }
         })
-}
-
-impl Category for crate::reconcile::Error {
-    fn category(&self) -> &'static str {
-        use crate::reconcile::Error;
-        match self {
-            Error::Kube(_) => "kubernetes",
-            Error::History(_) => "history",
-            Error::Invalid(_) => "invalid",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
-                _ => "finalizer",
-            },
-        }
-    }
-}
-
-impl Category for crate::cluster::Error {
-    fn category(&self) -> &'static str {
-        use crate::cluster::Error;
-        match self {
-            Error::Invalid(_) => "invalid",
-            Error::Token(_) => "token",
-            Error::Kube(_) => "kubernetes",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
-                _ => "finalizer",
-            },
-        }
-    }
-}
-
-impl Category for crate::organization::Error {
-    fn category(&self) -> &'static str {
-        use crate::organization::Error;
-        match self {
-            Error::Invalid(_) => "invalid",
-            Error::Kube(_) => "kubernetes",
-        }
-    }
 }

@@ -29,6 +29,22 @@ pub enum Error {
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kubernetes",
+            Error::History(_) => "history",
+            Error::Invalid(_) => "invalid",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
+                _ => "finalizer",
+            },
+        }
+    }
+}
+
 /// The namespace, name and uid of a namespaced object.
 pub fn key_of<K: ResourceExt>(object: &K) -> Result<ObjectKey, Error> {
     Ok(ObjectKey {

@@ -57,6 +57,17 @@ pub enum ApplyError {
     CachesNotReady,
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for ApplyError {
+    fn category(&self) -> &'static str {
+        match self {
+            ApplyError::Malformed | ApplyError::UnknownKind(_) => "invalid",
+            ApplyError::Kube { .. } => "kubernetes",
+            ApplyError::CachesNotReady => "caches",
+        }
+    }
+}
+
 /// (apiVersion, kind, name) of an object.
 pub type ObjectId = (String, String, String);
 

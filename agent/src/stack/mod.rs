@@ -64,6 +64,17 @@ pub enum Error {
     Addon(#[from] crate::addon::AddonError),
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kubernetes",
+            Error::Apply(e) => e.category(),
+            Error::Addon(e) => e.category(),
+        }
+    }
+}
+
 /// The label selector of everything an App owns.
 fn selector(app: &wire::AppRef) -> String {
     format!("{}={}", labels::APP_ID, app.app_id)

@@ -13,9 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::accounts::{REFRESH_TTL, Refresh};
 use crate::authz::Caller;
-use crate::client_address::ClientAddress;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Body;
+use crate::extract::{Body, ClientAddress};
 use crate::state::AppState;
 
 /// The refresh token's cookie.

@@ -40,6 +40,22 @@ pub enum Error {
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid",
+            Error::Token(_) => "token",
+            Error::Kube(_) => "kubernetes",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e)
+                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
+                _ => "finalizer",
+            },
+        }
+    }
+}
+
 /// Shared by every reconcile.
 #[derive(Clone)]
 pub struct Context {

@@ -34,6 +34,16 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
+/// The error's category in the reconcile metrics.
+impl kubenest_runtime::reconciles::Category for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Invalid(_) => "invalid",
+            Error::Kube(_) => "kubernetes",
+        }
+    }
+}
+
 /// Shared by every reconcile.
 #[derive(Clone)]
 pub struct Context {
