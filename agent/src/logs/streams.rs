@@ -32,4 +32,3 @@ impl Streams {
         crate::metrics::metrics().log_streams(self.len());
     }
 }
-

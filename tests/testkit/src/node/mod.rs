@@ -219,7 +219,7 @@ impl RealNode {
             .ok_or_else(|| Error::Pki("no node certificates for a real node".into()))?;
         let kubelet_kubeconfig = self.write(
             "kubelet.kubeconfig",
-            &crate::cluster::kubeconfig_yaml_with(
+            &crate::cluster::config::kubeconfig_yaml_with(
                 &self.cluster,
                 url,
                 &pki.ca_pem,
@@ -343,7 +343,7 @@ impl RealNode {
                 let (nodes, name) = (nodes.clone(), name.clone());
                 async move {
                     match nodes.get_opt(&name).await {
-                        Ok(Some(node)) if crate::cluster::node_is_ready(&node) => Ok(true),
+                        Ok(Some(node)) if crate::cluster::config::node_is_ready(&node) => Ok(true),
                         Ok(Some(_)) => Err("registered, not Ready".into()),
                         Ok(None) => Err("not registered".into()),
                         Err(e) => Err(e.to_string()),

@@ -12,13 +12,15 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
+
+pub(crate) mod config;
+
+use config::{apiserver_command, kubeconfig_yaml, node_is_ready, real_node_apiserver_args};
 
 use crate::namespace::TestNamespace;
 use crate::node::RealNode;
@@ -496,13 +498,6 @@ impl Drop for Cluster {
     }
 }
 
-pub(crate) fn node_is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 /// The log every kwok container has (kwok's ClusterLogs, in CRI log format), followed; returns
 /// the config file. Tests append lines to [`KWOK_LOG_FILE`] in the cluster's directory.
 fn write_kwok_logs(dir: &Path) -> Result<std::path::PathBuf, Error> {
@@ -526,115 +521,3 @@ fn write_kwok_logs(dir: &Path) -> Result<std::path::PathBuf, Error> {
 
 /// The file (in a workload cluster's directory) every kwok container's log is read from.
 pub const KWOK_LOG_FILE: &str = "kwok-pods.log";
-
-fn apiserver_command(
-    bins: &Binaries,
-    name: &str,
-    port: u16,
-    etcd: &str,
-    pki: &Pki,
-    host: IpAddr,
-) -> Command {
-    let mut cmd = Command::new(&bins.kube_apiserver);
-    cmd.arg(format!("--etcd-servers={etcd}"))
-        .arg(format!("--etcd-prefix=/clusters/{name}"))
-        .arg(format!("--bind-address={host}"))
-        .arg(format!("--secure-port={port}"))
-        .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
-        .arg(format!(
-            "--tls-private-key-file={}",
-            pki.serving_key.display()
-        ))
-        .arg(format!("--client-ca-file={}", pki.ca_cert.display()))
-        .arg(format!(
-            "--service-account-key-file={}",
-            pki.service_account_pub.display()
-        ))
-        .arg(format!(
-            "--service-account-signing-key-file={}",
-            pki.service_account_key.display()
-        ))
-        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-        // Room for thousands of Services (benchmarks run hundreds of Apps).
-        .arg("--service-cluster-ip-range=10.96.0.0/16")
-        .arg("--allow-privileged=true")
-        // Fairness queues cost CPU and only matter under contention we never create.
-        .arg("--enable-priority-and-fairness=false")
-        .arg("--profiling=false")
-        // Webhooks are called with a client certificate, so they can refuse anyone else.
-        .arg(format!(
-            "--admission-control-config-file={}",
-            pki.webhook_client.admission_config.display()
-        ));
-    if host.is_loopback() {
-        cmd.arg("--authorization-mode=RBAC")
-            // The `kubernetes` Service cannot point at a loopback address; nothing needs it.
-            .arg("--endpoint-reconciler-type=none");
-    } else {
-        cmd.arg(format!("--advertise-address={host}"));
-    }
-    cmd
-}
-
-/// A real node's API server: it advertises its (pod-reachable) bind address, so the
-/// `kubernetes` Service's endpoints are reconciled to it and in-cluster clients work; the
-/// kubelet is authorized as a node (Node authorizer, NodeRestriction), and the API server
-/// dials the kubelet (logs, exec) with the admin certificate.
-fn real_node_apiserver_args(cmd: &mut Command, pki: &Pki) {
-    cmd.arg("--authorization-mode=Node,RBAC")
-        .arg("--enable-admission-plugins=NodeRestriction")
-        .arg(format!(
-            "--kubelet-client-certificate={}",
-            pki.admin_cert.display()
-        ))
-        .arg(format!("--kubelet-client-key={}", pki.admin_key.display()))
-        .arg(format!(
-            "--kubelet-certificate-authority={}",
-            pki.ca_cert.display()
-        ))
-        .arg("--kubelet-preferred-address-types=InternalIP");
-}
-
-fn kubeconfig_yaml(name: &str, url: &str, pki: &Pki) -> String {
-    kubeconfig_yaml_with(
-        name,
-        url,
-        &pki.ca_pem,
-        &pki.admin_cert_pem,
-        &pki.admin_key_pem,
-    )
-}
-
-/// A kubeconfig for `url` with this client certificate (PEM).
-pub(crate) fn kubeconfig_yaml_with(
-    name: &str,
-    url: &str,
-    ca_pem: &str,
-    cert_pem: &str,
-    key_pem: &str,
-) -> String {
-    let ca = BASE64.encode(ca_pem);
-    let cert = BASE64.encode(cert_pem);
-    let key = BASE64.encode(key_pem);
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: {url}
-    certificate-authority-data: {ca}
-users:
-- name: {name}-admin
-  user:
-    client-certificate-data: {cert}
-    client-key-data: {key}
-contexts:
-- name: {name}
-  context:
-    cluster: {name}
-    user: {name}-admin
-current-context: {name}
-"
-    )
-}
