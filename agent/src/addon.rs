@@ -380,11 +380,17 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
             git_commit: None,
             observed_at: chrono::Utc::now(),
         });
-        crate::finalizer::release(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE)
-            .await?;
+        kubenest_runtime::finalizer::release(
+            &api,
+            &name,
+            release.finalizers(),
+            finalizers::ADDON_RELEASE,
+        )
+        .await?;
         return Ok(Action::await_change());
     }
-    crate::finalizer::hold(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE).await?;
+    kubenest_runtime::finalizer::add(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE)
+        .await?;
     let labels = BTreeMap::from([
         (
             labels::ADDON_ID.to_owned(),

@@ -21,9 +21,9 @@
 //!
 //! 1. pure parts and the cluster's edges: [`render`], [`confine`] (what a chart may render),
 //!    [`pod_security`] (the namespace labels, and their healing), [`drift`], [`readiness`],
-//!    [`exports`], [`validate`],
-//!    [`crd`], [`apply`], [`egress`] (helm's way out), [`helm`], [`gitops`], [`finalizer`], [`capacity`], and [`report`] (the
-//!    queue of status events to the hub, and the `app.status` of a StackDeploy);
+//!    [`exports`], [`validate`], [`crd`], [`apply`], [`egress`] (helm's way out), [`helm`],
+//!    [`gitops`], [`capacity`], and [`report`] (the queue of status events to the hub, and the
+//!    `app.status` of a StackDeploy);
 //! 2. [`context`]: what every controller and command handler shares;
 //! 3. [`boundary`] (the namespace check, and the [`boundary::Refusal`] every command answers
 //!    with), [`addon`], [`build`];
@@ -45,7 +45,6 @@ pub mod crd;
 pub mod drift;
 pub mod egress;
 pub mod exports;
-pub mod finalizer;
 pub mod gitops;
 pub mod helm;
 pub mod logs;

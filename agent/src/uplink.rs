@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use kubenest_contracts::{self as wire, Envelope, Message, Validator};
-use rand::Rng;
+use kubenest_runtime::backoff::{self, Backoff};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -65,32 +65,17 @@ pub enum ConnectError {
     Failed(String),
 }
 
-/// The delay before attempt `attempt` (0-based): uniformly random in
-/// `[0, min(max, base * 2^attempt)]` ("full jitter"), so many agents that lost the same hub do
-/// not come back at the same moment.
-pub fn backoff(attempt: u32, base: Duration, max: Duration) -> Duration {
-    let ceiling = base
-        .saturating_mul(2u32.saturating_pow(attempt.min(20)))
-        .min(max);
-    spread(ceiling)
-}
-
 /// Uniformly random in `[0, window]`.
 pub fn spread(window: Duration) -> Duration {
-    let millis = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
-    Duration::from_millis(rand::rng().random_range(0..=millis))
+    backoff::spread(Duration::ZERO, window)
 }
 
-/// The wait before the next attempt after `attempt` failed: the jittered backoff, on top of
-/// what the hub asked for with `Retry-After`. On top, not the larger of the two: a replica that
-/// answers every agent `Retry-After: 5` would otherwise have them all back in the same instant.
-pub fn next_delay(
-    attempt: u32,
-    retry_after: Option<Duration>,
-    base: Duration,
-    max: Duration,
-) -> Duration {
-    let delay = backoff(attempt, base, max);
+/// The wait before the next attempt after one failed: the jittered backoff
+/// ([`Backoff`]: full jitter under a doubling cap), on top of what the hub asked for with
+/// `Retry-After`. On top, not the larger of the two: a replica that answers every agent
+/// `Retry-After: 5` would otherwise have them all back in the same instant.
+pub fn next_delay(backoff: &mut Backoff, retry_after: Option<Duration>) -> Duration {
+    let delay = backoff.next_delay();
     retry_after.map_or(delay, |after| after + delay)
 }
 
@@ -174,7 +159,7 @@ pub async fn run(
 #[derive(Debug)]
 pub struct Dialer<'a> {
     config: &'a UplinkConfig,
-    attempt: u32,
+    backoff: Backoff,
     wait: Duration,
 }
 
@@ -182,7 +167,7 @@ impl<'a> Dialer<'a> {
     pub fn new(config: &'a UplinkConfig) -> Self {
         Self {
             config,
-            attempt: 0,
+            backoff: Backoff::new(config.backoff_base, config.backoff_max),
             wait: Duration::ZERO,
         }
     }
@@ -201,7 +186,7 @@ impl<'a> Dialer<'a> {
             };
             match outcome {
                 Ok(socket) => {
-                    self.attempt = 0;
+                    self.backoff.reset();
                     self.wait = spread(config.reconnect_spread);
                     return Some(socket);
                 }
@@ -209,20 +194,14 @@ impl<'a> Dialer<'a> {
                     status,
                     retry_after,
                 }) => {
-                    self.wait = next_delay(
-                        self.attempt,
-                        retry_after,
-                        config.backoff_base,
-                        config.backoff_max,
-                    );
+                    self.wait = next_delay(&mut self.backoff, retry_after);
                     tracing::warn!(status, ?retry_after, wait = ?self.wait, "the hub refused the session");
                 }
                 Err(error) => {
-                    self.wait = backoff(self.attempt, config.backoff_base, config.backoff_max);
+                    self.wait = self.backoff.next_delay();
                     tracing::warn!(%error, wait = ?self.wait, "cannot reach the hub; retrying");
                 }
             }
-            self.attempt = self.attempt.saturating_add(1);
         }
     }
 }
@@ -332,37 +311,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_is_full_jitter_under_a_doubling_cap() {
-        let base = Duration::from_millis(500);
-        let max = Duration::from_secs(30);
-        for attempt in 0..12 {
-            let ceiling = (base * 2u32.pow(attempt)).min(max);
-            for _ in 0..50 {
-                assert!(backoff(attempt, base, max) <= ceiling);
-            }
-        }
-        // Spread, not a fixed delay: 200 draws at the cap are not all alike.
-        let draws: std::collections::BTreeSet<_> =
-            (0..200).map(|_| backoff(10, base, max)).collect();
-        assert!(draws.len() > 100);
-        assert!(backoff(u32::MAX, base, max) <= max);
-    }
-
-    #[test]
     fn a_retry_after_is_a_floor_under_the_backoff() {
         let (base, max) = (Duration::from_millis(500), Duration::from_secs(30));
-        for attempt in 0..5 {
+        let mut backoff = Backoff::new(base, max);
+        for _ in 0..5 {
             assert!(
-                next_delay(attempt, Some(Duration::from_secs(5)), base, max)
-                    >= Duration::from_secs(5)
+                next_delay(&mut backoff, Some(Duration::from_secs(5))) >= Duration::from_secs(5)
             );
         }
         // Agents told the same Retry-After do not all come back at the same moment.
         let delays: std::collections::BTreeSet<Duration> = (0..50)
-            .map(|_| next_delay(2, Some(Duration::from_secs(5)), base, max))
+            .map(|_| {
+                let mut backoff = Backoff::new(base, max);
+                backoff.next_delay();
+                next_delay(&mut backoff, Some(Duration::from_secs(5)))
+            })
             .collect();
         assert!(delays.len() > 10, "{delays:?}");
         // Without one, the first retries come quickly.
-        assert!(next_delay(0, None, base, max) <= base);
+        assert!(next_delay(&mut Backoff::new(base, max), None) <= base);
     }
 }

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use kubenest_runtime::backoff::Backoff;
 use uuid::Uuid;
 
 /// How long a sent command's target is remembered (answers come within seconds).
@@ -80,9 +81,11 @@ pub enum Held {
     Missing,
 }
 
+/// One object's resends: their delays, and when the last went out and the next may.
 #[derive(Debug)]
-struct Backoff {
-    attempt: u32,
+struct Resends {
+    delays: Backoff,
+    attempts: u32,
     sent_at: Instant,
     next_at: Instant,
 }
@@ -91,7 +94,7 @@ struct Backoff {
 #[derive(Debug, Default)]
 pub struct Intents {
     sent: Mutex<HashMap<Uuid, (Instant, Sent)>>,
-    attempts: Mutex<HashMap<String, Backoff>>,
+    attempts: Mutex<HashMap<String, Resends>>,
     held: Mutex<HashMap<String, Held>>,
     /// The deployment (by id) whose outcome each App (by uid) last recorded in the history.
     finished: Mutex<HashMap<String, String>>,
@@ -123,21 +126,19 @@ impl Intents {
     }
 
     /// Counts one more send of `uid`'s command and returns how long to wait before the next:
-    /// a capped exponential with jitter, never under a second.
+    /// the shared [`Backoff`] (a capped exponential with full jitter), never under a second.
     pub fn backoff(&self, uid: &str) -> Duration {
         let mut attempts = lock(&self.attempts);
-        let backoff = attempts.entry(uid.to_owned()).or_insert(Backoff {
-            attempt: 0,
+        let resends = attempts.entry(uid.to_owned()).or_insert_with(|| Resends {
+            delays: Backoff::new(RESEND_BASE, RESEND_CAP).with_floor(RESEND_BASE),
+            attempts: 0,
             sent_at: Instant::now(),
             next_at: Instant::now(),
         });
-        let ceiling = RESEND_BASE
-            .saturating_mul(2u32.saturating_pow(backoff.attempt.min(16)))
-            .min(RESEND_CAP);
-        backoff.attempt = backoff.attempt.saturating_add(1);
-        let delay = (RESEND_BASE + ceiling.mul_f64(rand::random::<f64>())).min(RESEND_CAP);
-        backoff.sent_at = Instant::now();
-        backoff.next_at = backoff.sent_at + delay;
+        resends.attempts = resends.attempts.saturating_add(1);
+        let delay = resends.delays.next_delay();
+        resends.sent_at = Instant::now();
+        resends.next_at = resends.sent_at + delay;
         delay
     }
 
@@ -151,7 +152,9 @@ impl Intents {
 
     /// Whether `uid`'s command was sent before and has not settled since (a send now repeats it).
     pub fn unsettled(&self, uid: &str) -> bool {
-        lock(&self.attempts).get(uid).is_some_and(|b| b.attempt > 0)
+        lock(&self.attempts)
+            .get(uid)
+            .is_some_and(|b| b.attempts > 0)
     }
 
     /// How long until `uid`'s command may be sent again (zero when due).

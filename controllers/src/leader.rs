@@ -3,9 +3,14 @@
 //! leader stops renewing (a crash) or at once when it steps down (a clean shutdown).
 //!
 //! Every write is guarded by the Lease's resourceVersion, so two candidates can never both
-//! believe they acquired it.
+//! believe they acquired it. Expiry is judged on the candidate's own monotonic clock, never by
+//! comparing the holder's `renewTime` with the local wall clock: a standby notes when it last saw
+//! the Lease's record change, and the lease has expired once it has seen no change for a whole
+//! lease duration (client-go's rule). Two machines' clocks may disagree by minutes; the leader
+//! then neither loses its lease early nor keeps it late.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -24,6 +29,35 @@ pub struct Election {
     pub lease_duration: Duration,
     /// How often the leader renews and the others try.
     pub retry: Duration,
+    /// The Lease's record as this candidate last saw it change.
+    observed: Arc<Mutex<Option<Observed>>>,
+}
+
+/// A Lease's record (holder and renew time, as written) and when this candidate first saw it,
+/// by its own monotonic clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Observed {
+    record: (Option<String>, Option<String>),
+    at: Instant,
+}
+
+impl Observed {
+    /// What is known after seeing `record` at `now`: the same record keeps its first sighting.
+    fn after(
+        previous: Option<&Observed>,
+        record: (Option<String>, Option<String>),
+        now: Instant,
+    ) -> Self {
+        match previous {
+            Some(seen) if seen.record == record => seen.clone(),
+            _ => Observed { record, at: now },
+        }
+    }
+
+    /// Whether the holder has not renewed for `duration`, as this candidate saw it.
+    fn expired(&self, now: Instant, duration: Duration) -> bool {
+        now.saturating_duration_since(self.at) > duration
+    }
 }
 
 impl Election {
@@ -35,6 +69,7 @@ impl Election {
             identity: identity.to_owned(),
             lease_duration: Duration::from_secs(10),
             retry: Duration::from_secs(2),
+            observed: Arc::default(),
         }
     }
 
@@ -42,17 +77,24 @@ impl Election {
         MicroTime(k8s_openapi::jiff::Timestamp::now())
     }
 
+    /// Whether the holder in `spec` has stopped renewing: its record has not changed, as this
+    /// candidate saw it, for the lease's duration.
     fn expired(&self, spec: &LeaseSpec) -> bool {
-        let Some(renewed) = spec.renew_time.as_ref() else {
-            return true;
-        };
+        let record = (
+            spec.holder_identity.clone(),
+            spec.renew_time.as_ref().map(|t| t.0.to_string()),
+        );
         let duration = spec
             .lease_duration_seconds
             .map_or(self.lease_duration, |s| {
                 Duration::from_secs(u64::try_from(s).unwrap_or(0))
             });
-        let age = k8s_openapi::jiff::Timestamp::now().duration_since(renewed.0);
-        age.as_secs_f64() > duration.as_secs_f64()
+        let now = Instant::now();
+        let mut observed = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = Observed::after(observed.as_ref(), record, now);
+        let expired = seen.expired(now, duration);
+        *observed = Some(seen);
+        expired
     }
 
     /// Takes or renews the Lease; returns whether this candidate holds it now.
@@ -183,5 +225,39 @@ impl Election {
             tracing::warn!(%error, "leader election: could not step down");
         }
         lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(renewed: &str) -> (Option<String>, Option<String>) {
+        (Some("replica-a".into()), Some(renewed.into()))
+    }
+
+    #[test]
+    fn a_holders_clock_skew_neither_ends_its_lease_early_nor_keeps_it_late() {
+        let start = Instant::now();
+        let duration = Duration::from_secs(10);
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+
+        // The holder's clock is an hour behind: its renew times look long expired, but they keep
+        // changing, so the lease lives.
+        let mut seen = Observed::after(None, record("2026-12-06T03:00:00Z"), at(0));
+        for (second, renewed) in [(2, "03:00:02"), (4, "03:00:04"), (30, "03:00:30")] {
+            let renewed = format!("2026-12-06T{renewed}Z");
+            seen = Observed::after(Some(&seen), record(&renewed), at(second - 1));
+            assert!(!seen.expired(at(second), duration), "at {second} s");
+        }
+
+        // The holder's clock is an hour ahead and it has died: its last renew time looks fresh
+        // for an hour, but the record stops changing, so the lease ends one duration later.
+        let ahead = record("2026-12-06T05:00:00Z");
+        let seen = Observed::after(None, ahead.clone(), at(100));
+        let seen = Observed::after(Some(&seen), ahead, at(105));
+        assert_eq!(seen.at, at(100), "the same record keeps its first sighting");
+        assert!(!seen.expired(at(110), duration));
+        assert!(seen.expired(at(111), duration));
     }
 }

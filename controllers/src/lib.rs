@@ -29,7 +29,6 @@ pub mod cluster;
 pub mod conditions;
 pub mod deadline;
 pub mod events;
-pub mod finalizer;
 pub mod intents;
 pub mod leader;
 pub mod metrics;

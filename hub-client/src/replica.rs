@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use kubenest_contracts::{Direction, Envelope, Message, TokenSigner};
+use kubenest_runtime::backoff::Backoff;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -17,14 +18,6 @@ use super::Inner;
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-/// Full jitter over a capped exponential: uniform in [0, min(cap, base·2^attempt)).
-fn backoff(attempt: u32) -> Duration {
-    let ceiling = BACKOFF_BASE
-        .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-        .min(BACKOFF_CAP);
-    ceiling.mul_f64(rand::random::<f64>())
-}
-
 pub(super) async fn session_loop(
     inner: Arc<Inner>,
     url: String,
@@ -32,7 +25,7 @@ pub(super) async fn session_loop(
     statuses: mpsc::Sender<Envelope>,
     shutdown: CancellationToken,
 ) {
-    let mut attempt = 0u32;
+    let mut backoff = Backoff::new(BACKOFF_BASE, BACKOFF_CAP);
     loop {
         let connected = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -40,7 +33,7 @@ pub(super) async fn session_loop(
         };
         match connected {
             Ok(socket) => {
-                attempt = 0;
+                backoff.reset();
                 tracing::info!(%url, "connected to hub replica");
                 let (tx, rx) = mpsc::channel(1024);
                 for frame in inner.floor_frames() {
@@ -60,8 +53,7 @@ pub(super) async fn session_loop(
             }
             Err(error) => tracing::debug!(%url, %error, "hub connect failed"),
         }
-        let delay = backoff(attempt);
-        attempt = attempt.saturating_add(1);
+        let delay = backoff.next_delay();
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}
@@ -139,27 +131,5 @@ async fn serve(
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_is_capped_and_jittered() {
-        for attempt in 0..40 {
-            let delay = backoff(attempt);
-            let ceiling = BACKOFF_BASE
-                .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-                .min(BACKOFF_CAP);
-            assert!(
-                delay <= ceiling && delay <= BACKOFF_CAP,
-                "attempt {attempt}: {delay:?}"
-            );
-        }
-        let spread: std::collections::BTreeSet<u128> =
-            (0..20).map(|_| backoff(10).as_millis()).collect();
-        assert!(spread.len() > 10, "no jitter: {spread:?}");
     }
 }

@@ -11,15 +11,19 @@
 //!   checks, `/metrics`) on its own port; [`http_metrics::HttpMetrics`] counts an axum
 //!   server's requests by route template and status; [`reconciles::Reconciles`] measures and
 //!   traces every controller's reconciles; [`events::EventSink`] writes Kubernetes Events off
-//!   the reconcile path; [`exec::Program`]: the one way an external program (helm, git) is
-//!   started, user values never where a flag can be.
+//!   the reconcile path; [`finalizer`]: the one way a controller holds and releases its
+//!   finalizer (guarded JSON patches); [`exec::Program`]: the one way an external program
+//!   (helm, git) is started, user values never where a flag can be; [`backoff::Backoff`]: the
+//!   one retry backoff (backon's capped exponential, full jitter).
 //!
 //! The programs' settings and their `run` entry points live in each program's library; this
 //! crate knows nothing of them.
 
 pub mod admin;
+pub mod backoff;
 pub mod events;
 pub mod exec;
+pub mod finalizer;
 pub mod http_metrics;
 pub mod kube;
 pub mod logs;

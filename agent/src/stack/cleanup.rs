@@ -15,9 +15,9 @@ use super::{Error, selector};
 use crate::addon;
 use crate::context::Context;
 use crate::crd::StackDeploy;
-use crate::finalizer;
 use crate::render;
 use crate::report;
+use kubenest_runtime::finalizer;
 
 /// Removes what `held`'s App owns; looks again in a second while objects are still going.
 pub async fn cleanup(

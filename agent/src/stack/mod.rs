@@ -48,10 +48,10 @@ use kubenest_crds::names::{finalizers, labels};
 
 use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
-use crate::finalizer;
 use crate::report;
 use decide::{Decision, status_patch};
 use facts::Facts;
+use kubenest_runtime::finalizer;
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
     }
     let deploy = &held.spec.deploy;
     tracing::Span::current().record("revision", deploy.revision.as_str());
-    finalizer::hold(
+    finalizer::add(
         &api,
         &held.name_any(),
         held.finalizers(),

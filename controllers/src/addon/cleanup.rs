@@ -6,11 +6,11 @@ use kubenest_contracts as wire;
 use kubenest_crds::addon::{AddonInstance, AddonInstanceStatus};
 
 use super::{Error, addon_ref, write_status};
-use crate::finalizer::Cleanup;
 use crate::intents::{ObjectKey, Sent};
 use crate::placement;
 use crate::plane::Plane;
 use crate::reconcile::attempt_deletion;
+use kubenest_runtime::finalizer::Cleanup;
 
 /// Whether anything of the addon can be on its cluster (pure): a revision was recorded and the
 /// agent has not confirmed its removal.

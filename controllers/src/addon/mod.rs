@@ -32,7 +32,6 @@ use kubenest_crds::names::finalizers;
 use kubenest_crds::project::Project;
 use serde::Serialize;
 
-use crate::finalizer;
 use crate::intents::ObjectKey;
 use crate::patch::merge_status;
 use crate::placement::Placement;
@@ -40,6 +39,7 @@ use crate::plane::Plane;
 pub use crate::reconcile::Error;
 use crate::reconcile::{error_policy, key_of};
 pub use decide::operation_of;
+use kubenest_runtime::finalizer;
 
 /// The fields of an AddonInstance's status this controller writes; the status router writes
 /// what the agent observed (`observedRevision`, `clusterPhase`, `message`, exports, commit).

@@ -1,12 +1,12 @@
 //! The App's cleanup finalizer: held before anything is sent, released once the cluster side is
-//! gone. Both writes are JSON patches guarded by a `test` of the list, so a concurrent change of
-//! the finalizers is never lost.
+//! gone (the guarded patches of [`kubenest_runtime::finalizer`]); and the App's other guarded
+//! JSON patches (a rollback's).
 
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kubenest_crds::app::App;
 use kubenest_crds::names::finalizers;
-use serde_json::json;
+use kubenest_runtime::finalizer;
 
 use crate::intents::ObjectKey;
 use crate::plane::Plane;
@@ -18,38 +18,18 @@ pub(super) fn held(app: &App) -> bool {
 }
 
 /// Adds the cleanup finalizer.
-/// The App controller does this itself (not with kube-runtime's `finalizer` helper, which adds it
-/// in a reconcile of its own) so that the deployment row of a new App is written in its first
+/// The App controller does this itself (not with [`finalizer::hold`], which adds it in a
+/// reconcile of its own) so that the deployment row of a new App is written in its first
 /// reconcile, before any write to the API server: the row is the durable intent.
 pub(super) async fn hold(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
-    let patch = match app.metadata.finalizers.as_deref() {
-        None | Some([]) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": app.metadata.finalizers},
-            {"op": "add", "path": "/metadata/finalizers", "value": [finalizers::APP]},
-        ]),
-        Some(existing) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": existing},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizers::APP},
-        ]),
-    };
-    patch_json(plane, key, patch).await
+    let api = Api::<App>::namespaced(plane.client.clone(), &key.namespace);
+    Ok(finalizer::add(&api, &key.name, app.finalizers(), finalizers::APP).await?)
 }
 
 /// Removes the cleanup finalizer once the cluster side is gone.
 pub(super) async fn release(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
-    let Some(index) = app.finalizers().iter().position(|f| f == finalizers::APP) else {
-        return Ok(());
-    };
-    let path = format!("/metadata/finalizers/{index}");
-    let patch = json!([
-        {"op": "test", "path": path, "value": finalizers::APP},
-        {"op": "remove", "path": path},
-    ]);
-    match patch_json(plane, key, patch).await {
-        // Already gone with the App.
-        Err(Error::Kube(kube::Error::Api(status))) if status.code == 404 => Ok(()),
-        other => other,
-    }
+    let api = Api::<App>::namespaced(plane.client.clone(), &key.namespace);
+    Ok(finalizer::release(&api, &key.name, app.finalizers(), finalizers::APP).await?)
 }
 
 /// Applies a JSON patch to the App object.

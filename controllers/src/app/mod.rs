@@ -16,22 +16,27 @@
 //! `kubenest.io/rollback-to: <deployment id>` restores that deployment's spec snapshot as a new
 //! revision. Deletion holds a finalizer until the agent confirms everything is removed.
 //!
-//! # Layout: fetch → decide → act
+//! # Layout: gather → plan → act → conclude
 //!
 //! The build of the deploy, its validation, the revision and the assessment are pure and live in
 //! [`kubenest_domain::app`]. Here: [`controller`] (the driver and the watch), `rollout` (one
-//! generation's pass), `decide` (the pure status and requeue decisions), `record` (status writes
-//! and history rows), `holding` (the finalizer), `rollback`, `redeploy` and `cleanup` (deletion).
+//! generation's pass, which reads as its four steps: `facts`, `plan` (pure), `act`, `conclude`),
+//! `weigh` (the pure status and requeue decisions), `record` (status writes and history rows),
+//! `holding` (the finalizer), `rollback`, and `cleanup` (deletion).
 
-mod addons;
+mod act;
 mod cleanup;
+mod conclude;
 pub mod controller;
-mod decide;
+mod facts;
+#[cfg(test)]
+mod fixtures;
 mod holding;
+mod plan;
 mod record;
-mod redeploy;
 mod rollback;
 mod rollout;
+mod weigh;
 
 use std::time::Duration;
 

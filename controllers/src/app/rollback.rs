@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kubenest_crds::app::{App, AppSpec, AppStatus};
+use kubenest_crds::app::{App, AppSpec};
 use kubenest_crds::names::annotations;
 use kubenest_domain::app::revision_of;
 use serde_json::json;
@@ -16,42 +16,10 @@ use super::holding::patch_json;
 use super::record::{new_deployment, write_status};
 use crate::conditions;
 use crate::intents::ObjectKey;
-use crate::placement::{self, Placement};
+use crate::placement;
 use crate::plane::Plane;
 use crate::reconcile::Error;
-use kubenest_store::{Deployment, DeploymentStatus, NewDeployment, Operation, StoreError};
-
-/// The pending rollback deployment the `restored-from` annotation names, when the App's spec is
-/// now that rollback's snapshot and the status does not point at it yet.
-pub(super) async fn restored_rollback(
-    app: &App,
-    plane: &Plane,
-    placement: &Placement,
-    revision: &str,
-    status: &AppStatus,
-) -> Result<Option<Deployment>, Error> {
-    let Some(id) = app
-        .annotations()
-        .get(annotations::RESTORED_FROM)
-        .and_then(|id| Uuid::parse_str(id).ok())
-    else {
-        return Ok(None);
-    };
-    if status.deployment_id.as_deref() == Some(id.to_string().as_str()) {
-        return Ok(None);
-    }
-    match plane.history.deployment(&placement.org_id, id).await {
-        Ok(found)
-            if found.deployment.revision == revision
-                && found.deployment.status == DeploymentStatus::Pending
-                && Some(found.deployment.app_id.as_str()) == app.uid().as_deref() =>
-        {
-            Ok(Some(found.deployment))
-        }
-        Ok(_) | Err(StoreError::NotFound) => Ok(None),
-        Err(other) => Err(other.into()),
-    }
-}
+use kubenest_store::{NewDeployment, Operation, StoreError};
 
 /// Carries out a rollback request: records the rollback deployment, then restores the snapshot
 /// as the App's spec (a new generation that adopts that deployment) in one guarded write.
@@ -60,8 +28,8 @@ pub(super) async fn rollback(
     plane: &Plane,
     key: &ObjectKey,
     target: &str,
-    old: &AppStatus,
 ) -> Result<Action, Error> {
+    let old = &app.status.clone().unwrap_or_default();
     let generation = app.metadata.generation.unwrap_or(0);
     let refuse = async |reason: &str, message: String| -> Result<Action, Error> {
         let mut status = old.clone();

@@ -23,9 +23,9 @@ use kubenest_crds::cluster::Cluster;
 use kubenest_crds::names::{field_managers, finalizers};
 use kubenest_crds::project::Project;
 
-use crate::finalizer::{self, Cleanup};
 use crate::patch::merge_status;
 use decide::Deletion;
+use kubenest_runtime::finalizer::{self, Cleanup};
 
 /// What stops a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@
 mod decide;
 mod deletion;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use std::sync::Arc;
 
@@ -33,7 +33,6 @@ use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 use serde::Serialize;
 
 use crate::conditions::{self, PROGRESSING};
-use crate::finalizer::{self, Cleanup};
 use crate::intents::ObjectKey;
 use crate::patch::merge_status;
 use crate::placement::{self, Placement, Unplaced};
@@ -44,6 +43,7 @@ use crate::reconcile::{attempt_deletion, error_policy, key_of};
 pub use decide::owner_of;
 use decide::{Facts, Plan};
 use deletion::{Deletion, DeletionFacts};
+use kubenest_runtime::finalizer::{self, Cleanup};
 
 /// The fields of a Project's status this controller writes; the status router writes what the
 /// agent observed.

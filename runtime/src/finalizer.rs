@@ -1,6 +1,8 @@
-//! Finalizers held by hand for the Project, AddonInstance and Cluster controllers.
+//! Finalizers, held by hand: the one helper for every controller of the management plane and
+//! the agent. Every write is a JSON patch guarded by a `test` of what it changes, so a concurrent
+//! change of the list fails the patch instead of being lost.
 //!
-//! kube-runtime's `finalizer()` helper removes the finalizer whenever cleanup returns `Ok`, so a
+//! [`hold`] drives a whole reconcile (Project, AddonInstance, Cluster): kube-runtime's `finalizer()` helper removes the finalizer whenever cleanup returns `Ok`, so a
 //! deletion that must wait for an agent (or for dependents) could only say "not yet" as an
 //! error, and an expected wait counted as a failed reconcile. Here cleanup answers
 //! [`Cleanup::Wait`]: the finalizer stays and the object is requeued, as `Ok`. Everything else
@@ -14,7 +16,6 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::Error;
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -90,13 +91,51 @@ pub fn remove_patch(index: usize, finalizer: &str) -> Value {
 
 async fn patch<K>(api: &Api<K>, name: &str, patch: Value) -> Result<(), kube::Error>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-    api.patch::<K>(name, &PatchParams::default(), &Patch::Json(patch))
+    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await?;
     Ok(())
+}
+
+/// Adds `finalizer` to object `name` unless `present` (its list as read) already holds it: for
+/// reconcilers that must hold it in the same pass that does their first work (the App
+/// controller records its deployment row first; the agent's objects).
+pub async fn add<K>(
+    api: &Api<K>,
+    name: &str,
+    present: &[String],
+    finalizer: &str,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    if present.iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    patch(api, name, add_patch(present, finalizer)).await
+}
+
+/// Removes `finalizer` from object `name` (`present` is its list as read); an object already
+/// gone is fine.
+pub async fn release<K>(
+    api: &Api<K>,
+    name: &str,
+    present: &[String],
+    finalizer: &str,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let Some(index) = present.iter().position(|f| f == finalizer) else {
+        return Ok(());
+    };
+    match patch(api, name, remove_patch(index, finalizer)).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        other => other,
+    }
 }
 
 /// Reconciles `object` under `finalizer`: adds it first, runs `apply` while the object lives,
@@ -110,7 +149,7 @@ pub async fn hold<K, E, A, C>(
     cleanup: impl FnOnce(Arc<K>) -> C,
 ) -> Result<Action, Error<E>>
 where
-    K: Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     E: std::error::Error + 'static,
     A: Future<Output = Result<Action, E>>,
     C: Future<Output = Result<Cleanup, E>>,

@@ -1,6 +1,6 @@
-//! The App controller's decisions (pure): what the status says and when to look again, from the
-//! facts the driver gathered. The driver ([`super::rollout`]) does the IO in between: it records
-//! the deployment row, sends what [`must_send`] asks for, and writes what [`conclude`] returns.
+//! Weigh (pure): what an App's status says and when to look again, from what a rollout pass's
+//! steps came to ([`super::conclude`] writes it), and the status of an App that waits before any
+//! step ([`super::plan`]).
 
 use std::time::Duration;
 
@@ -10,11 +10,6 @@ use kubenest_domain::app::{Assessment, Facts, Outcome, assess};
 
 use crate::conditions::{self, PROGRESSING, READY};
 
-/// How long an App with an invalid spec waits before it is built again: a missing
-/// AddonDefinition may appear; other errors need a spec change.
-pub const INVALID_RETRY: Duration = Duration::from_secs(60);
-/// How long an App whose project or cluster is not ready waits.
-pub const UNPLACED_RETRY: Duration = Duration::from_secs(10);
 /// How long a settled App waits before it is looked at again.
 const SETTLED_RETRY: Duration = Duration::from_secs(300);
 
@@ -33,15 +28,8 @@ pub struct Timing {
     pub now: DateTime<Utc>,
 }
 
-/// Whether the status already holds the deployment row of `generation` at `revision`.
-pub fn recorded(status: &AppStatus, generation: i64, revision: &str) -> bool {
-    status.recorded_generation == Some(generation)
-        && status.revision.as_deref() == Some(revision)
-        && status.deployment_id.is_some()
-}
-
 /// Forgets a rejection of another revision.
-pub fn drop_stale_rejection(status: &mut AppStatus, revision: &str) {
+fn drop_stale_rejection(status: &mut AppStatus, revision: &str) {
     if status
         .rejection
         .as_ref()
@@ -90,13 +78,6 @@ pub fn timing(
     }
 }
 
-/// Whether the deploy is (re-)sent: not refused, and either not yet observed or known to differ
-/// from what the cluster holds. A passed deadline does not stop it: durable intent is delivered
-/// until the cluster confirms it or a newer revision supersedes it.
-pub fn must_send(timing: &Timing, differs: bool) -> bool {
-    timing.rejected.is_none() && (!timing.observed || differs)
-}
-
 /// What a rollout pass ends with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conclusion {
@@ -129,6 +110,7 @@ pub struct Pass<'a> {
 
 /// Weighs the pass into the status: phase, `Ready`, `Progressing` and `Synced`, and the requeue.
 pub fn conclude(old: &AppStatus, mut status: AppStatus, pass: &Pass<'_>) -> Conclusion {
+    drop_stale_rejection(&mut status, pass.revision);
     let generation = Some(pass.generation);
     let assessment = assess(&Facts {
         revision: pass.revision,
@@ -301,17 +283,14 @@ mod tests {
         status.cluster_phase = Some("Running".into());
         let settled = timing(&status, "r1", 600, at(601));
         assert!(settled.observed && !settled.expired);
-        assert!(!must_send(&settled, false));
-        assert!(must_send(&settled, true));
     }
 
     #[test]
-    fn a_revision_past_its_deadline_is_still_sent_until_the_cluster_has_it() {
+    fn a_revision_past_its_deadline_has_no_outcome_until_the_cluster_has_it() {
         let mut status = AppStatus::default();
         started(&mut status);
         let late = timing(&status, "r1", 10, at(60));
         assert!(late.expired);
-        assert!(must_send(&late, false), "not delivered yet: still sent");
         let pass = Pass {
             revision: "r1",
             generation: 2,
@@ -339,7 +318,6 @@ mod tests {
         status.observed_revision = Some("r1".into());
         status.cluster_phase = Some("Deploying".into());
         let observed = timing(&status, "r1", 10, at(61));
-        assert!(!must_send(&observed, false));
         let pass = Pass {
             timing: &observed,
             waiting: None,
@@ -352,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rejection_of_this_revision_stops_sending_and_one_of_another_is_dropped() {
+    fn a_rejection_names_its_field_and_one_of_another_revision_is_dropped() {
         let mut status = AppStatus {
             rejection: Some(Rejection {
                 revision: "r1".into(),
@@ -367,7 +345,6 @@ mod tests {
             t.rejected.as_deref(),
             Some("invalid: no (field /components/0/name)")
         );
-        assert!(!must_send(&t, true));
         drop_stale_rejection(&mut status, "r1");
         assert!(status.rejection.is_some());
         drop_stale_rejection(&mut status, "r2");
