@@ -7,7 +7,7 @@
 //! - [`tour`] is `kubenest-dev tour` (`make tour`): the scripted walk through the product over
 //!   the REST API, with the user CLI's [`api::Client`](kubenest_cli::api::Client).
 //!
-//! The system tests (`tests/system.rs`) and the end-to-end benchmark (`benches/e2e.rs`) run the
+//! The system tests (`tests/it/system.rs`) and the end-to-end benchmark (`benches/e2e.rs`) run the
 //! same [`system::System`]. The user `kubenest` binary depends on none of this: the test kit,
 //! the vendored etcd and sqlx stay here.
 

@@ -8,7 +8,12 @@
 //! It needs what `tools/setup.sh` installs: Node, Chromium (`/usr/bin/chromium`) and the
 //! console's npm packages (`npm ci` in `console/`). The console is built when it is not.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+// A System of its own, on a management cluster of its own: a binary of its own (see
+// tests/it/main.rs).
+#[path = "it/common/mod.rs"]
+mod common;
 
 use std::path::Path;
 use std::process::Command;

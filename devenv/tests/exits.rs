@@ -10,7 +10,12 @@
 //!
 //! The system lives on one runtime shared by the tests of this binary, and the tests take turns.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+// A System of its own, on a management cluster of its own: a binary of its own (see
+// tests/it/main.rs).
+#[path = "it/common/mod.rs"]
+mod common;
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};

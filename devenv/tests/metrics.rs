@@ -5,8 +5,11 @@
 //! the API server and the controllers, the hub for the agents and the leading controllers —
 //! and passing again once it is back.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+// A System of its own, on a management cluster of its own: a binary of its own (see
+// tests/it/main.rs).
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::{CONVERGE, Expect, Fixture, converged, create, eventually, run};

@@ -4,8 +4,11 @@
 //! a password over plain HTTP to another machine; the refresh cookie is `Secure`; the API
 //! server refuses to serve plain HTTP off loopback unless told it sits behind a TLS proxy.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+// A System of its own, on a management cluster of its own: a binary of its own (see
+// tests/it/main.rs).
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::process::Command;

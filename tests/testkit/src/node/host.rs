@@ -21,7 +21,7 @@ pub const LOCK_FILE: &str = "/run/kubenest-node.lock";
 pub const STATE_DIR: &str = "/var/lib/kubenest-node";
 
 /// How long the guard may take to clean the host.
-const CLEANUP_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const CLEANUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Paths of everything a real node runs, beyond the control plane's [`Binaries`].
 #[derive(Debug, Clone)]
@@ -41,7 +41,7 @@ pub struct NodeBinaries {
     pub pause_image: String,
 }
 
-fn unavailable(reason: impl Into<String>) -> Error {
+pub(super) fn unavailable(reason: impl Into<String>) -> Error {
     Error::RealNodeUnavailable(reason.into())
 }
 

@@ -37,7 +37,7 @@ use crate::pki::{NodeIdentity, Pki};
 use crate::process::{ManagedProcess, tail};
 use crate::{Binaries, Error, wait};
 use config::Layout;
-use host::{Guard, run};
+use host::{Guard, run, unavailable};
 
 /// How long the node may take to register and become Ready on a busy machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
@@ -50,6 +50,54 @@ pub struct RealNode {
     layout: Layout,
     logs: PathBuf,
     state: Mutex<State>,
+    /// This process's turn on the machine's one real node, released after the node stops
+    /// (fields drop after [`Drop::drop`]).
+    _turn: tokio::sync::OwnedMutexGuard<()>,
+}
+
+/// Takes the machine-wide lock. A node that is stopping (its process just exited, its guard still
+/// cleaning up) holds it for up to the guard's cleanup time, so a busy lock is tried again for
+/// that long before the start fails naming the holder.
+async fn acquire(config_dir: PathBuf, log: PathBuf) -> Result<Guard, Error> {
+    let deadline = std::time::Instant::now() + host::CLEANUP_TIMEOUT;
+    loop {
+        let (dir, log_file) = (config_dir.clone(), log.clone());
+        let acquired = tokio::task::spawn_blocking(move || Guard::acquire(&dir, &log_file))
+            .await
+            .map_err(|e| Error::Process(format!("the guard's task: {e}")))?;
+        match acquired {
+            Err(Error::RealNodeBusy { .. }) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long a start waits for another real node of the same process to stop.
+const TURN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Takes this process's turn on the real node. The machine-wide lock refuses a second node at
+/// once, which is right between processes; within one test binary a second start waits for the
+/// first node to stop instead (each crate's integration tests are one binary), saying so when it
+/// has waited too long.
+async fn turn() -> Result<tokio::sync::OwnedMutexGuard<()>, Error> {
+    static TURN: std::sync::LazyLock<std::sync::Arc<tokio::sync::Mutex<()>>> =
+        std::sync::LazyLock::new(Default::default);
+    let turn = TURN.clone();
+    if let Ok(guard) = turn.clone().try_lock_owned() {
+        return Ok(guard);
+    }
+    tracing::info!("waiting for this process's other real node to stop");
+    tokio::time::timeout(TURN_TIMEOUT, turn.lock_owned())
+        .await
+        .map_err(|_| {
+            unavailable(format!(
+                "another real node of this process ran for more than {} min; a test holds it \
+                 for the process's life while another wants its own",
+                TURN_TIMEOUT.as_secs() / 60
+            ))
+        })
 }
 
 #[derive(Debug)]
@@ -76,10 +124,9 @@ impl RealNode {
             proxy_metrics_port: wait::free_port()?,
             dns_ready_port: wait::free_port()?,
         };
+        let turn = turn().await?;
         let guard_log = dir.join("node-guard.log");
-        let guard = tokio::task::spawn_blocking(move || Guard::acquire(&config_dir, &guard_log))
-            .await
-            .map_err(|e| Error::Process(format!("the guard's task: {e}")))??;
+        let guard = acquire(config_dir, guard_log).await?;
         let node = Self {
             cluster: cluster.to_owned(),
             bins: node_bins,
@@ -89,6 +136,7 @@ impl RealNode {
                 processes: Vec::new(),
                 guard,
             }),
+            _turn: turn,
         };
         host::bridge_up()?;
         node.start_containerd().await?;

@@ -1,0 +1,11 @@
+//! The contracts' integration tests: the schema corpus, fixtures, generated schemas and tokens.
+//!
+//! One binary per crate (its modules were separate binaries before): one link instead of
+//! many, and one shared environment per crate instead of one per file.
+
+#![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)] // a test fails by panicking
+
+mod corpus;
+mod fixtures;
+mod schemas;
+mod token;
