@@ -9,8 +9,8 @@ use kubenest_contracts::{TokenError, TokenSigner};
 use kubenest_runtime::admin::Admin;
 use kubenest_runtime::logs::LogFormat;
 
-use crate::leader::Election;
 use crate::run::{Config, run};
+use kubenest_runtime::leader::Election;
 use kubenest_store::{DatabaseUrl, History, StoreError};
 
 /// Runs the Organization, Cluster, Project, App and AddonInstance controllers, the status router

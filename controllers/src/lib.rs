@@ -4,7 +4,7 @@
 //!
 //! - Desired state is the CRDs on the management cluster; history is PostgreSQL
 //!   (`kubenest-store`).
-//! - [`run::run`] starts everything once this replica leads ([`leader`]): the Organization,
+//! - [`run::run`] starts everything once this replica leads ([`kubenest_runtime::leader`]): the Organization,
 //!   Cluster, Project, App, AddonInstance and StackTemplate controllers, the status router
 //!   ([`status`]), the revocation floors pushed to every hub replica and fleet health.
 //! - Controllers send commands through [`plane::Plane::send`] (the [`kubenest_hub_client`] routes each to
@@ -30,7 +30,6 @@ pub mod conditions;
 pub mod deadline;
 pub mod events;
 pub mod intents;
-pub mod leader;
 pub mod metrics;
 pub mod organization;
 pub mod patch;

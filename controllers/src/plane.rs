@@ -1,5 +1,6 @@
-//! What every reconciler of the management plane shares: the API client, the history store,
-//! the hub client and the work in flight.
+//! The one context of the management plane's controllers: what every reconciler shares (the
+//! API client, the history store, the hub client, the signing key, the caches and the work in
+//! flight).
 
 use kubenest_runtime::events::EventSink;
 use std::sync::Arc;
@@ -7,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::reflector::ObjectRef;
-use kubenest_contracts::{Envelope, Id, Message};
+use kubenest_contracts::{Envelope, Id, Message, TokenSigner};
 use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::App;
 use tokio::sync::mpsc;
@@ -18,11 +19,14 @@ use crate::placement::Placement;
 use kubenest_hub_client::{DispatchError, HubClient};
 use kubenest_store::History;
 
-/// Shared by the App, Project and AddonInstance controllers and the status router.
+/// Shared by every controller (Organization, Cluster, Project, App, AddonInstance) and the
+/// status router.
 pub struct Plane {
     pub client: kube::Client,
     pub history: History,
     pub hub: HubClient,
+    /// Mints the clusters' tokens (the Cluster controller).
+    pub signer: Arc<TokenSigner>,
     pub intents: Intents,
     /// Where global AddonDefinitions and StackTemplates live.
     pub system_namespace: String,

@@ -1,5 +1,6 @@
-//! What the Project, App and AddonInstance reconcilers share: their error, its retry policy, the
-//! object key, and the attempt to have an agent confirm a deletion.
+//! What every reconciler of the controllers shares: the one error (naming its step and object
+//! with [`At`]), its retry policy, the object key, and the attempt to have an agent confirm a
+//! deletion.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,11 +23,47 @@ pub enum Error {
     Kube(#[from] kube::Error),
     #[error("history: {0}")]
     History(#[from] StoreError),
+    /// A cluster token could not be minted.
+    #[error("token: {0}")]
+    Token(#[from] kubenest_contracts::TokenError),
     /// The object cannot be reconciled until it changes.
     #[error("invalid: {0}")]
     Invalid(String),
     #[error("finalizer: {0}")]
     Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
+    /// What failed and on which object, as a log line or Event says it: "patching the status of
+    /// App shop/web: kubernetes: …".
+    #[error("{step} {object}: {source}")]
+    At {
+        step: &'static str,
+        object: String,
+        source: Box<Error>,
+    },
+}
+
+impl Error {
+    /// The error under any [`Error::At`] steps.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::At { source, .. } => source.root(),
+            other => other,
+        }
+    }
+}
+
+/// Names the step and the object an error failed on (`.at("patching the status of App", key)`).
+pub trait At<T> {
+    fn at(self, step: &'static str, key: &ObjectKey) -> Result<T, Error>;
+}
+
+impl<T, E: Into<Error>> At<T> for Result<T, E> {
+    fn at(self, step: &'static str, key: &ObjectKey) -> Result<T, Error> {
+        self.map_err(|error| Error::At {
+            step,
+            object: format!("{}/{}", key.namespace, key.name),
+            source: Box::new(error.into()),
+        })
+    }
 }
 
 /// The error's category in the reconcile metrics.
@@ -35,7 +72,9 @@ impl kubenest_runtime::reconciles::Category for Error {
         match self {
             Error::Kube(_) => "kubernetes",
             Error::History(_) => "history",
+            Error::Token(_) => "token",
             Error::Invalid(_) => "invalid",
+            Error::At { source, .. } => source.category(),
             Error::Finalizer(inner) => match inner.as_ref() {
                 kube::runtime::finalizer::Error::ApplyFailed(e)
                 | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
@@ -65,13 +104,13 @@ where
     K: kube::Resource<DynamicType = ()>,
 {
     let kind = K::kind(&());
-    match error {
+    match error.root() {
         Error::Invalid(reason) => {
             tracing::warn!(%kind, reason, "cannot be reconciled until it changes");
             Action::await_change()
         }
-        other => {
-            tracing::warn!(%kind, error = %other, "reconcile failed; retrying");
+        _ => {
+            tracing::warn!(%kind, %error, "reconcile failed; retrying");
             Action::requeue(Duration::from_secs(5))
         }
     }

@@ -1,6 +1,6 @@
 //! Wires the whole management plane together: the hub client, the controllers, the status
 //! router, the revocation floors and fleet health. [`run`] assumes leadership; the binary wraps
-//! it in [`crate::leader::Election`].
+//! it in [`kubenest_runtime::leader::Election`].
 
 use kubenest_runtime::events::EventSink;
 use std::collections::BTreeMap;
@@ -80,6 +80,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         client: client.clone(),
         history: config.history.clone(),
         hub: hub.clone(),
+        signer: config.signer.clone(),
         intents: Intents::default(),
         system_namespace: config.system_namespace.clone(),
         app_triggers: triggers,
@@ -103,14 +104,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         shutdown.clone(),
     );
     tokio::join!(
-        organization::run(client.clone(), stop()),
-        cluster::run(
-            cluster::Context {
-                client: client.clone(),
-                signer: config.signer.clone(),
-            },
-            stop(),
-        ),
+        organization::run(plane.clone(), stop()),
+        cluster::run(plane.clone(), stop()),
         project::run(plane.clone(), project_trigger_rx, stop()),
         app::controller::run(plane.clone(), app_stream, trigger_rx, stop()),
         addon::run(plane.clone(), stop()),

@@ -14,7 +14,8 @@
 //!   the reconcile path; [`finalizer`]: the one way a controller holds and releases its
 //!   finalizer (guarded JSON patches); [`exec::Program`]: the one way an external program
 //!   (helm, git) is started, user values never where a flag can be; [`backoff::Backoff`]: the
-//!   one retry backoff (backon's capped exponential, full jitter).
+//!   one retry backoff (backon's capped exponential, full jitter); [`leader::Election`]: leader
+//!   election over a Lease, expiry judged on the local monotonic clock.
 //!
 //! The programs' settings and their `run` entry points live in each program's library; this
 //! crate knows nothing of them.
@@ -26,6 +27,7 @@ pub mod exec;
 pub mod finalizer;
 pub mod http_metrics;
 pub mod kube;
+pub mod leader;
 pub mod logs;
 pub mod reconciles;
 pub mod shutdown;

@@ -37,7 +37,7 @@ use crate::patch::merge_status;
 use crate::placement::Placement;
 use crate::plane::Plane;
 pub use crate::reconcile::Error;
-use crate::reconcile::{error_policy, key_of};
+use crate::reconcile::{At, error_policy, key_of};
 pub use decide::operation_of;
 use kubenest_runtime::finalizer;
 
@@ -72,7 +72,9 @@ async fn write_status(
         conditions: &new.conditions,
     };
     let api = Api::<AddonInstance>::namespaced(plane.client.clone(), &key.namespace);
-    merge_status(&api, &key.name, &owned).await?;
+    merge_status(&api, &key.name, &owned)
+        .await
+        .at("patching the status of AddonInstance", key)?;
     crate::events::conditions_turned::<AddonInstance>(plane, key, &old.conditions, &new.conditions);
     Ok(())
 }

@@ -16,7 +16,7 @@ use crate::conditions::{self, PROGRESSING};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::Placement;
 use crate::plane::Plane;
-use crate::reconcile::Error;
+use crate::reconcile::{At, Error};
 use crate::rfc3339;
 
 /// What the steps came to, for [`super::conclude`].
@@ -146,7 +146,11 @@ async fn redeploy(
         Operation::Redeploy,
         spec,
     );
-    let (row, _) = plane.history.record_deployment(&new).await?;
+    let (row, _) = plane
+        .history
+        .record_deployment(&new)
+        .await
+        .at("recording the redeploy of App", key)?;
     let command = wire::AppRedeploy {
         app: super::app_ref(key, placement),
         revision: revision.to_owned(),

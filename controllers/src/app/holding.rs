@@ -10,7 +10,7 @@ use kubenest_runtime::finalizer;
 
 use crate::intents::ObjectKey;
 use crate::plane::Plane;
-use crate::reconcile::Error;
+use crate::reconcile::{At, Error};
 
 /// Whether the App holds the cleanup finalizer.
 pub(super) fn held(app: &App) -> bool {
@@ -23,13 +23,17 @@ pub(super) fn held(app: &App) -> bool {
 /// reconcile, before any write to the API server: the row is the durable intent.
 pub(super) async fn hold(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
     let api = Api::<App>::namespaced(plane.client.clone(), &key.namespace);
-    Ok(finalizer::add(&api, &key.name, app.finalizers(), finalizers::APP).await?)
+    finalizer::add(&api, &key.name, app.finalizers(), finalizers::APP)
+        .await
+        .at("holding the finalizer of App", key)
 }
 
 /// Removes the cleanup finalizer once the cluster side is gone.
 pub(super) async fn release(app: &App, plane: &Plane, key: &ObjectKey) -> Result<(), Error> {
     let api = Api::<App>::namespaced(plane.client.clone(), &key.namespace);
-    Ok(finalizer::release(&api, &key.name, app.finalizers(), finalizers::APP).await?)
+    finalizer::release(&api, &key.name, app.finalizers(), finalizers::APP)
+        .await
+        .at("releasing the finalizer of App", key)
 }
 
 /// Applies a JSON patch to the App object.

@@ -13,7 +13,7 @@ use super::BURST_WAIT;
 use crate::intents::ObjectKey;
 use crate::placement::Placement;
 use crate::plane::Plane;
-use crate::reconcile::Error;
+use crate::reconcile::{At, Error};
 use kubenest_store::{Deployment, DeploymentStatus, NewDeployment, Operation, StoreError};
 
 /// The status fields the App controller owns, each written even when empty (`null` clears it in
@@ -70,7 +70,8 @@ pub(super) async fn write_status(
             &PatchParams::default(),
             &Patch::Merge(&StatusPatch::from(new)),
         )
-        .await?;
+        .await
+        .at("patching the status of App", key)?;
     plane.events.emit_to(
         &crate::events::reference::<App>(key),
         crate::events::app_events(old, new),
@@ -128,7 +129,11 @@ pub(super) async fn record(
             spec_after,
         )
     };
-    let (row, inserted) = plane.history.record_change(new).await?;
+    let (row, inserted) = plane
+        .history
+        .record_change(new)
+        .await
+        .at("recording the deployment of App", key)?;
     if inserted {
         tracing::info!(%revision, operation = row.operation.as_str(), "deployment recorded");
     }

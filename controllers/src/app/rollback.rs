@@ -18,7 +18,7 @@ use crate::conditions;
 use crate::intents::ObjectKey;
 use crate::placement;
 use crate::plane::Plane;
-use crate::reconcile::Error;
+use crate::reconcile::{At, Error};
 use kubenest_store::{NewDeployment, Operation, StoreError};
 
 /// Carries out a rollback request: records the rollback deployment, then restores the snapshot
@@ -97,14 +97,20 @@ pub(super) async fn rollback(
             spec_before,
         )
     };
-    let (row, _) = plane.history.record_deployment(&new).await?;
+    let (row, _) = plane
+        .history
+        .record_deployment(&new)
+        .await
+        .at("recording the rollback of App", key)?;
     let patch = json!([
         {"op": "test", "path": "/metadata/resourceVersion", "value": version},
         {"op": "replace", "path": "/spec", "value": spec},
         {"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_TO.replace('/', "~1"))},
         {"op": "add", "path": format!("/metadata/annotations/{}", annotations::RESTORED_FROM.replace('/', "~1")), "value": row.id.to_string()},
     ]);
-    patch_json(plane, key, patch).await?;
+    patch_json(plane, key, patch)
+        .await
+        .at("restoring the snapshot into App", key)?;
     let mut status = old.clone();
     if conditions::remove(&mut status.conditions, conditions::ROLLBACK_FAILED) {
         write_status(plane, key, old, &status).await?;

@@ -18,58 +18,18 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kubenest_contracts::{Floor, Id, TokenSigner};
+use kubenest_contracts::{Floor, Id};
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::names::{field_managers, finalizers};
 use kubenest_crds::project::Project;
 
 use crate::patch::merge_status;
+use crate::plane::Plane;
 use decide::Deletion;
 use kubenest_runtime::finalizer::{self, Cleanup};
 
-/// What stops a reconcile.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("token: {0}")]
-    Token(#[from] kubenest_contracts::TokenError),
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(Box<kube::runtime::finalizer::Error<Error>>),
-}
-
-/// The error's category in the reconcile metrics.
-impl kubenest_runtime::reconciles::Category for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::Invalid(_) => "invalid",
-            Error::Token(_) => "token",
-            Error::Kube(_) => "kubernetes",
-            Error::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
-                _ => "finalizer",
-            },
-        }
-    }
-}
-
-/// Shared by every reconcile.
-#[derive(Clone)]
-pub struct Context {
-    pub client: kube::Client,
-    pub signer: Arc<TokenSigner>,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("signer", &self.signer)
-            .finish_non_exhaustive()
-    }
-}
+pub use crate::reconcile::Error;
+use crate::reconcile::error_policy;
 
 /// The Secret holding a cluster's token.
 pub fn token_secret_name(cluster: &str) -> String {
@@ -93,28 +53,28 @@ pub fn floors(clusters: &[Cluster], org_of_namespace: &BTreeMap<String, String>)
         .collect()
 }
 
-async fn reconcile(cluster: Arc<Cluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(cluster: Arc<Cluster>, plane: Arc<Plane>) -> Result<Action, Error> {
     let namespace = cluster
         .namespace()
         .ok_or_else(|| Error::Invalid("cluster without namespace".into()))?;
-    let api: Api<Cluster> = Api::namespaced(ctx.client.clone(), &namespace);
+    let api: Api<Cluster> = Api::namespaced(plane.client.clone(), &namespace);
     finalizer::hold(
         &api,
         finalizers::CLUSTER,
         cluster,
-        async |cluster| apply(&cluster, &ctx, &namespace).await,
-        async |cluster| cleanup(&cluster, &ctx, &namespace).await,
+        async |cluster| apply(&cluster, &plane, &namespace).await,
+        async |cluster| cleanup(&cluster, &plane, &namespace).await,
     )
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)))
 }
 
-async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Action, Error> {
+async fn apply(cluster: &Cluster, plane: &Plane, namespace: &str) -> Result<Action, Error> {
     let name = cluster.name_any();
     let cluster_id = cluster
         .uid()
         .ok_or_else(|| Error::Invalid("cluster without uid".into()))?;
-    let org = crate::placement::org_of(&ctx.client, namespace)
+    let org = crate::placement::org_of(&plane.client, namespace)
         .await?
         .ok_or_else(|| {
             Error::Invalid(format!("namespace {namespace} belongs to no organization"))
@@ -122,7 +82,7 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
     let status = cluster.status.clone().unwrap_or_default();
     let version = cluster.spec.token_version;
     let secret_name = token_secret_name(&name);
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secrets: Api<Secret> = Api::namespaced(plane.client.clone(), namespace);
     // The Secret is looked up only when its version was issued: otherwise it is minted anyway.
     let secret_exists = if status.issued_token_version == Some(version) {
         Some(secrets.get_opt(&secret_name).await?.is_some())
@@ -130,7 +90,7 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
         None
     };
     if decide::must_mint(&status, version, secret_exists) {
-        let token = ctx
+        let token = plane
             .signer
             .cluster_token(&Id::new(&cluster_id), &Id::new(&org), version)?;
         let secret = decide::token_secret(cluster, namespace, &org, &cluster_id, token)?;
@@ -142,7 +102,7 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
     }
     if let Some(minted) = decide::minted(cluster, &cluster_id) {
         merge_status(
-            &Api::<Cluster>::namespaced(ctx.client.clone(), namespace),
+            &Api::<Cluster>::namespaced(plane.client.clone(), namespace),
             &name,
             &minted,
         )
@@ -151,9 +111,9 @@ async fn apply(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Acti
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 
-async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Cleanup, Error> {
+async fn cleanup(cluster: &Cluster, plane: &Plane, namespace: &str) -> Result<Cleanup, Error> {
     let name = cluster.name_any();
-    let projects: Vec<String> = Api::<Project>::namespaced(ctx.client.clone(), namespace)
+    let projects: Vec<String> = Api::<Project>::namespaced(plane.client.clone(), namespace)
         .list(&ListParams::default())
         .await?
         .items
@@ -165,7 +125,7 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Cl
         Deletion::Done => Ok(Cleanup::Done(Action::await_change())),
         Deletion::Blocked { status } => {
             if let Some(status) = status {
-                let api = Api::<Cluster>::namespaced(ctx.client.clone(), namespace);
+                let api = Api::<Cluster>::namespaced(plane.client.clone(), namespace);
                 merge_status(&api, &name, &*status).await?;
             }
             // Keeps the finalizer; looked at again until the projects are gone.
@@ -174,23 +134,10 @@ async fn cleanup(cluster: &Cluster, ctx: &Context, namespace: &str) -> Result<Cl
     }
 }
 
-fn error_policy(_cluster: Arc<Cluster>, error: &Error, _ctx: Arc<Context>) -> Action {
-    match error {
-        Error::Invalid(reason) => {
-            tracing::warn!(reason, "cluster cannot be reconciled until it changes");
-            Action::await_change()
-        }
-        other => {
-            tracing::warn!(error = %other, "cluster reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
-}
-
 /// Runs the controller until `shutdown` resolves.
-pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let clusters: Api<Cluster> = Api::all(ctx.client.clone());
-    let projects: Api<Project> = Api::all(ctx.client.clone());
+pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let clusters: Api<Cluster> = Api::all(plane.client.clone());
+    let projects: Api<Project> = Api::all(plane.client.clone());
     Controller::new(clusters, watcher::Config::default())
         // A deleted project may unblock its cluster's deletion.
         .watches(projects, watcher::Config::default(), |project| {
@@ -202,8 +149,8 @@ pub async fn run(ctx: Context, shutdown: impl Future<Output = ()> + Send + Sync 
             crate::metrics::metrics()
                 .reconciles
                 .measure("cluster", reconcile),
-            error_policy,
-            Arc::new(ctx),
+            error_policy::<Cluster>,
+            plane,
         )
         .for_each(|result| async move {
             if let Err(error) = result {

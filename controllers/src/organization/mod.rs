@@ -23,38 +23,10 @@ use kubenest_crds::organization::Organization;
 use kubenest_crds::{AddonInstance, App, Cluster, Project};
 
 use crate::patch::merge_status;
+use crate::plane::Plane;
 
-/// What stops a reconcile; the category decides the retry policy.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The object cannot be reconciled as written; retrying will not help until it changes.
-    #[error("invalid: {0}")]
-    Invalid(String),
-    #[error("kubernetes: {0}")]
-    Kube(#[from] kube::Error),
-}
-
-/// The error's category in the reconcile metrics.
-impl kubenest_runtime::reconciles::Category for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::Invalid(_) => "invalid",
-            Error::Kube(_) => "kubernetes",
-        }
-    }
-}
-
-/// Shared by every reconcile.
-#[derive(Clone)]
-pub struct Context {
-    pub client: kube::Client,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").finish_non_exhaustive()
-    }
-}
+pub use crate::reconcile::Error;
+use crate::reconcile::error_policy;
 
 /// The namespace of an organization ([`kubenest_domain::names::namespace_of`]).
 pub fn namespace_of(org: &str) -> Result<String, Error> {
@@ -88,23 +60,23 @@ pub fn by_role(members: &[kubenest_crds::common::Member]) -> BTreeMap<Role, Vec<
     by_role
 }
 
-async fn reconcile(org: Arc<Organization>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(org: Arc<Organization>, plane: Arc<Plane>) -> Result<Action, Error> {
     let namespace = namespace_of(&org.name_any())?;
     let desired = desired::desired(&org, &namespace)?;
     let params = PatchParams::apply(field_managers::CONTROLLERS).force();
-    Api::<Namespace>::all(ctx.client.clone())
+    Api::<Namespace>::all(plane.client.clone())
         .patch(&namespace, &params, &Patch::Apply(&desired.namespace))
         .await?;
-    let role_bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &namespace);
+    let role_bindings: Api<RoleBinding> = Api::namespaced(plane.client.clone(), &namespace);
     for binding in &desired.role_bindings {
         let name = binding.metadata.name.clone().unwrap_or_default();
         role_bindings
             .patch(&name, &params, &Patch::Apply(binding))
             .await?;
     }
-    scope_bindings(&ctx.client, &org.name_any(), &namespace, &params).await?;
+    scope_bindings(&plane.client, &org.name_any(), &namespace, &params).await?;
     if let Some(status) = desired::status(&org, &namespace) {
-        let api = Api::<Organization>::all(ctx.client.clone());
+        let api = Api::<Organization>::all(plane.client.clone());
         merge_status(&api, &org.name_any(), &status).await?;
     }
     Ok(Action::requeue(Duration::from_secs(300)))
@@ -176,21 +148,9 @@ fn org_of<K: ResourceExt>(object: K) -> Option<ObjectRef<Organization>> {
     Some(ObjectRef::new(org))
 }
 
-fn error_policy(_org: Arc<Organization>, error: &Error, _ctx: Arc<Context>) -> Action {
-    match error {
-        Error::Invalid(reason) => {
-            tracing::warn!(reason, "organization cannot be reconciled until it changes");
-            Action::await_change()
-        }
-        Error::Kube(e) => {
-            tracing::warn!(error = %e, "organization reconcile failed; retrying");
-            Action::requeue(Duration::from_secs(5))
-        }
-    }
-}
-
 /// Runs the controller until `shutdown` resolves.
-pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(plane: Arc<Plane>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let client = plane.client.clone();
     let orgs: Api<Organization> = Api::all(client.clone());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let config = watcher::Config::default;
@@ -210,8 +170,8 @@ pub async fn run(client: kube::Client, shutdown: impl Future<Output = ()> + Send
             crate::metrics::metrics()
                 .reconciles
                 .measure("organization", reconcile),
-            error_policy,
-            Arc::new(Context { client }),
+            error_policy::<Organization>,
+            plane,
         )
         .for_each(|result| async move {
             if let Err(error) = result {

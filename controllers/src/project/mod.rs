@@ -39,7 +39,7 @@ use crate::placement::{self, Placement, Unplaced};
 use crate::plane::Plane;
 use crate::reach;
 pub use crate::reconcile::Error;
-use crate::reconcile::{attempt_deletion, error_policy, key_of};
+use crate::reconcile::{At, attempt_deletion, error_policy, key_of};
 pub use decide::owner_of;
 use decide::{Facts, Plan};
 use deletion::{Deletion, DeletionFacts};
@@ -72,7 +72,9 @@ async fn write_status(
         conditions: &new.conditions,
     };
     let api = Api::<Project>::namespaced(plane.client.clone(), &key.namespace);
-    merge_status(&api, &key.name, &owned).await?;
+    merge_status(&api, &key.name, &owned)
+        .await
+        .at("patching the status of Project", key)?;
     crate::events::conditions_turned::<Project>(plane, key, &old.conditions, &new.conditions);
     Ok(())
 }

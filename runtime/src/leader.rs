@@ -1,5 +1,5 @@
-//! Leader election with a `coordination.k8s.io` Lease: of several controllers replicas exactly
-//! one runs the controllers; the others wait and take over within one lease duration when the
+//! Leader election with a `coordination.k8s.io` Lease: of several replicas of a program (the
+//! controllers) exactly one does the work; the others wait and take over within one lease duration when the
 //! leader stops renewing (a crash) or at once when it steps down (a clean shutdown).
 //!
 //! Every write is guarded by the Lease's resourceVersion, so two candidates can never both
