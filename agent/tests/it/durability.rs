@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{Backend, Hub, HubKey, app_ref, eventually, project, reference_app, web_app};
@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use kube::api::{Api, ListParams};
 use kubenest_agent::crd::StackDeploy;
 use kubenest_contracts::{self as wire, AppPhase, Message};
+use kubenest_testkit::ManagedProcess;
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(90);
@@ -143,7 +144,7 @@ async fn accepted_work_converges_while_the_hub_is_away_and_is_resynced_on_reconn
     assert_eq!(reported.unwrap().checksum, expected);
 }
 
-/// The agent as a real process.
+/// The agent as a real process, killed with the test (also when it fails).
 fn spawn_agent(
     east: &kubenest_testkit::Cluster,
     url: &str,
@@ -152,14 +153,10 @@ fn spawn_agent(
     gitops: &std::path::Path,
     work: &std::path::Path,
     log: &std::path::Path,
-) -> Child {
+) -> ManagedProcess {
     let bins = kubenest_testkit::Binaries::locate().unwrap();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_kubenest-agent"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kubenest-agent"));
+    command
         .arg(format!("--kubeconfig={}", east.kubeconfig_path().display()))
         .arg(format!("--hub-url={url}"))
         .arg(format!("--token-file={}", token_file.display()))
@@ -173,12 +170,8 @@ fn spawn_agent(
             "--backoff-max-seconds=2",
             "--install-crds",
             "--admin-listen=127.0.0.1:0",
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap()
+        ]);
+    ManagedProcess::spawn("agent", command, log.to_owned()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,8 +210,7 @@ async fn an_agent_killed_mid_deploy_converges_after_restart_without_doing_work_t
     );
     backend.accept(deploy.clone()).await;
     // Killed mid-deploy: accepted, not yet converged.
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
 
     let mut agent = spawn_agent(east, &url, &token_file, agent_ns, &bare, &work, &log);
     // The controllers re-send what is not yet reported observed: harmless.
@@ -264,6 +256,5 @@ async fn an_agent_killed_mid_deploy_converges_after_restart_without_doing_work_t
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&commits.stdout).lines().count(), 1);
-    agent.kill().unwrap();
-    agent.wait().unwrap();
+    agent.kill();
 }

@@ -174,7 +174,18 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
                 {"name": "web", "workload": {"image": "nginx:1.27"}}]},
         }))
         .unwrap();
-        let refused = apps.create(&Default::default(), &app).await.unwrap_err();
+        // The webhook is called at the Service's cluster IP, which works once the node's
+        // kube-proxy has programmed it; that can trail the pods' readiness by seconds.
+        let programmed = Instant::now() + Duration::from_secs(90);
+        let refused = loop {
+            let refused = apps.create(&Default::default(), &app).await.unwrap_err();
+            let unreachable = refused.to_string().contains("failed to call webhook")
+                && refused.to_string().contains("connection refused");
+            if !unreachable || Instant::now() > programmed {
+                break refused;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
         assert!(
             refused.to_string().contains(
                 "admission webhook \"rules.kubenest.io\" denied the request: spec.project: no such \
