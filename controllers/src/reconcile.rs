@@ -145,3 +145,28 @@ pub async fn attempt_deletion(
     );
     attempt.retry
 }
+
+#[cfg(test)]
+mod tests {
+    use kubenest_runtime::reconciles::Category;
+
+    use super::*;
+
+    #[test]
+    fn a_failed_step_names_itself_and_its_object_and_keeps_its_cause() {
+        let key = ObjectKey {
+            namespace: "shop".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+        };
+        let failed: Result<(), Error> = Err(Error::Invalid("no such project".into()));
+        let error = failed.at("patching the status of App", &key).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "patching the status of App shop/web: invalid: no such project"
+        );
+        // The retry policy and the metrics look through the step to the cause.
+        assert!(matches!(error.root(), Error::Invalid(_)));
+        assert_eq!(error.category(), "invalid");
+    }
+}
