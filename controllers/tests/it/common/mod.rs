@@ -8,7 +8,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::wait::{await_condition, conditions};
-use tokio::sync::watch;
 
 /// Polls `check` every 100 ms until it holds, for at most 15 s.
 pub async fn eventually<F: AsyncFnMut() -> bool>(what: &str, check: F) {
@@ -45,28 +44,6 @@ pub async fn install(client: &Client) {
     kubenest_controllers::rbac::ensure_cluster_roles(client)
         .await
         .unwrap();
-}
-
-/// A stop signal for controllers: every future from `stopped()` resolves when this drops.
-pub struct Stop(watch::Sender<bool>);
-
-impl Stop {
-    pub fn new() -> Self {
-        Self(watch::channel(false).0)
-    }
-
-    pub fn stopped(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
-        let mut rx = self.0.subscribe();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    }
-}
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.send(true);
-    }
 }
 
 /// The verifier of the tokens the Cluster controller mints: the shared plane's
