@@ -11,79 +11,30 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use kube::api::Api;
-use kubenest_testkit::{Binaries, Cluster, Environment, LinkMode, TcpProxy};
-use serde_json::{Value, json};
+use kubenest_testkit::{Environment, TcpProxy};
+use serde_json::json;
 
 use kubenest_cli::api;
 
+mod agents;
 mod catalog;
+mod credentials;
+mod options;
 mod service;
 
+pub use agents::AgentHandle;
 use catalog::{apply_namespace, install_catalog};
+pub use credentials::{API_USER, CONTROLLERS_USER};
+use credentials::{Keys, api_certificate, certificate, identity_kubeconfig};
+pub use options::{Options, random_password};
 pub use service::{Programs, Service, repository_root};
 
 /// Namespace of the kubenest system objects on the management cluster and of the agents'.
 pub const SYSTEM_NAMESPACE: &str = "kubenest-system";
-
-/// How the system is laid out and tuned.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub hubs: usize,
-    pub controllers: usize,
-    pub admin_user: String,
-    pub admin_password: String,
-    /// The organization the workload clusters are registered in.
-    pub org: String,
-    /// Seconds between agent heartbeats.
-    pub heartbeat_seconds: u64,
-    /// Upper bound of an agent's reconnect backoff.
-    pub backoff_max_seconds: u64,
-    /// The window over which an agent spreads its return after losing its hub session.
-    pub reconnect_spread_seconds: u64,
-    /// Seconds without a heartbeat before a cluster's checks turn `Unknown`.
-    pub heartbeat_window_seconds: u64,
-    /// The API server's per-user request budgets (reads and writes per second).
-    pub api_reads_per_second: u32,
-    pub api_writes_per_second: u32,
-    /// The web console's built assets, served by the API server at `/` (none when absent).
-    pub console_dir: Option<PathBuf>,
-    /// Where the public hub address (the one registration responses name) listens: loopback
-    /// when `None`; a real node's pod-reachable host address for agents installed in pods.
-    pub public_hub_host: Option<std::net::IpAddr>,
-    /// Serve the API over HTTPS with a certificate made for it (see [`System::api_ca`]).
-    pub api_tls: bool,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self {
-            hubs: 2,
-            controllers: 2,
-            admin_user: "admin".into(),
-            admin_password: random_password(),
-            org: "dev".into(),
-            heartbeat_seconds: 15,
-            backoff_max_seconds: 30,
-            reconnect_spread_seconds: 10,
-            heartbeat_window_seconds: 90,
-            api_reads_per_second: 200,
-            api_writes_per_second: 50,
-            console_dir: None,
-            public_hub_host: None,
-            api_tls: false,
-        }
-    }
-}
-
-/// A password of 24 characters from the OS's random source.
-pub fn random_password() -> String {
-    uuid::Uuid::new_v4().simple().to_string()[..24].to_owned()
-}
 
 #[derive(Debug)]
 pub struct HubReplica {
@@ -96,16 +47,6 @@ impl HubReplica {
     pub fn url(&self) -> String {
         format!("ws://{}/v1/connect", self.address)
     }
-}
-
-/// A registered workload cluster and its agent.
-#[derive(Debug)]
-pub struct AgentHandle {
-    pub cluster: String,
-    pub cluster_id: String,
-    pub service: Service,
-    /// The agent's own link to the hub replicas.
-    pub link: TcpProxy,
 }
 
 /// A running kubenest.
@@ -154,20 +95,11 @@ impl System {
         let client = mgmt.client().await?;
         apply_namespace(&client, SYSTEM_NAMESPACE).await?;
 
-        // One key signs cluster and backend tokens (controllers; the API server's hub session);
-        // the hubs verify with its public half. The API server signs access tokens with its own.
-        let keys = dir.join("keys");
-        std::fs::create_dir_all(&keys)?;
-        let signing = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
-        let signing_key = keys.join("signing.pem");
-        let public_key = keys.join("signing.pub");
-        write_private(&signing_key, &signing.serialize_pem())?;
-        std::fs::write(&public_key, signing.public_key_pem())?;
-        let api_key = keys.join("api-signing.pem");
-        write_private(
-            &api_key,
-            &rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)?.serialize_pem(),
-        )?;
+        let Keys {
+            signing: signing_key,
+            public: public_key,
+            api: api_key,
+        } = Keys::generate(&dir)?;
 
         let mgmt_kubeconfig = std::path::absolute(mgmt.kubeconfig_path())?;
         let mut hubs = Vec::new();
@@ -409,131 +341,6 @@ impl System {
         }
     }
 
-    /// Extra arguments for the agent of cluster `name`, from its next start (e.g. where its
-    /// builds push).
-    pub fn set_agent_args(&mut self, name: &str, args: Vec<String>) {
-        self.agent_args.insert(name.to_owned(), args);
-    }
-
-    /// Registers `cluster` through the API (as a user would), starts its agent with the token
-    /// from the registration response, and returns the cluster id. Does not wait for it to
-    /// connect ([`wait_connected`](Self::wait_connected)).
-    pub async fn register(&mut self, cluster: &Cluster, bins: &Binaries) -> anyhow::Result<String> {
-        let mut admin = self.admin().await?;
-        let registration = admin
-            .post(
-                &format!("/api/v1/orgs/{}/clusters", self.options.org),
-                &json!({"name": cluster.name()}),
-            )
-            .await?;
-        let cluster_id = registration["cluster_id"]
-            .as_str()
-            .context("registration without cluster_id")?
-            .to_owned();
-        let token = registration["connection_token"]
-            .as_str()
-            .context("registration without connection_token")?;
-        self.start_agent(cluster, bins, &cluster_id, token).await?;
-        Ok(cluster_id)
-    }
-
-    async fn start_agent(
-        &mut self,
-        cluster: &Cluster,
-        bins: &Binaries,
-        cluster_id: &str,
-        token: &str,
-    ) -> anyhow::Result<()> {
-        let name = cluster.name().to_owned();
-        let home = self.dir.join("agents").join(&name);
-        std::fs::create_dir_all(&home)?;
-        let token_file = home.join("token");
-        write_private(&token_file, token)?;
-        let gitops = home.join("gitops.git");
-        if !gitops.exists() {
-            let status = Command::new("git")
-                .args(["init", "--quiet", "--bare", "--initial-branch=main"])
-                .arg(&gitops)
-                .status()
-                .context("git init (the agent's GitOps repository)")?;
-            anyhow::ensure!(status.success(), "git init {} failed", gitops.display());
-        }
-        let link =
-            TcpProxy::start("127.0.0.1:0", self.hubs.iter().map(|h| h.address).collect()).await?;
-        let mut service = Service::new(&format!("agent-{name}"), &self.programs.agent, &self.dir)
-            .admin(loopback(kubenest_testkit::free_port()?))
-            .arg(format!(
-                "--kubeconfig={}",
-                std::path::absolute(cluster.kubeconfig_path())?.display()
-            ))
-            .arg(format!("--hub-url=ws://{}/v1/connect", link.address()))
-            .arg(format!("--token-file={}", token_file.display()))
-            .arg(format!("--namespace={SYSTEM_NAMESPACE}"))
-            .arg(format!(
-                "--catalog={}",
-                repository_root().join("charts/addons").display()
-            ))
-            .arg(format!("--helm={}", bins.helm.display()))
-            .arg(format!("--gitops-repo={}", gitops.display()))
-            .arg(format!("--gitops-workdir={}", home.join("work").display()))
-            .arg(format!(
-                "--heartbeat-seconds={}",
-                self.options.heartbeat_seconds
-            ))
-            .arg(format!(
-                "--backoff-max-seconds={}",
-                self.options.backoff_max_seconds
-            ))
-            .arg(format!(
-                "--reconnect-spread-seconds={}",
-                self.options.reconnect_spread_seconds
-            ))
-            .arg("--install-crds");
-        for arg in self.agent_args.get(&name).into_iter().flatten() {
-            service = service.arg(arg);
-        }
-        service.start()?;
-        self.agents.insert(
-            name.clone(),
-            AgentHandle {
-                cluster: name,
-                cluster_id: cluster_id.to_owned(),
-                service,
-                link,
-            },
-        );
-        Ok(())
-    }
-
-    /// Waits until every registered cluster is `connected` and has reported its nodes.
-    pub async fn wait_connected(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        let mut admin = self.admin().await?;
-        let ids: Vec<(String, String)> = self
-            .agents
-            .values()
-            .map(|a| (a.cluster.clone(), a.cluster_id.clone()))
-            .collect();
-        for (name, id) in ids {
-            let mut last = Value::Null;
-            loop {
-                self.check_running()?;
-                if let Ok(cluster) = admin.get(&format!("/api/v1/clusters/{id}")).await {
-                    if cluster["state"] == "connected" && cluster["node_count"].as_u64() > Some(0) {
-                        break;
-                    }
-                    last = cluster;
-                }
-                anyhow::ensure!(
-                    Instant::now() < deadline,
-                    "cluster {name} did not connect within {timeout:?}; last seen: {last}"
-                );
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }
-        Ok(())
-    }
-
     /// Each program's name and admin endpoint (`http://host:port`): hubs, controllers, the API
     /// server, agents.
     pub fn admin_urls(&self) -> Vec<(String, String)> {
@@ -562,19 +369,6 @@ impl System {
         for service in self.services() {
             service.check_running()?;
         }
-        Ok(())
-    }
-
-    /// The agent of workload cluster `name`.
-    pub fn agent(&mut self, name: &str) -> anyhow::Result<&mut AgentHandle> {
-        self.agents
-            .get_mut(name)
-            .with_context(|| format!("no agent for cluster {name}"))
-    }
-
-    /// Cuts (`Drop`), stalls or restores the link between cluster `name`'s agent and the hub.
-    pub fn set_link(&mut self, name: &str, mode: LinkMode) -> anyhow::Result<()> {
-        self.agent(name)?.link.set_mode(mode);
         Ok(())
     }
 
@@ -611,61 +405,4 @@ impl Drop for System {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("write {}", path.display()))?;
-    file.write_all(contents.as_bytes())?;
-    Ok(())
-}
-
-/// A self-signed certificate for the API at `address` (its IP as the subject name), written
-/// under `dir`; returns the certificate and key files.
-fn api_certificate(dir: &Path, address: SocketAddr) -> anyhow::Result<(PathBuf, PathBuf)> {
-    certificate(dir, "api-tls", address)
-}
-
-/// The Kubernetes user the API server acts as (the chart's service account).
-pub const API_USER: &str = "system:serviceaccount:kubenest-system:kubenest-apiserver";
-/// The Kubernetes user the controllers act as.
-pub const CONTROLLERS_USER: &str = "system:serviceaccount:kubenest-system:kubenest-controllers";
-
-/// A copy of the admin kubeconfig that impersonates `user` (keeping the admin's powers, as
-/// `system:masters`), written as `{name}.kubeconfig` in `dir`.
-fn identity_kubeconfig(
-    admin: &Path,
-    dir: &Path,
-    name: &str,
-    user: &str,
-) -> anyhow::Result<PathBuf> {
-    let mut config = kube::config::Kubeconfig::read_from(admin)?;
-    for entry in &mut config.auth_infos {
-        if let Some(auth) = entry.auth_info.as_mut() {
-            auth.impersonate = Some(user.to_owned());
-            auth.impersonate_groups = Some(vec!["system:masters".to_owned()]);
-        }
-    }
-    let path = dir.join(format!("{name}.kubeconfig"));
-    write_private(&path, &serde_json::to_string_pretty(&config)?)?;
-    Ok(path)
-}
-
-/// A self-signed serving certificate for `address`, in `dir/{name}/tls.{crt,key}`.
-fn certificate(dir: &Path, name: &str, address: SocketAddr) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let key = rcgen::KeyPair::generate()?;
-    let cert = rcgen::CertificateParams::new(vec![address.ip().to_string()])?.self_signed(&key)?;
-    let home = dir.join(name);
-    std::fs::create_dir_all(&home)?;
-    let (cert_file, key_file) = (home.join("tls.crt"), home.join("tls.key"));
-    std::fs::write(&cert_file, cert.pem())?;
-    write_private(&key_file, &key.serialize_pem())?;
-    Ok((cert_file, key_file))
 }

@@ -1,5 +1,5 @@
 //! The role matrix both doors are held to: the REST test (`api.rs`) and the kubectl test
-//! (`doors.rs`) read this one table, so no role reaches through one door what the other
+//! (`doors/matrix.rs`) read this one table, so no role reaches through one door what the other
 //! refuses. Every role is bound in organization A (on the organization, on its cluster, or on
 //! its first project); each row is tried against objects in that project, in another project
 //! of the same cluster, and in another organization.

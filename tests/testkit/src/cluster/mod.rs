@@ -12,15 +12,16 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
-use kube::api::{Api, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
 
 pub(crate) mod config;
+mod kwok;
 
-use config::{apiserver_command, kubeconfig_yaml, node_is_ready, real_node_apiserver_args};
+use config::{apiserver_command, kubeconfig_yaml, real_node_apiserver_args};
 
 use crate::namespace::TestNamespace;
 use crate::node::RealNode;
@@ -197,27 +198,7 @@ impl Cluster {
                 .await?;
         }
         if let ClusterRole::Workload(pool) = &self.role {
-            // kwok plays the kubelet's server too: the API server reaches it for pod logs at
-            // the nodes' InternalIP (loopback) and port, over TLS (the cluster's serving pair).
-            let kwok_port = wait::free_port()?;
-            let logs_config = write_kwok_logs(dir)?;
-            let mut kwok = Command::new(&bins.kwok);
-            kwok.arg(format!("--kubeconfig={}", self.kubeconfig_path.display()))
-                .arg(format!("--config={}", bins.kwok_stages.display()))
-                .arg(format!("--config={}", logs_config.display()))
-                .arg("--manage-all-nodes=false")
-                .arg("--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake")
-                .arg("--cidr=10.244.0.0/16")
-                .arg("--node-ip=127.0.0.1")
-                .arg(format!("--node-port={kwok_port}"))
-                .arg("--node-lease-duration-seconds=40")
-                .arg(format!("--tls-cert-file={}", pki.serving_cert.display()))
-                .arg(format!(
-                    "--tls-private-key-file={}",
-                    pki.serving_key.display()
-                ))
-                .arg(format!("--server-address=127.0.0.1:{kwok_port}"));
-            self.spawn("kwok", kwok, dir)?;
+            self.start_kwok(bins, dir, pki)?;
             self.create_nodes(&client, pool).await?;
         }
 
@@ -263,62 +244,6 @@ impl Cluster {
     {
         let what = format!("{what} on cluster {}", self.name);
         wait::until(&what, READY_TIMEOUT, || self.check_running(), check).await
-    }
-
-    async fn create_nodes(&self, client: &Client, pool: &NodePool) -> Result<(), Error> {
-        let nodes: Api<Node> = Api::all(client.clone());
-        for i in 0..pool.count {
-            let name = format!("{}-node-{i}", self.name);
-            let resources = json!({
-                "cpu": pool.cpu, "memory": pool.memory, "pods": pool.max_pods.to_string()
-            });
-            let node: Node = serde_json::from_value(json!({
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": name,
-                    "annotations": {
-                        "kwok.x-k8s.io/node": "fake",
-                        "node.alpha.kubernetes.io/ttl": "0"
-                    },
-                    "labels": {
-                        "kubernetes.io/hostname": name,
-                        "kubernetes.io/os": "linux",
-                        "kubernetes.io/arch": "amd64",
-                        "type": "kwok"
-                    }
-                },
-                "status": {
-                    "allocatable": resources,
-                    "capacity": resources,
-                    "nodeInfo": {
-                        "architecture": "amd64",
-                        "operatingSystem": "linux",
-                        "kubeletVersion": "kwok",
-                        "kubeProxyVersion": "kwok"
-                    }
-                }
-            }))
-            .map_err(|e| Error::Process(format!("node manifest: {e}")))?;
-            nodes.create(&PostParams::default(), &node).await?;
-        }
-        let expected = pool.count as usize;
-        self.wait_until_ready("kwok nodes to be Ready", || {
-            let nodes = nodes.clone();
-            async move {
-                let list = nodes
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let ready = list.items.iter().filter(|n| node_is_ready(n)).count();
-                if ready >= expected {
-                    Ok(true)
-                } else {
-                    Err(format!("{ready}/{expected} Ready"))
-                }
-            }
-        })
-        .await
     }
 
     /// The cluster's name (also its kubeconfig context).
@@ -379,18 +304,6 @@ impl Cluster {
                 self.name
             ))),
         }
-    }
-
-    /// A kwok cluster's container log ([`KWOK_LOG_FILE`]): append CRI-format lines
-    /// (`<RFC 3339> stdout F <text>`) and every kwok container's log shows them.
-    pub fn kwok_log_file(&self) -> Option<std::path::PathBuf> {
-        let is_kwok = self.node.is_none() && matches!(self.role, ClusterRole::Workload(_));
-        is_kwok.then(|| {
-            self.kubeconfig_path
-                .parent()
-                .unwrap_or(Path::new("."))
-                .join(KWOK_LOG_FILE)
-        })
     }
 
     /// The client certificate this cluster's API server presents to admission webhooks, and
@@ -497,27 +410,3 @@ impl Drop for Cluster {
         self.stop();
     }
 }
-
-/// The log every kwok container has (kwok's ClusterLogs, in CRI log format), followed; returns
-/// the config file. Tests append lines to [`KWOK_LOG_FILE`] in the cluster's directory.
-fn write_kwok_logs(dir: &Path) -> Result<std::path::PathBuf, Error> {
-    let log_file = dir.join(KWOK_LOG_FILE);
-    if !log_file.exists() {
-        std::fs::write(
-            &log_file,
-            "2026-01-01T00:00:00.000000000Z stdout F kwok: container started\n",
-        )
-        .map_err(|e| Error::io("write kwok log", e))?;
-    }
-    let config = dir.join("kwok-logs.yaml");
-    let yaml = format!(
-        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: every-pod\n\
-         spec:\n  selector: {{}}\n  logs:\n  - containers: []\n    logsFile: {}\n    follow: true\n",
-        log_file.display()
-    );
-    std::fs::write(&config, yaml).map_err(|e| Error::io("write kwok logs config", e))?;
-    Ok(config)
-}
-
-/// The file (in a workload cluster's directory) every kwok container's log is read from.
-pub const KWOK_LOG_FILE: &str = "kwok-pods.log";
