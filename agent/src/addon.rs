@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch};
 use crate::exports::{self, Facts};
 use crate::gitops::{GitOps, addon_files};
+use crate::memory::FullPasses;
 use crate::readiness;
 use crate::render::object_name;
 
@@ -350,7 +351,18 @@ fn release_export_secret(addon: &wire::AddonRef) -> String {
     object_name(&[addon.name.as_str(), "exports"])
 }
 
-async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Action, AddonError> {
+/// The AddonRelease controller's state: the agent's shared context and each addon's full-pass
+/// clock.
+struct Releases {
+    ctx: Arc<Context>,
+    passes: FullPasses,
+}
+
+async fn reconcile(
+    release: Arc<AddonRelease>,
+    releases: Arc<Releases>,
+) -> Result<Action, AddonError> {
+    let ctx = &releases.ctx;
     let apply = &release.spec.apply;
     let namespace = apply.addon.namespace.as_str();
     let selector = format!("{}={}", labels::ADDON_ID, apply.addon.addon_id);
@@ -365,12 +377,13 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         forget(
-            &ctx,
+            ctx,
             namespace,
             apply.addon.name.as_str(),
             apply.addon.name.as_str(),
         )
         .await?;
+        releases.passes.forget(apply.addon.addon_id.as_str());
         ctx.reporter.report(wire::AddonStatus {
             addon_id: apply.addon.addon_id.clone(),
             observed_revision: apply.revision,
@@ -416,9 +429,9 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
         values: &apply.values,
         exports: &apply.exports,
         third_party: false,
-        force: ctx.full_pass_due(apply.addon.addon_id.as_str()),
+        force: releases.passes.due(apply.addon.addon_id.as_str()),
     };
-    let (phase, message, commit, keep) = match self::apply(&ctx, &target).await {
+    let (phase, message, commit, keep) = match self::apply(ctx, &target).await {
         Ok(outcome) => (
             if outcome.ready { "Ready" } else { "Installing" },
             outcome.message,
@@ -457,7 +470,7 @@ async fn reconcile(release: Arc<AddonRelease>, ctx: Arc<Context>) -> Result<Acti
     })
 }
 
-fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _ctx: Arc<Context>) -> Action {
+fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _: Arc<Releases>) -> Action {
     tracing::warn!(%error, "addon release reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
@@ -472,7 +485,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 .reconciles
                 .measure("addon", reconcile),
             error_policy,
-            ctx,
+            Arc::new(Releases {
+                ctx,
+                passes: FullPasses::default(),
+            }),
         )
         .for_each(|result| async move {
             if let Err(error) = result {

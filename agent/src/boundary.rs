@@ -8,7 +8,7 @@ use kube::api::Api;
 use kubenest_contracts::RejectReason;
 use kubenest_crds::names::labels;
 
-use crate::context::Context;
+use crate::apply::Applier;
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,16 +45,16 @@ impl Refusal {
 /// it yet. (A namespace handed to another project is seen by the cache within its watch's
 /// delay, as every pass of the App's StackDeploy checks it again.)
 pub async fn check_namespace(
-    ctx: &Context,
+    applier: &Applier,
     namespace: &str,
     project_id: &str,
     field: &str,
 ) -> Result<(), Refusal> {
-    let cached = ctx.applier.namespace(namespace);
+    let cached = applier.namespace(namespace);
     if boundary(cached.as_deref(), namespace, project_id, field).is_ok() {
         return Ok(());
     }
-    let found = Api::<Namespace>::all(ctx.client.clone())
+    let found = Api::<Namespace>::all(applier.client().clone())
         .get_opt(namespace)
         .await
         .map_err(Refusal::internal)?;
@@ -90,8 +90,11 @@ pub fn boundary(
 }
 
 /// A namespace the agent manages (a project's): secrets are never written anywhere else.
-pub async fn check_project_namespace(ctx: &Context, namespace: &str) -> Result<(), Refusal> {
-    let found = Api::<Namespace>::all(ctx.client.clone())
+pub async fn check_project_namespace(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<(), Refusal> {
+    let found = Api::<Namespace>::all(client.clone())
         .get_opt(namespace)
         .await
         .map_err(Refusal::internal)?;

@@ -22,11 +22,13 @@
 //! 1. pure parts and the cluster's edges: [`render`], [`confine`] (what a chart may render),
 //!    [`pod_security`] (the namespace labels, and their healing), [`drift`], [`readiness`],
 //!    [`exports`], [`validate`], [`crd`], [`apply`], [`egress`] (helm's way out), [`helm`],
-//!    [`gitops`], [`capacity`], and [`report`] (the queue of status events to the hub, and the
-//!    `app.status` of a StackDeploy);
+//!    [`gitops`], [`capacity`], [`report`] (the queue of status events to the hub, and the
+//!    `app.status` of a StackDeploy), and [`memory`] (what a controller remembers between its
+//!    passes: its own state, shared with the command handlers where they need it), and
+//!    [`boundary`] (the namespace check, through the applier's cache, and the
+//!    [`boundary::Refusal`] every command answers with);
 //! 2. [`context`]: what every controller and command handler shares;
-//! 3. [`boundary`] (the namespace check, and the [`boundary::Refusal`] every command answers
-//!    with), [`addon`], [`build`];
+//! 3. [`addon`], [`build`];
 //! 4. [`project`], [`stack`];
 //! 5. [`commands`]: the hub's commands, stored and answered; the snapshot and resync;
 //! 6. [`uplink`]: the session with the hub, which hands commands to [`commands`] and drains
@@ -48,6 +50,7 @@ pub mod exports;
 pub mod gitops;
 pub mod helm;
 pub mod logs;
+pub mod memory;
 pub mod metrics;
 pub mod pod_security;
 pub mod project;
@@ -166,10 +169,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
             .map(|(remote, branch, work)| GitOps::new(remote, branch, work)),
         kubernetes_version,
         builders: config.builders.clone(),
-        full_passes: Default::default(),
-        reported: Default::default(),
-        written: Default::default(),
-        stored: Default::default(),
         events: kubenest_runtime::events::EventSink::start(
             client.clone(),
             kubenest_crds::names::field_managers::AGENT,
@@ -178,7 +177,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         ),
         logs: Default::default(),
     });
-    let commands = commands::Commands::start(ctx.clone());
+    // What the StackDeploy controller remembers of each App; the command handlers read it too.
+    let apps = Arc::new(memory::AppMemory::default());
+    let commands = commands::Commands::start(ctx.clone(), apps.clone());
     let stop = || {
         let shutdown = shutdown.clone();
         async move { shutdown.cancelled().await }
@@ -191,7 +192,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
             connected,
             shutdown.clone()
         ),
-        stack::run(ctx.clone(), stop()),
+        stack::run(ctx.clone(), apps, stop()),
         addon::run(ctx.clone(), stop()),
         build::run(ctx.clone(), stop()),
         pod_security::run(client.clone(), stop()),

@@ -165,6 +165,11 @@ impl Applier {
         })
     }
 
+    /// The client the applier writes with.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// Gives the agent its powers in a project namespace it has just made (a no-op when its
     /// powers are cluster-wide), so the objects of a project can be applied at once.
     pub async fn grant(&self, namespace: &str) -> Result<(), kube::Error> {

@@ -17,7 +17,7 @@ pub(super) async fn addon_apply(
     apply: wire::AddonApply,
 ) -> Result<(), Refusal> {
     check_namespace(
-        ctx,
+        &ctx.applier,
         apply.addon.namespace.as_str(),
         apply.addon.project_id.as_str(),
         "/addon/namespace",

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::boundary::{Refusal, check_namespace};
 use crate::context::Context;
 use crate::crd::{StackDeploy, StackDeploySpec, stack_deploy_name};
+use crate::memory::AppMemory;
 use crate::report;
 
 /// The labels of an App's StackDeploy.
@@ -28,9 +29,13 @@ fn labels(app: &wire::AppRef) -> BTreeMap<String, String> {
     ])
 }
 
-pub(super) async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Result<(), Refusal> {
+pub(super) async fn deploy(
+    ctx: &Arc<Context>,
+    apps: &AppMemory,
+    deploy: wire::AppDeploy,
+) -> Result<(), Refusal> {
     check_namespace(
-        ctx,
+        &ctx.applier,
         deploy.app.namespace.as_str(),
         deploy.app.project_id.as_str(),
         "/app/namespace",
@@ -38,7 +43,7 @@ pub(super) async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Resul
     .await?;
     crate::validate::validate(&deploy)
         .map_err(|(field, message)| Refusal::new(RejectReason::Invalid, message, Some(&field)))?;
-    if ctx.already_stored(&deploy) {
+    if apps.already_stored(&deploy) {
         return Ok(()); // a re-send: the StackDeploy holds it
     }
     let name = stack_deploy_name(deploy.app.app_id.as_str());
@@ -66,12 +71,16 @@ pub(super) async fn deploy(ctx: &Arc<Context>, deploy: wire::AppDeploy) -> Resul
         )
         .await
         .map_err(Refusal::internal)?;
-    ctx.remember_stored(deploy);
+    apps.remember_stored(deploy);
     Ok(())
 }
 
-pub(super) async fn delete_app(ctx: &Arc<Context>, app: &wire::AppRef) -> Result<(), Refusal> {
-    ctx.forget_stored(app.app_id.as_str());
+pub(super) async fn delete_app(
+    ctx: &Arc<Context>,
+    apps: &AppMemory,
+    app: &wire::AppRef,
+) -> Result<(), Refusal> {
+    apps.forget_stored(app.app_id.as_str());
     let name = stack_deploy_name(app.app_id.as_str());
     let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     match api.delete(&name, &DeleteParams::default()).await {
@@ -134,18 +143,19 @@ pub(super) async fn redeploy(
 
 pub(super) async fn set_paused(
     ctx: &Arc<Context>,
+    apps: &AppMemory,
     app: &wire::AppRef,
     paused: bool,
 ) -> Result<(), Refusal> {
     let held = stack_deploy(ctx, app).await?;
     let mut deploy = held.spec.deploy.clone();
     deploy.paused = paused;
-    Box::pin(self::deploy(ctx, deploy)).await
+    Box::pin(self::deploy(ctx, apps, deploy)).await
 }
 
 pub(super) async fn build(ctx: &Arc<Context>, request: wire::BuildRequest) -> Result<(), Refusal> {
     check_namespace(
-        ctx,
+        &ctx.applier,
         request.app.namespace.as_str(),
         request.app.project_id.as_str(),
         "/app/namespace",

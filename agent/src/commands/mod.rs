@@ -27,6 +27,7 @@ use tracing::Instrument as _;
 
 use crate::boundary::Refusal;
 use crate::context::Context;
+use crate::memory::AppMemory;
 use queue::{Pending, Queue, key_of};
 
 /// How many commands run at once.
@@ -35,6 +36,9 @@ const WORKERS: usize = 8;
 /// The command handler and its workers.
 pub struct Commands {
     ctx: Arc<Context>,
+    /// What the StackDeploy controller remembers of each App: a re-sent `app.deploy` is
+    /// answered without a write, and a resync repeats the last report.
+    apps: Arc<AppMemory>,
     workers: Vec<Arc<Queue>>,
 }
 
@@ -52,18 +56,19 @@ impl std::fmt::Debug for Commands {
 
 impl Commands {
     /// Starts the workers.
-    pub fn start(ctx: Arc<Context>) -> Arc<Self> {
+    pub fn start(ctx: Arc<Context>, apps: Arc<AppMemory>) -> Arc<Self> {
         let mut workers = Vec::new();
         for _ in 0..WORKERS {
             let queue = Arc::new(Queue::default());
             let ctx = ctx.clone();
+            let apps = apps.clone();
             tokio::spawn({
                 let queue = Arc::clone(&queue);
                 async move {
                     while let Some(Pending { envelope, replies }) = queue.pop().await {
                         let kind = envelope.message_type();
                         let span = command_span(&envelope);
-                        let outcome = handle(&ctx, envelope.message)
+                        let outcome = handle(&ctx, &apps, envelope.message)
                             .instrument(span.clone())
                             .await;
                         if matches!(kind, wire::MessageType::ResyncRequest) {
@@ -95,7 +100,7 @@ impl Commands {
             });
             workers.push(queue);
         }
-        Arc::new(Self { ctx, workers })
+        Arc::new(Self { ctx, apps, workers })
     }
 
     /// Queues a command; `reply` gets its answer.
@@ -124,7 +129,7 @@ impl Commands {
 
     /// The current status of everything the agent holds, as events.
     pub async fn resync(&self) -> Vec<Message> {
-        resync::resync(&self.ctx).await
+        resync::resync(&self.ctx, &self.apps).await
     }
 
     /// Capacity for a heartbeat.
@@ -160,15 +165,15 @@ fn command_span(envelope: &Envelope) -> tracing::Span {
     span
 }
 
-async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
+async fn handle(ctx: &Arc<Context>, apps: &AppMemory, message: Message) -> Result<(), Refusal> {
     match message {
         Message::ProjectEnsure(c) => crate::project::ensure(ctx, &c).await,
         Message::ProjectDelete(c) => crate::project::delete(ctx, &c).await,
-        Message::AppDeploy(c) => app::deploy(ctx, c).await,
-        Message::AppDelete(c) => app::delete_app(ctx, &c.app).await,
+        Message::AppDeploy(c) => app::deploy(ctx, apps, c).await,
+        Message::AppDelete(c) => app::delete_app(ctx, apps, &c.app).await,
         Message::AppRedeploy(c) => app::redeploy(ctx, &c).await,
-        Message::AppPause(c) => app::set_paused(ctx, &c.app, true).await,
-        Message::AppResume(c) => app::set_paused(ctx, &c.app, false).await,
+        Message::AppPause(c) => app::set_paused(ctx, apps, &c.app, true).await,
+        Message::AppResume(c) => app::set_paused(ctx, apps, &c.app, false).await,
         Message::AddonApply(c) => addon::addon_apply(ctx, c).await,
         Message::AddonRollback(c) => addon::addon_rollback(ctx, &c).await,
         Message::AddonDelete(c) => addon::addon_delete(ctx, &c).await,
@@ -177,7 +182,7 @@ async fn handle(ctx: &Arc<Context>, message: Message) -> Result<(), Refusal> {
         Message::BuildRequest(c) => app::build(ctx, c).await,
         Message::ResyncRequest(_) => {
             ctx.reporter.report(resync::snapshot(ctx).await);
-            for event in resync::resync(ctx).await {
+            for event in resync::resync(ctx, apps).await {
                 ctx.reporter.report(event);
             }
             Ok(())

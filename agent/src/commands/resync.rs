@@ -7,6 +7,7 @@ use kubenest_contracts::{self as wire, AppPhase, Message};
 
 use crate::context::Context;
 use crate::crd::{AddonRelease, StackDeploy};
+use crate::memory::AppMemory;
 use crate::report::phase_of;
 
 /// The StackDeploys the agent holds.
@@ -41,14 +42,14 @@ pub async fn snapshot(ctx: &Context) -> wire::Snapshot {
 }
 
 /// The current status of every project, App and standalone addon.
-pub async fn resync(ctx: &Context) -> Vec<Message> {
+pub async fn resync(ctx: &Context, apps: &AppMemory) -> Vec<Message> {
     let mut events: Vec<Message> = crate::project::statuses(ctx)
         .await
         .into_iter()
         .map(Message::from)
         .collect();
     for held in stack_deploys(ctx).await.unwrap_or_default() {
-        if let Some(status) = ctx.reported.again(&ctx.reporter, &held) {
+        if let Some(status) = apps.reported.again(&ctx.reporter, &held) {
             events.push(status.into());
         }
     }

@@ -15,7 +15,7 @@ use crate::context::Context;
 
 pub(super) async fn secret_set(ctx: &Arc<Context>, set: &wire::SecretSet) -> Result<(), Refusal> {
     let target = &set.target;
-    check_project_namespace(ctx, target.namespace.as_str()).await?;
+    check_project_namespace(&ctx.client, target.namespace.as_str()).await?;
     for key in set.values.keys() {
         let valid = !key.is_empty()
             && key.len() <= 253
@@ -135,7 +135,7 @@ pub(super) async fn secret_delete(
     delete: &wire::SecretDelete,
 ) -> Result<(), Refusal> {
     let target = &delete.target;
-    check_project_namespace(ctx, target.namespace.as_str()).await?;
+    check_project_namespace(&ctx.client, target.namespace.as_str()).await?;
     let api = Api::<Secret>::namespaced(ctx.client.clone(), target.namespace.as_str());
     let name = target.secret.as_str();
     let result = if delete.keys.is_empty() {

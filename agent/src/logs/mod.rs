@@ -56,7 +56,7 @@ pub async fn subscribe(ctx: &Arc<Context>, command: wire::LogsSubscribe) -> Resu
     // Logs are read only in the App's own project namespace, as everything else the agent
     // does for an App.
     crate::boundary::check_namespace(
-        ctx,
+        &ctx.applier,
         command.app.namespace.as_str(),
         command.app.project_id.as_str(),
         "/app/namespace",

@@ -11,9 +11,8 @@ use kube::runtime::controller::Action;
 use kubenest_contracts as wire;
 use kubenest_crds::names::finalizers;
 
-use super::{Error, selector};
+use super::{Error, Stack, selector};
 use crate::addon;
-use crate::context::Context;
 use crate::crd::StackDeploy;
 use crate::render;
 use crate::report;
@@ -21,10 +20,11 @@ use kubenest_runtime::finalizer;
 
 /// Removes what `held`'s App owns; looks again in a second while objects are still going.
 pub async fn cleanup(
-    ctx: &Context,
+    stack: &Stack,
     api: &Api<StackDeploy>,
     held: &StackDeploy,
 ) -> Result<Action, Error> {
+    let ctx = &stack.ctx;
     let deploy = &held.spec.deploy;
     let app = &deploy.app;
     let namespace = app.namespace.as_str();
@@ -50,7 +50,7 @@ pub async fn cleanup(
         }
     }
     crate::build::forget_app(ctx, app).await?;
-    ctx.forget_app(app.app_id.as_str());
+    stack.forget(app.app_id.as_str());
     ctx.reporter.report(report::deleted(
         &ctx.reporter,
         app.app_id.clone(),

@@ -6,10 +6,9 @@ use chrono::{DateTime, Utc};
 use kubenest_contracts as wire;
 use serde_json::Value;
 
-use super::Error;
+use super::{Error, Stack};
 use crate::boundary::check_namespace;
 use crate::build::{self, Image};
-use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus};
 use crate::render;
 
@@ -37,13 +36,14 @@ pub struct Facts<'a> {
 
 impl<'a> Facts<'a> {
     /// Reads the facts of `held` (component names are unique: the command is refused otherwise).
-    pub async fn gather(ctx: &'a Context, held: &'a StackDeploy) -> Result<Self, Error> {
+    pub async fn gather(stack: &'a Stack, held: &'a StackDeploy) -> Result<Self, Error> {
+        let ctx = &stack.ctx;
         let deploy = &held.spec.deploy;
         let app = &deploy.app;
-        let old = ctx.last_written(app.app_id.as_str(), held);
+        let old = stack.apps.last_written(held);
         let now = Utc::now();
         let boundary = check_namespace(
-            ctx,
+            &ctx.applier,
             app.namespace.as_str(),
             app.project_id.as_str(),
             "/app/namespace",
@@ -64,7 +64,7 @@ impl<'a> Facts<'a> {
         }
         // The full-pass clock starts with a fresh revision's own pass too, or the pass right
         // after it (woken by its own status write) would apply everything a second time.
-        facts.full_pass_due = ctx.full_pass_due(app.app_id.as_str());
+        facts.full_pass_due = stack.passes.due(app.app_id.as_str());
         let fresh_revision = facts.fresh_revision();
         for component in &deploy.components {
             let wire::Component::Workload(w) = component else {

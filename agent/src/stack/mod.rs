@@ -48,6 +48,7 @@ use kubenest_crds::names::{finalizers, labels};
 
 use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
+use crate::memory::{AppMemory, FullPasses};
 use crate::report;
 use decide::{Decision, status_patch};
 use facts::Facts;
@@ -75,15 +76,33 @@ impl kubenest_runtime::reconciles::Category for Error {
     }
 }
 
+/// The StackDeploy controller's state: the agent's shared context, what this process remembers
+/// of each App (shared with the command handlers) and each App's full-pass clock.
+#[derive(Debug)]
+pub struct Stack {
+    pub ctx: Arc<Context>,
+    pub apps: Arc<AppMemory>,
+    pub passes: FullPasses,
+}
+
+impl Stack {
+    /// Forgets everything this process keeps about App `app_id` (it is gone).
+    fn forget(&self, app_id: &str) {
+        self.apps.forget(app_id);
+        self.passes.forget(app_id);
+    }
+}
+
 /// The label selector of everything an App owns.
 fn selector(app: &wire::AppRef) -> String {
     format!("{}={}", labels::APP_ID, app.app_id)
 }
 
-async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, Error> {
+async fn reconcile(held: Arc<StackDeploy>, stack: Arc<Stack>) -> Result<Action, Error> {
+    let ctx = &stack.ctx;
     let api = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     if held.metadata.deletion_timestamp.is_some() {
-        return cleanup::cleanup(&ctx, &api, &held).await;
+        return cleanup::cleanup(&stack, &api, &held).await;
     }
     let deploy = &held.spec.deploy;
     tracing::Span::current().record("revision", deploy.revision.as_str());
@@ -94,12 +113,12 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         finalizers::STACK_DEPLOY,
     )
     .await?;
-    ctx.check_stored(deploy);
+    stack.apps.check_stored(deploy);
 
-    let facts = Facts::gather(&ctx, &held).await?;
+    let facts = Facts::gather(&stack, &held).await?;
     let plan = plan::plan(&facts);
     let applying = std::time::Instant::now();
-    let answers = rollout::apply(&ctx, &plan).await?;
+    let answers = rollout::apply(ctx, &plan).await?;
     let metrics = crate::metrics::metrics();
     metrics
         .apply_duration
@@ -118,17 +137,18 @@ async fn reconcile(held: Arc<StackDeploy>, ctx: Arc<Context>) -> Result<Action, 
         // Found before the apply and applied back by it.
         metrics.drift_heals.inc_by(drift.details.len() as u64);
     }
-    write(&ctx, &api, &held, &facts.old, decision).await
+    write(&stack, &api, &held, &facts.old, decision).await
 }
 
 /// Writes the decided status and sends the reports.
 async fn write(
-    ctx: &Context,
+    stack: &Stack,
     api: &Api<StackDeploy>,
     held: &StackDeploy,
     old: &StackDeployStatus,
     decision: Decision,
 ) -> Result<Action, Error> {
+    let ctx = &stack.ctx;
     if decision.changed {
         // Reported first: what the cluster shows is true whether or not the StackDeploy's
         // record of it is written yet, and the management side need not wait for that write.
@@ -136,7 +156,8 @@ async fn write(
         if decision.report {
             let mut observed = held.clone();
             observed.status = Some(decision.status.clone());
-            ctx.report_app(report::app_status(&ctx.reporter, &observed));
+            let status = report::app_status(&ctx.reporter, &observed);
+            stack.apps.report(&ctx.reporter, status);
         }
         let patch = status_patch(old, &decision.status);
         api.patch_status(
@@ -147,7 +168,7 @@ async fn write(
         .await?;
         ctx.events
             .emit(held, events::stack_events(old, &decision.status));
-        ctx.wrote(held.spec.deploy.app.app_id.as_str(), held, decision.status);
+        stack.apps.wrote(held, decision.status);
     }
     if let Some(drift) = decision.drift {
         let on = held.object_ref(&());
@@ -161,7 +182,7 @@ async fn write(
     Ok(Action::requeue(decision.requeue))
 }
 
-fn error_policy(_held: Arc<StackDeploy>, error: &Error, _ctx: Arc<Context>) -> Action {
+fn error_policy(_held: Arc<StackDeploy>, error: &Error, _stack: Arc<Stack>) -> Action {
     tracing::warn!(%error, "stack deploy reconcile failed; retrying");
     Action::requeue(Duration::from_secs(3))
 }
@@ -174,8 +195,13 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
 
 /// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
 /// BuildRequests, and by the Deployments and StatefulSets of their Apps as the applier's caches
-/// see them change (one watch of each kind serves both).
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// see them change (one watch of each kind serves both). `apps` is shared with the command
+/// handlers.
+pub async fn run(
+    ctx: Arc<Context>,
+    apps: Arc<AppMemory>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     let (Some(deployments), Some(stateful_sets)) = (
         ctx.applier.changes("apps/v1", "Deployment"),
@@ -211,7 +237,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 .reconciles
                 .measure("stack", reconcile),
             error_policy,
-            ctx,
+            Arc::new(Stack {
+                ctx,
+                apps,
+                passes: FullPasses::default(),
+            }),
         )
         .for_each(|result| async move {
             if let Err(error) = result {
