@@ -22,8 +22,9 @@ pub enum Role {
 /// A user's role on the object that lists it (organization, cluster or project).
 ///
 /// The membership binds the user's immutable id, never the name: a user deleted and created
-/// again under the same name is another id and holds nothing. A member without `userId` binds
-/// nobody (the REST API always fills it in). On the management cluster the member is the
+/// again under the same name is another id and holds nothing. The REST API always fills
+/// `userId` in; a kubectl or GitOps write without it is refused by the admission webhook (an
+/// object stored before that rule binds nobody for such a member). On the management cluster the member is the
 /// Kubernetes user [`kubernetes_user`] of that id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Member {

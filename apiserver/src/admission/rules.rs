@@ -14,7 +14,9 @@ use kube::core::admission::AdmissionRequest;
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::Cluster;
+use kubenest_crds::common::Member;
 use kubenest_crds::names::annotations;
+use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use kubenest_crds::template::StackTemplate;
 use kubenest_domain::app::check_component_names;
@@ -37,8 +39,17 @@ pub async fn check(state: &AppState, request: &AdmissionRequest<DynamicObject>) 
             let (new, old) = objects::<AddonInstance>(request)?;
             addon(state, &namespace, &new, old.as_ref()).await
         }
+        "organizations" => {
+            let (new, _) = objects::<Organization>(request)?;
+            members(&new.spec.members)
+        }
+        "clusters" => {
+            let (new, _) = objects::<Cluster>(request)?;
+            members(&new.spec.members)
+        }
         "projects" => {
             let (new, old) = objects::<Project>(request)?;
+            members(&new.spec.members)?;
             project(state, &namespace, &new, old.as_ref()).await
         }
         "stacktemplates" => {
@@ -78,6 +89,22 @@ fn spec_field(field: &str) -> String {
 
 fn invalid(field: &str, reason: impl Into<String>) -> ApiError {
     ApiError::invalid(spec_field(field), reason)
+}
+
+/// A members list: each member names the user's id, which is what the role binds. A name alone
+/// would be accepted and grant nothing, silently (the REST API always fills the id in).
+fn members(members: &[Member]) -> ApiResult<()> {
+    match members.iter().position(|m| m.user_id.is_none()) {
+        Some(i) => Err(invalid(
+            &format!("members[{i}].userId"),
+            format!(
+                "member {:?} has no userId: a role binds the user's id (`kubenest users list`), \
+                 never a name alone",
+                members[i].user
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 async fn project_exists(state: &AppState, namespace: &str, name: &str) -> ApiResult<()> {

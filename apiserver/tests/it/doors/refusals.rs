@@ -2,6 +2,7 @@
 //! field: what the hub would refuse, the shared bad objects, and generated hostile values.
 
 use super::*;
+use kubenest_crds::organization::Organization;
 
 /// Apps the hub's `app.deploy` schema would refuse once built: each is refused at both doors
 /// with its field, never accepted to sit `Pending` with `InvalidCommand`.
@@ -491,3 +492,77 @@ async fn hostile_values_for_programs_are_refused_at_every_door_with_their_field(
     assert!(apps.get_opt("shop").await.unwrap().is_none());
 }
 
+/// A membership written with kubectl (or by a GitOps engine, through the same webhook) without
+/// the user's id would grant nothing, silently: it is refused naming the member's `userId`, on
+/// an organization and on a project; a member with its id is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_without_a_user_id_is_refused_at_kubectl_naming_the_field() {
+    let (org, project, _session, id) = setting("memberid").await;
+    // A platform operator with every Kubernetes power: only the admission webhook stands in
+    // the way (the plane's own identity is the API server's, which the webhooks trust).
+    let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some("platform-operator".into());
+    config.auth_info.impersonate_groups = Some(vec!["system:masters".into()]);
+    let kube = kube::Client::try_from(config).unwrap();
+    let orgs: Api<Organization> = Api::all(kube.clone());
+    let projects: Api<Project> = Api::namespaced(kube, &format!("org-{org}"));
+    let project_name = project["name"].as_str().unwrap();
+    let without_id = json!({"spec": {"members": [
+        {"user": "someone", "userId": id, "role": "viewer"},
+        {"user": "ghost", "role": "admin"},
+    ]}});
+    for (what, refused) in [
+        (
+            "organization",
+            orgs.patch(&org, &PatchParams::default(), &Patch::Merge(&without_id))
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "project",
+            projects
+                .patch(
+                    project_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&without_id),
+                )
+                .await
+                .map(|_| ()),
+        ),
+    ] {
+        let refusal = kube_refusal(refused.expect_err(what));
+        assert_eq!(
+            (refusal.status, refusal.field.as_deref()),
+            (422, Some("members[1].user_id")),
+            "{what}: {refusal:?}"
+        );
+        assert!(refusal.reason.contains("ghost"), "{what}: {refusal:?}");
+    }
+    let created = orgs
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "kubenest.io/v1alpha1", "kind": "Organization",
+                "metadata": {"name": format!("{org}-byhand")},
+                "spec": {"displayName": "by hand", "members": [{"user": "ghost", "role": "admin"}]},
+            }))
+            .unwrap(),
+        )
+        .await;
+    let refusal = kube_refusal(created.expect_err("an organization created by hand"));
+    assert_eq!(refusal.field.as_deref(), Some("members[0].user_id"));
+
+    let with_id =
+        json!({"spec": {"members": [{"user": "someone", "userId": id, "role": "viewer"}]}});
+    projects
+        .patch(
+            project_name,
+            &PatchParams::default(),
+            &Patch::Merge(&with_id),
+        )
+        .await
+        .expect("a member with its id is taken");
+}

@@ -62,7 +62,11 @@ pub(super) fn app_table(app: &Value) -> Table {
                 let what = if spec["image"].is_string() {
                     text(&spec["image"])
                 } else if spec["git"].is_object() {
-                    format!("git {}", text(&spec["git"]["url"]))
+                    let git = &spec["git"];
+                    match git["ref"].as_str() {
+                        Some(at) => format!("git {} at {at}", text(&git["repository"])),
+                        None => format!("git {}", text(&git["repository"])),
+                    }
                 } else {
                     format!("helm {}", text(&spec["helm"]["chart"]))
                 };
@@ -129,4 +133,28 @@ pub(super) fn history_table(history: &Value) -> Table {
             ]
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_git_workload_shows_its_repository_and_ref() {
+        let app = json!({
+            "name": "shop",
+            "components": [
+                {"name": "web", "type": "workload", "workload_spec": {
+                    "git": {"repository": "https://git.example/shop.git", "ref": "main"}}},
+                {"name": "api", "type": "workload", "workload_spec": {"image": "shop/api:1"}},
+            ],
+        });
+        let shown = app_table(&app).to_string();
+        assert!(
+            shown.contains("workload git https://git.example/shop.git at main; no report yet"),
+            "{shown}"
+        );
+        assert!(shown.contains("workload shop/api:1"), "{shown}");
+    }
 }
