@@ -96,7 +96,14 @@ if ((${#bins[@]})) && [[ ${KUBENEST_IMAGE_NO_CARGO:-0} != 1 ]]; then
   for bin in "${bins[@]}"; do args+=(--bin "$bin"); done
   [[ $profile == debug ]] || args+=(--profile "$profile")
   start=$SECONDS
-  (cd "$repo" && CARGO_TARGET_DIR=$target cargo build --quiet "${args[@]}")
+  # Run from a test, this inherits the variables cargo sets for the test (CARGO_MANIFEST_DIR,
+  # CARGO_PKG_*, ...). A build script that watches one (ring's watches CARGO_MANIFEST_DIR) then
+  # reruns, and everything above it is rebuilt: here, and again by the next plain cargo
+  # command (`make test`'s next run, tools/prune-target.sh), which cost CI minutes.
+  unset_cargo=()
+  while IFS= read -r name; do unset_cargo+=(-u "$name"); done < <(
+    compgen -e | grep -E '^CARGO_(MANIFEST_|PKG_|CRATE_|BIN_|PRIMARY_|TARGET_TMPDIR|RUSTC_CURRENT)' || true)
+  (cd "$repo" && env "${unset_cargo[@]}" CARGO_TARGET_DIR="$target" cargo build --quiet "${args[@]}")
   log "cargo build ($profile) of ${bins[*]}: $((SECONDS - start))s"
 fi
 
