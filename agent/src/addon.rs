@@ -79,6 +79,8 @@ pub struct AddonTarget<'a> {
     pub third_party: bool,
     /// Write every object even when its stamp says it is current.
     pub force: bool,
+    /// The App is paused: the chart's workloads are stopped ([`readiness::pause`]).
+    pub paused: bool,
 }
 
 /// Where an addon stands after it was applied.
@@ -250,14 +252,16 @@ async fn apply_rendered(
             labels.insert(k.clone(), v.clone().into());
         }
         object["metadata"]["labels"] = json!(labels);
+        if target.paused {
+            readiness::pause(&mut object);
+        }
         let live = ctx.applier.apply(&object, target.force).await?;
-        if matches!(id.1.as_str(), "StatefulSet" | "Deployment") {
-            let workload = readiness::workload(&live);
-            ready &= workload.ready;
-            ready_replicas += workload.ready_replicas;
-            desired_replicas += workload.desired_replicas;
-            if !workload.ready && waiting.is_empty() {
-                waiting = format!("{} {}: {}", id.1, id.2, workload.message);
+        if let Some(judged) = readiness::object(&id.1, &live, target.paused) {
+            ready &= judged.ready;
+            ready_replicas += judged.ready_replicas;
+            desired_replicas += judged.desired_replicas;
+            if !judged.ready && waiting.is_empty() {
+                waiting = format!("{} {}: {}", id.1, id.2, judged.message);
             }
         }
         objects.insert(id);
@@ -290,6 +294,8 @@ async fn apply_rendered(
         desired_replicas,
         message: if ready {
             String::new()
+        } else if desired_replicas == 0 {
+            waiting
         } else {
             format!("{ready_replicas}/{desired_replicas} replicas ready; {waiting}")
         },
@@ -430,6 +436,7 @@ async fn reconcile(
         exports: &apply.exports,
         third_party: false,
         force: releases.passes.due(apply.addon.addon_id.as_str()),
+        paused: false,
     };
     let (phase, message, commit, keep) = match self::apply(ctx, &target).await {
         Ok(outcome) => (

@@ -28,11 +28,14 @@ use serde_json::Value;
 pub const ALLOWED: &[(&str, &str)] = &[
     ("apps", "Deployment"),
     ("apps", "StatefulSet"),
+    ("apps", "DaemonSet"),
     ("", "Service"),
     ("networking.k8s.io", "Ingress"),
     ("", "ConfigMap"),
     ("", "Secret"),
     ("batch", "Job"),
+    ("batch", "CronJob"),
+    ("", "PersistentVolumeClaim"),
 ];
 
 /// What the cluster's discovery says of a kind.
@@ -269,7 +272,7 @@ mod tests {
             ("rbac.authorization.k8s.io/v1", "RoleBinding"),
             ("rbac.authorization.k8s.io/v1", "Role"),
             ("v1", "Pod"),
-            ("apps/v1", "DaemonSet"),
+            ("v1", "ReplicationController"),
             // Same kind name as an allowed one, another group: not the same kind.
             ("example.io/v1", "Deployment"),
         ] {

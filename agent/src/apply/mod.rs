@@ -32,11 +32,14 @@ use tokio_util::sync::CancellationToken;
 pub const PRUNABLE: &[(&str, &str)] = &[
     ("apps/v1", "Deployment"),
     ("apps/v1", "StatefulSet"),
+    ("apps/v1", "DaemonSet"),
     ("v1", "Service"),
     ("networking.k8s.io/v1", "Ingress"),
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
     ("batch/v1", "Job"),
+    ("batch/v1", "CronJob"),
+    ("v1", "PersistentVolumeClaim"),
 ];
 
 /// What went wrong applying or pruning.

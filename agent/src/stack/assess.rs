@@ -64,6 +64,9 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                 pass.keep.extend(outcome.objects.iter().cloned());
                 if step.kind == Kind::Addon {
                     pass.exports.push(outcome.export.clone());
+                } else {
+                    // A chart workload is stopped once everything it runs is judged stopped.
+                    pass.workloads_at_zero &= outcome.ready && outcome.desired_replicas == 0;
                 }
                 let replicas = (
                     outcome.ready,

@@ -218,6 +218,52 @@ mod tests {
         }]
     }
 
+    /// A chart workload's outcome: `ready`, with `desired` replicas in all.
+    fn chart_outcome(ready: bool, desired: u32) -> Vec<Answer> {
+        vec![Answer::Chart(Ok(crate::addon::AddonOutcome {
+            objects: Default::default(),
+            ready,
+            ready_replicas: if ready { desired } else { 0 },
+            desired_replicas: desired,
+            message: String::new(),
+            export: wire::PublishedExport {
+                component: wire::Name::new("web"),
+                secret: wire::Name::new("shop-web-exports"),
+                keys: Vec::new(),
+            },
+            git_commit: None,
+        }))]
+    }
+
+    #[test]
+    fn a_paused_chart_workload_is_paused_only_once_what_it_runs_is_stopped() {
+        let chart = json!([{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": "https://charts.example", "name": "web", "version": "0.1.0"},
+            "values": {}}}]);
+        let mut held = held(chart);
+        held.spec.deploy.paused = true;
+        let facts = facts(&held, StackDeployStatus::default());
+        let plan = plan(&facts);
+        let Work::Chart(target) = &plan.steps[0].work else {
+            panic!("a Helm workload is a chart step");
+        };
+        assert!(target.paused, "the chart is rendered stopped");
+        let phase =
+            |answers: Vec<Answer>| decide(&facts, assess(&plan, &answers, true)).status.phase;
+        assert_eq!(
+            phase(chart_outcome(false, 0)).as_deref(),
+            Some("Deploying"),
+            "a pod still running, a Job or CronJob not yet suspended"
+        );
+        assert_eq!(
+            phase(chart_outcome(true, 2)).as_deref(),
+            Some("Deploying"),
+            "replicas still asked for"
+        );
+        assert_eq!(phase(chart_outcome(true, 0)).as_deref(), Some("Paused"));
+    }
+
     #[test]
     fn a_fresh_revision_is_applied_with_force_and_starts_its_rollout_clock() {
         let held = held(web());

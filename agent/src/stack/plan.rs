@@ -107,6 +107,8 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
             exports: &a.exports,
             third_party: false,
             force,
+            // Addons keep running while the App is paused: only workloads stop.
+            paused: false,
         };
         plan.steps.push(Step {
             component: &a.name,
@@ -211,6 +213,7 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
                     exports: &NO_EXPORTS,
                     third_party: true,
                     force,
+                    paused: deploy.paused,
                 })));
             }
             Err(RenderError::AwaitingBuild) => {}

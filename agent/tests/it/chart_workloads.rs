@@ -67,6 +67,61 @@ const WEBAPP: [(&str, &str); 4] = [
     ),
 ];
 
+/// A chart of every kind that runs or holds something beside a Deployment: a DaemonSet, a
+/// CronJob, and (with `claim`) a PersistentVolumeClaim, which no provisioner of the kwok
+/// cluster ever binds.
+const WORKS: [(&str, &str); 2] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: works\nversion: 0.1.0\n",
+    ),
+    (
+        "templates/all.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "{{ .Release.Name }}-web"}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "nginx:1.27"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: "{{ .Release.Name }}-node"}
+spec:
+  selector: {matchLabels: {app: node}}
+  template:
+    metadata: {labels: {app: node}}
+    spec:
+      containers: [{name: node, image: "busybox:1.36"}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: "{{ .Release.Name }}-report"}
+spec:
+  schedule: "*/30 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: report, image: "busybox:1.36"}]
+{{- if .Values.claim }}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: "{{ .Release.Name }}-data"}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+{{- end }}
+"#,
+    ),
+];
+
 /// A chart that binds a role in its own namespace: a RoleBinding after a ConfigMap.
 const BINDER: [(&str, &str); 2] = [
     (
@@ -129,6 +184,7 @@ fn fixture() -> &'static Fixture {
                 repository.publish("webapp", &WEBAPP).unwrap();
                 repository.publish("escape", &ESCAPE).unwrap();
                 repository.publish("binder", &BINDER).unwrap();
+                repository.publish("works", &WORKS).unwrap();
                 for (name, secret) in [("peeker", wire::REGISTRY_SECRET), ("gitpeeker", GIT_SECRET)]
                 {
                     let files = peeker(name, secret);
@@ -462,4 +518,119 @@ async fn a_chart_cannot_read_the_projects_registry_or_git_credentials() {
             .unwrap()
             .is_none()
     );
+}
+
+/// `app.deploy` of App `site` with chart workload `web` of [`WORKS`].
+fn works_app(app: wire::AppRef, revision: &str, claim: bool, paused: bool) -> wire::AppDeploy {
+    serde_json::from_value(json!({
+        "app": app, "revision": revision, "progress_deadline_seconds": 600, "paused": paused,
+        "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": fixture().repository.url(), "name": "works", "version": "0.1.0"},
+            "values": {"claim": claim}}}]
+    }))
+    .unwrap()
+}
+
+/// Every kind a chart runs is judged: a claim that never binds keeps the App from `Running`,
+/// saying so; a pause stops the Deployment, the DaemonSet and the CronJob and is `Paused` only
+/// once their pods are gone; a resume brings back exactly what the chart says.
+#[tokio::test]
+async fn a_charts_claims_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::batch::v1::CronJob;
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "works").await;
+    let client = f.east.client().await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &namespace);
+    let daemons = Api::<DaemonSet>::namespaced(client.clone(), &namespace);
+    let crons = Api::<CronJob>::namespaced(client.clone(), &namespace);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
+
+    f.backend
+        .accept(works_app(app.clone(), "r1", true, false))
+        .await;
+    let waiting = f
+        .backend
+        .app_status("the unbound claim named", LONG, &id, |s| {
+            s.components.first().is_some_and(|c| {
+                c.message
+                    .contains("PersistentVolumeClaim site-web-data: the claim is Pending")
+            })
+        })
+        .await;
+    assert_eq!(waiting.phase, AppPhase::Deploying, "{waiting:?}");
+    // The Deployment and the daemons are ready; the claim alone holds the App back.
+    common::eventually("the chart's Deployment ready", LONG, async || {
+        let live = deployments.get_opt("site-web-web").await.ok().flatten();
+        live.and_then(|d| d.status)
+            .is_some_and(|s| s.ready_replicas == Some(2))
+    })
+    .await;
+    let again = f
+        .backend
+        .app_status("still waiting on the claim", LONG, &id, |s| {
+            s.phase != AppPhase::Running
+                && s.components
+                    .first()
+                    .is_some_and(|c| c.message.contains("claim"))
+        })
+        .await;
+    assert!(!again.components[0].ready, "{again:?}");
+
+    // Without the claim, the chart runs; the claim is pruned.
+    f.backend
+        .accept(works_app(app.clone(), "r2", false, false))
+        .await;
+    f.backend
+        .app_status("the chart Running without its claim", LONG, &id, |s| {
+            s.phase == AppPhase::Running && s.observed_revision == "r2"
+        })
+        .await;
+    assert!(claims.get_opt("site-web-data").await.unwrap().is_none());
+    let scheduled = daemons.get("site-web-node").await.unwrap().status.unwrap();
+    assert!(scheduled.desired_number_scheduled > 0, "{scheduled:?}");
+
+    // Paused: nothing of the chart runs, and the App says Paused only then.
+    f.backend
+        .accept(works_app(app.clone(), "r2", false, true))
+        .await;
+    f.backend
+        .app_status("the chart Paused", LONG, &id, |s| {
+            s.phase == AppPhase::Paused
+        })
+        .await;
+    let web = deployments.get("site-web-web").await.unwrap();
+    assert_eq!(web.spec.unwrap().replicas, Some(0));
+    assert_eq!(web.status.unwrap().replicas.unwrap_or(0), 0, "no pod left");
+    let node = daemons.get("site-web-node").await.unwrap();
+    assert_eq!(
+        node.status.unwrap().current_number_scheduled,
+        0,
+        "no daemon pod left"
+    );
+    let report = crons.get("site-web-report").await.unwrap();
+    assert_eq!(report.spec.unwrap().suspend, Some(true));
+
+    // Resumed: exactly what the chart says again.
+    f.backend.accept(works_app(app, "r2", false, false)).await;
+    f.backend
+        .app_status("the chart Running again", LONG, &id, |s| {
+            s.phase == AppPhase::Running
+        })
+        .await;
+    let web = deployments.get("site-web-web").await.unwrap();
+    assert_eq!(web.spec.unwrap().replicas, Some(2));
+    let node = daemons.get("site-web-node").await.unwrap();
+    let selector = node.spec.unwrap().template.spec.unwrap().node_selector;
+    assert!(
+        selector.is_none_or(|s| s.is_empty()),
+        "the pause's node selector is gone"
+    );
+    let report = crons.get("site-web-report").await.unwrap();
+    assert_ne!(report.spec.unwrap().suspend, Some(true));
 }
