@@ -591,7 +591,11 @@ async fn a_charts_claims_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
             s.phase == AppPhase::Running && s.observed_revision == "r2"
         })
         .await;
-    assert!(claims.get_opt("site-web-data").await.unwrap().is_none());
+    // Pruned: deleted, and gone once the controller manager's pvc-protection lets it go.
+    common::eventually("the dropped claim gone", LONG, async || {
+        claims.get_opt("site-web-data").await.unwrap().is_none()
+    })
+    .await;
     let scheduled = daemons.get("site-web-node").await.unwrap().status.unwrap();
     assert!(scheduled.desired_number_scheduled > 0, "{scheduled:?}");
 

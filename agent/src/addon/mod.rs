@@ -2,30 +2,25 @@
 //! repository, with its connection facts published in an export Secret.
 //!
 //! The same steps serve an App's addon components (inside the StackDeploy controller) and
-//! standalone addons (the AddonRelease controller below, with its own revision history).
+//! standalone addons (the AddonRelease controller, [`release`], with its own revision history).
 
-use kubenest_crds::names::{finalizers, labels};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-use std::time::Duration;
 
 use base64::Engine;
-use futures::StreamExt;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::api::Api;
 use kubenest_contracts as wire;
+use kubenest_crds::names::labels;
 use serde_json::{Value, json};
+
+mod release;
+
+pub use release::{release_status, run};
 
 use crate::apply::{ObjectId, id_of};
 use crate::context::Context;
-use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch};
 use crate::exports::{self, Facts};
 use crate::gitops::{GitOps, addon_files};
-use crate::memory::FullPasses;
 use crate::readiness;
-use crate::render::object_name;
 
 /// What went wrong with an addon.
 #[derive(Debug, thiserror::Error)]
@@ -325,182 +320,4 @@ pub async fn forget(
             .await?;
     }
     Ok(())
-}
-
-/// The `addon.status` of a standalone addon as its status stands.
-pub fn release_status(release: &AddonRelease) -> Option<wire::AddonStatus> {
-    let status = release.status.as_ref()?;
-    let phase = match status.phase.as_deref()? {
-        "Ready" => wire::AddonPhase::Ready,
-        "Failed" => wire::AddonPhase::Failed,
-        "Deleting" => wire::AddonPhase::Deleting,
-        "Installing" => wire::AddonPhase::Installing,
-        _ => wire::AddonPhase::Pending,
-    };
-    let apply = &release.spec.apply;
-    Some(wire::AddonStatus {
-        addon_id: apply.addon.addon_id.clone(),
-        observed_revision: status.observed_revision.unwrap_or(apply.revision),
-        phase,
-        message: status.message.clone(),
-        export: Some(wire::PublishedExport {
-            component: apply.addon.name.clone(),
-            secret: wire::Name::new(release_export_secret(&apply.addon)),
-            keys: apply.exports.keys().cloned().collect(),
-        }),
-        git_commit: status.git_commit.clone(),
-        observed_at: chrono::Utc::now(),
-    })
-}
-
-fn release_export_secret(addon: &wire::AddonRef) -> String {
-    object_name(&[addon.name.as_str(), "exports"])
-}
-
-/// The AddonRelease controller's state: the agent's shared context and each addon's full-pass
-/// clock.
-struct Releases {
-    ctx: Arc<Context>,
-    passes: FullPasses,
-}
-
-async fn reconcile(
-    release: Arc<AddonRelease>,
-    releases: Arc<Releases>,
-) -> Result<Action, AddonError> {
-    let ctx = &releases.ctx;
-    let apply = &release.spec.apply;
-    let namespace = apply.addon.namespace.as_str();
-    let selector = format!("{}={}", labels::ADDON_ID, apply.addon.addon_id);
-    let api = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
-    let name = release.name_any();
-    if release.metadata.deletion_timestamp.is_some() {
-        let remaining = ctx
-            .applier
-            .prune(namespace, &selector, &BTreeSet::new())
-            .await?;
-        if remaining > 0 {
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-        forget(
-            ctx,
-            namespace,
-            apply.addon.name.as_str(),
-            apply.addon.name.as_str(),
-        )
-        .await?;
-        releases.passes.forget(apply.addon.addon_id.as_str());
-        ctx.reporter.report(wire::AddonStatus {
-            addon_id: apply.addon.addon_id.clone(),
-            observed_revision: apply.revision,
-            phase: wire::AddonPhase::Deleted,
-            message: String::new(),
-            export: None,
-            git_commit: None,
-            observed_at: chrono::Utc::now(),
-        });
-        kubenest_runtime::finalizer::release(
-            &api,
-            &name,
-            release.finalizers(),
-            finalizers::ADDON_RELEASE,
-        )
-        .await?;
-        return Ok(Action::await_change());
-    }
-    kubenest_runtime::finalizer::add(&api, &name, release.finalizers(), finalizers::ADDON_RELEASE)
-        .await?;
-    let labels = BTreeMap::from([
-        (
-            labels::ADDON_ID.to_owned(),
-            apply.addon.addon_id.to_string(),
-        ),
-        (
-            labels::MANAGED_BY.to_owned(),
-            labels::MANAGED_BY_AGENT.to_owned(),
-        ),
-        (
-            labels::INSTANCE.to_owned(),
-            apply.addon.name.as_str().to_owned(),
-        ),
-    ]);
-    let target = AddonTarget {
-        release: apply.addon.name.as_str().to_owned(),
-        namespace,
-        labels,
-        export_secret: release_export_secret(&apply.addon),
-        name: apply.addon.name.as_str(),
-        definition: apply.definition.as_str(),
-        chart: &apply.chart,
-        values: &apply.values,
-        exports: &apply.exports,
-        third_party: false,
-        force: releases.passes.due(apply.addon.addon_id.as_str()),
-        paused: false,
-    };
-    let (phase, message, commit, keep) = match self::apply(ctx, &target).await {
-        Ok(outcome) => (
-            if outcome.ready { "Ready" } else { "Installing" },
-            outcome.message,
-            outcome.git_commit,
-            Some(outcome.objects),
-        ),
-        Err(error) => ("Failed", error.to_string(), None, None),
-    };
-    if let Some(keep) = &keep {
-        ctx.applier.prune(namespace, &selector, keep).await?;
-    }
-    let status = StatusPatch {
-        status: AddonReleaseObserved {
-            phase,
-            observed_revision: apply.revision,
-            message: &message,
-            git_commit: commit.as_deref(),
-        },
-    };
-    let old = release.status.clone().unwrap_or_default();
-    let changed = old.phase.as_deref() != Some(phase)
-        || old.observed_revision != Some(apply.revision)
-        || old.message != message
-        || old.git_commit != commit;
-    if changed {
-        let updated = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await?;
-        if let Some(event) = release_status(&updated) {
-            ctx.reporter.report(event);
-        }
-    }
-    Ok(match phase {
-        "Ready" => Action::requeue(Duration::from_secs(60)),
-        _ => Action::requeue(Duration::from_secs(2)),
-    })
-}
-
-fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _: Arc<Releases>) -> Action {
-    tracing::warn!(%error, "addon release reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(5))
-}
-
-/// Runs the AddonRelease controller until `shutdown`.
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
-    Controller::new(releases, watcher::Config::default())
-        .graceful_shutdown_on(shutdown)
-        .run(
-            crate::metrics::metrics()
-                .reconciles
-                .measure("addon", reconcile),
-            error_policy,
-            Arc::new(Releases {
-                ctx,
-                passes: FullPasses::default(),
-            }),
-        )
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "addon release reconcile");
-            }
-        })
-        .await;
 }
