@@ -23,7 +23,7 @@
 //!    [`pod_security`] (the namespace labels, and their healing), [`drift`], [`readiness`],
 //!    [`exports`], [`validate`], [`crd`], [`apply`], [`egress`] (helm's way out), [`helm`],
 //!    [`gitops`], [`capacity`], [`report`] (the queue of status events to the hub, and the
-//!    `app.status` of a StackDeploy), and [`memory`] (what a controller remembers between its
+//!    `app.status` of a StackDeploy), [`memory`] (what a controller remembers between its
 //!    passes: its own state, shared with the command handlers where they need it), and
 //!    [`boundary`] (the namespace check, through the applier's cache, and the
 //!    [`boundary::Refusal`] every command answers with);
