@@ -182,21 +182,12 @@ fn claim(live: &Value, paused: bool) -> Readiness {
 
 /// The readiness of `live`, a Deployment or StatefulSet as the API server returned it.
 pub fn workload(live: &Value) -> Readiness {
-    let number = |path: &str| {
-        live.pointer(path)
-            .and_then(Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-    };
-    let desired = number("/spec/replicas").unwrap_or(1);
-    let total = number("/status/replicas").unwrap_or(0);
-    let ready = number("/status/readyReplicas").unwrap_or(0);
-    let available = number("/status/availableReplicas").unwrap_or(0);
-    let updated = number("/status/updatedReplicas").unwrap_or(0);
-    let generation = live.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = live
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
-    let current = generation.is_some() && observed >= generation;
+    let desired = number(live, "/spec/replicas").unwrap_or(1);
+    let total = number(live, "/status/replicas").unwrap_or(0);
+    let ready = number(live, "/status/readyReplicas").unwrap_or(0);
+    let available = number(live, "/status/availableReplicas").unwrap_or(0);
+    let updated = number(live, "/status/updatedReplicas").unwrap_or(0);
+    let current = observed(live);
     let old = total.saturating_sub(updated);
     // Old pods may be among the ready ones: only what exceeds them is surely new.
     let new_ready = ready.saturating_sub(old).min(updated).min(desired);

@@ -5,12 +5,7 @@ use super::*;
 
 /// A kube client impersonating the Kubernetes user `name` (no kubenest user behind it).
 async fn as_kubernetes_user(name: &str) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.auth_info.impersonate = Some(name.to_owned());
-    kube::Client::try_from(config).unwrap()
+    impersonating(name, &[]).await
 }
 
 /// Gets, changes, annotates and deletes `name` as `api`'s user: every outcome, in that order.

@@ -37,11 +37,20 @@ use serde_json::{Value, json};
 
 /// A kube client acting as the Kubernetes user of kubenest user id `id`.
 async fn as_user(id: &str) -> kube::Client {
+    impersonating(&kubenest_crds::common::kubernetes_user(id), &[]).await
+}
+
+/// A kube client of the plane's admin impersonating Kubernetes user `name` in `groups`.
+async fn impersonating(name: &str, groups: &[&str]) -> kube::Client {
     let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
-    config.auth_info.impersonate = Some(kubenest_crds::common::kubernetes_user(id));
+    config.auth_info.impersonate = Some(name.to_owned());
+    if !groups.is_empty() {
+        config.auth_info.impersonate_groups =
+            Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    }
     kube::Client::try_from(config).unwrap()
 }
 

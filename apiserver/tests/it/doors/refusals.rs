@@ -500,13 +500,7 @@ async fn a_membership_without_a_user_id_is_refused_at_kubectl_naming_the_field()
     let (org, project, _session, id) = setting("memberid").await;
     // A platform operator with every Kubernetes power: only the admission webhook stands in
     // the way (the plane's own identity is the API server's, which the webhooks trust).
-    let kubeconfig = kube::config::Kubeconfig::read_from(&plane().kubeconfig).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.auth_info.impersonate = Some("platform-operator".into());
-    config.auth_info.impersonate_groups = Some(vec!["system:masters".into()]);
-    let kube = kube::Client::try_from(config).unwrap();
+    let kube = impersonating("platform-operator", &["system:masters"]).await;
     let orgs: Api<Organization> = Api::all(kube.clone());
     let projects: Api<Project> = Api::namespaced(kube, &format!("org-{org}"));
     let project_name = project["name"].as_str().unwrap();
