@@ -10,6 +10,13 @@
 //! it may name one as a Secret to read (a volume, an env reference, a TLS secret). Naming one
 //! in `imagePullSecrets` is a pull, which the kubelet makes; the pod never sees it.
 //!
+//! Nor may a chart's claims pick the volume they bind ([`claims`]): a claim — a
+//! PersistentVolumeClaim, a StatefulSet's claim template, a pod's ephemeral volume — that names
+//! a volume (`volumeName`), selects volumes by label (`selector`) or asks for no storage class
+//! (`storageClassName: ""`, which binds only volumes that already exist) could take a volume
+//! provisioned for someone else, with whatever another tenant left on it. A chart's claims ask
+//! for a new volume of a storage class, which the cluster's provisioner makes for them.
+//!
 //! The list is the kinds the agent also prunes ([`crate::apply::PRUNABLE`]) and that its
 //! project role lets it write: anything applied must be removable when the App drops it, and a
 //! kind outside the project role would fail at the API server anyway (with a less clear
@@ -75,6 +82,15 @@ pub enum Refused {
         "the chart renders {object} in namespace {namespace}, outside the project's; nothing of the chart was applied"
     )]
     OtherNamespace { object: String, namespace: String },
+    /// A claim that picks an existing volume instead of asking for a new one.
+    #[error(
+        "the chart renders {object}, whose claim at {field} {how}; a chart's claims may only ask for a new volume of a storage class; nothing of the chart was applied"
+    )]
+    PicksVolume {
+        object: String,
+        field: String,
+        how: &'static str,
+    },
     /// An object that is, or whose pods would read, a Secret of credentials.
     #[error(
         "the chart renders {object}, which {how} Secret {secret}, credentials only kubenest's builds and pulls may use; nothing of the chart was applied"
@@ -129,12 +145,89 @@ fn admit_one(
         return Err(Refused::NotAllowed { object: named() });
     }
     match object.pointer("/metadata/namespace") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(ns)) if ns == namespace || ns.is_empty() => Ok(()),
-        Some(other) => Err(Refused::OtherNamespace {
-            object: named(),
-            namespace: other.as_str().unwrap_or("?").to_owned(),
-        }),
+        None | Some(Value::Null) => {}
+        Some(Value::String(ns)) if ns == namespace || ns.is_empty() => {}
+        Some(other) => {
+            return Err(Refused::OtherNamespace {
+                object: named(),
+                namespace: other.as_str().unwrap_or("?").to_owned(),
+            });
+        }
+    }
+    claims(object, kind).map_err(|(field, how)| Refused::PicksVolume {
+        object: named(),
+        field,
+        how,
+    })
+}
+
+/// Ok when no claim of `object` (of kind `kind`) picks the volume it binds; else the claim's
+/// field (`spec.volumeClaimTemplates[0].spec.volumeName`) and how it picks.
+fn claims(object: &Value, kind: &str) -> Result<(), (String, &'static str)> {
+    let mut specs = Vec::new();
+    if kind == "PersistentVolumeClaim"
+        && let Some(spec) = object.get("spec")
+    {
+        specs.push(("spec".to_owned(), spec));
+    }
+    if let Some(spec) = object.get("spec") {
+        claim_templates(spec, "spec", &mut specs);
+    }
+    for (path, spec) in specs {
+        if spec
+            .get("volumeName")
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+        {
+            return Err((format!("{path}.volumeName"), "names an existing volume"));
+        }
+        if spec.get("selector").is_some_and(|v| !v.is_null()) {
+            return Err((
+                format!("{path}.selector"),
+                "selects existing volumes by label",
+            ));
+        }
+        if spec.get("storageClassName").and_then(Value::as_str) == Some("") {
+            return Err((
+                format!("{path}.storageClassName"),
+                "asks for no storage class, which binds only volumes that already exist",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Collects, with their paths, the `spec` of every claim template under `value`: a
+/// StatefulSet's `volumeClaimTemplates[i]` and an ephemeral volume's `volumeClaimTemplate`,
+/// wherever the pod template sits (a CronJob's is three levels down).
+fn claim_templates<'a>(value: &'a Value, path: &str, specs: &mut Vec<(String, &'a Value)>) {
+    match value {
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                claim_templates(item, &format!("{path}[{i}]"), specs);
+            }
+        }
+        Value::Object(fields) => {
+            for (key, field) in fields {
+                let here = format!("{path}.{key}");
+                match (key.as_str(), field) {
+                    ("volumeClaimTemplates", Value::Array(templates)) => {
+                        for (i, template) in templates.iter().enumerate() {
+                            if let Some(spec) = template.get("spec") {
+                                specs.push((format!("{here}[{i}].spec"), spec));
+                            }
+                        }
+                    }
+                    ("volumeClaimTemplate", template) => {
+                        if let Some(spec) = template.get("spec") {
+                            specs.push((format!("{here}.spec"), spec));
+                        }
+                    }
+                    _ => claim_templates(field, &here, specs),
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -329,6 +422,65 @@ mod tests {
                 "{group} {kind} is applied but never pruned"
             );
         }
+    }
+
+    #[test]
+    fn a_claim_that_picks_its_volume_refuses_the_render_naming_the_field() {
+        let claim = |spec: Value| {
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                   "metadata": {"name": "data"}, "spec": spec})
+        };
+        let picks = |objects: &[Value]| match admit(objects, "shop", cluster) {
+            Err(Refused::PicksVolume { object, field, .. }) => Some((object, field)),
+            other => {
+                assert_eq!(other, Ok(()));
+                None
+            }
+        };
+        let asks = json!({"accessModes": ["ReadWriteOnce"],
+                          "resources": {"requests": {"storage": "1Gi"}}});
+        assert_eq!(picks(&[claim(asks.clone())]), None);
+        let mut classed = asks.clone();
+        classed["storageClassName"] = "fast".into();
+        assert_eq!(picks(&[claim(classed)]), None);
+        for (field, value) in [
+            ("volumeName", json!("pv-of-another-tenant")),
+            ("selector", json!({"matchLabels": {"tenant": "other"}})),
+            ("storageClassName", json!("")),
+        ] {
+            let mut spec = asks.clone();
+            spec[field] = value;
+            assert_eq!(
+                picks(&[claim(spec)]),
+                Some(("PersistentVolumeClaim/data".into(), format!("spec.{field}"))),
+            );
+        }
+        // A StatefulSet's claim template and a pod's ephemeral volume are claims too.
+        let mut template = asks.clone();
+        template["volumeName"] = "pv-1".into();
+        let set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db"},
+            "spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": template}]}});
+        assert_eq!(
+            picks(&[set]),
+            Some((
+                "StatefulSet/db".into(),
+                "spec.volumeClaimTemplates[0].spec.volumeName".into()
+            ))
+        );
+        let mut ephemeral = asks;
+        ephemeral["selector"] = json!({"matchLabels": {"a": "b"}});
+        let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "r"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"volumes": [
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": ephemeral}}}]}}}}}});
+        assert_eq!(
+            picks(&[cron]),
+            Some((
+                "CronJob/r".into(),
+                "spec.jobTemplate.spec.template.spec.volumes[0].ephemeral.volumeClaimTemplate.spec.selector"
+                    .into()
+            ))
+        );
     }
 
     fn reserved() -> BTreeSet<String> {

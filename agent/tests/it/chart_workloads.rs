@@ -5,7 +5,7 @@
 //! project's registry credentials (its `kubernetes.io/dockerconfigjson` Secret, read on the
 //! cluster), and a project without them gets the registry's refusal as its revision's failure.
 //! A chart that renders a cluster-scoped object or a RoleBinding fails its revision naming it,
-//! with nothing of it applied; project namespaces enforce Pod Security's baseline. A pull never
+//! with nothing of it applied, and so does one whose claim names another tenant's volume; project namespaces enforce Pod Security's baseline. A pull never
 //! reaches the cluster's own network unless its source is one of the agent's chart sources: not
 //! at its first URL, nor through a redirect or an index's chart URL.
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::common::charts::{ESCAPE, assert_escape_refused, refused_chart};
 use crate::common::{Backend, app_ref, project, project_with_registry, secret_set};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::Api;
 use kubenest_agent::egress::Egress;
 use kubenest_contracts::{self as wire, AppPhase};
@@ -122,6 +122,35 @@ spec:
     ),
 ];
 
+/// The pre-provisioned volume [`SQUATTER`] tries to take: made by the test as a platform team
+/// makes volumes for one tenant, Available until its tenant's claim binds it.
+const TENANT_VOLUME: &str = "volume-of-another-tenant";
+
+/// A chart whose claim names another tenant's volume (`spec.volumeName`), after a ConfigMap.
+const SQUATTER: [(&str, &str); 2] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: squatter\nversion: 0.1.0\n",
+    ),
+    (
+        "templates/all.yaml",
+        r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: "{{ .Release.Name }}-settings"}
+data: {a: b}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: "{{ .Release.Name }}-data"}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: volume-of-another-tenant
+  resources: {requests: {storage: 1Gi}}
+"#,
+    ),
+];
+
 /// A chart that binds a role in its own namespace: a RoleBinding after a ConfigMap.
 const BINDER: [(&str, &str); 2] = [
     (
@@ -184,6 +213,7 @@ fn fixture() -> &'static Fixture {
                 repository.publish("webapp", &WEBAPP).unwrap();
                 repository.publish("escape", &ESCAPE).unwrap();
                 repository.publish("binder", &BINDER).unwrap();
+                repository.publish("squatter", &SQUATTER).unwrap();
                 repository.publish("works", &WORKS).unwrap();
                 for (name, secret) in [("peeker", wire::REGISTRY_SECRET), ("gitpeeker", GIT_SECRET)]
                 {
@@ -393,6 +423,44 @@ async fn a_chart_rendering_a_role_binding_fails_naming_it_and_nothing_of_it_is_c
             .await
             .unwrap()
             .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_chart_claiming_another_tenants_volume_fails_naming_the_field_and_leaves_it_unbound() {
+    let f = fixture();
+    let client = f.east.client().await.unwrap();
+    let volumes = Api::<PersistentVolume>::all(client.clone());
+    let volume: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": TENANT_VOLUME},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "hostPath": {"path": "/var/lib/tenant-data"}}
+    }))
+    .unwrap();
+    volumes.create(&Default::default(), &volume).await.unwrap();
+
+    let (message, namespace) = refused_chart(&f.backend, f.repository.url(), "squatter").await;
+    assert!(
+        message.contains("PersistentVolumeClaim/site-web-data")
+            && message.contains("spec.volumeName")
+            && message.contains("names an existing volume"),
+        "{message}"
+    );
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &namespace);
+    assert!(claims.get_opt("site-web-data").await.unwrap().is_none());
+    let settings = Api::<ConfigMap>::namespaced(client, &namespace);
+    assert!(
+        settings
+            .get_opt("site-web-settings")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let volume = volumes.get(TENANT_VOLUME).await.unwrap();
+    assert!(
+        volume.spec.unwrap().claim_ref.is_none(),
+        "the volume was bound"
     );
 }
 
