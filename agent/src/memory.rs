@@ -7,6 +7,8 @@
 //!   repeat the last report on a resync.
 //! - [`FullPasses`]: per App or addon, when its objects were last all written whatever their
 //!   stamps say; each controller keeps its own clock.
+//! - [`LeftBehind`]: per App or addon being deleted, what it last reported as still on the
+//!   cluster, so a deletion that looks again every second reports only what changed.
 //!
 //! Nothing here survives a restart, and nothing needs to: a new process writes once more, and
 //! reports what its first pass finds.
@@ -50,6 +52,27 @@ impl FullPasses {
     }
 
     /// Forgets `id`'s clock (it is gone).
+    pub fn forget(&self, id: &str) {
+        lock(&self.0).remove(id);
+    }
+}
+
+/// What each deletion last reported as still on the cluster, by App or addon id.
+#[derive(Debug, Default)]
+pub struct LeftBehind(Mutex<HashMap<String, String>>);
+
+impl LeftBehind {
+    /// Whether `left` differs from what `id`'s deletion last reported (and records it).
+    pub fn changed(&self, id: &str, left: &str) -> bool {
+        let mut reported = lock(&self.0);
+        if reported.get(id).map(String::as_str) == Some(left) {
+            return false;
+        }
+        reported.insert(id.to_owned(), left.to_owned());
+        true
+    }
+
+    /// Forgets `id` (its deletion finished).
     pub fn forget(&self, id: &str) {
         lock(&self.0).remove(id);
     }
@@ -219,5 +242,16 @@ mod tests {
         assert!(passes.due("a2"), "each id has its own clock");
         passes.forget("a1");
         assert!(passes.due("a1"), "a forgotten id starts again");
+    }
+
+    #[test]
+    fn what_a_deletion_left_behind_is_reported_only_when_it_changes() {
+        let left = LeftBehind::default();
+        assert!(left.changed("a1", "ConfigMap/x"));
+        assert!(!left.changed("a1", "ConfigMap/x"), "the same list again");
+        assert!(left.changed("a1", "ConfigMap/x (finalizers: f)"));
+        assert!(left.changed("a2", "ConfigMap/x"), "each id on its own");
+        left.forget("a1");
+        assert!(left.changed("a1", "ConfigMap/x (finalizers: f)"));
     }
 }

@@ -161,12 +161,13 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
         &command.project_id,
         &command.namespace,
         ProjectPhase::Terminating,
-        "the namespace is being deleted",
+        BEING_DELETED,
     );
     let ctx = ctx.clone();
     let command = command.clone();
     tokio::spawn(async move {
         let namespaces = Api::<Namespace>::all(ctx.client.clone());
+        let mut said = BEING_DELETED.to_owned();
         for _ in 0..600 {
             match namespaces.get_opt(command.namespace.as_str()).await {
                 Ok(None) => {
@@ -179,11 +180,54 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
                     );
                     return;
                 }
-                Ok(Some(_)) | Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                Ok(Some(namespace)) => {
+                    // What the namespace controller says holds it, each time that changes.
+                    let now = terminating(&namespace);
+                    if now != said {
+                        let phase = ProjectPhase::Terminating;
+                        report(&ctx, &command.project_id, &command.namespace, phase, &now);
+                        said = now;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
             }
         }
     });
     Ok(())
+}
+
+/// What a project's namespace being deleted says before it has said what holds it.
+const BEING_DELETED: &str = "the namespace is being deleted";
+
+/// The namespace conditions that say what holds a namespace's deletion.
+const HOLDING: [&str; 5] = [
+    "NamespaceContentRemaining",
+    "NamespaceFinalizersRemaining",
+    "NamespaceDeletionContentFailure",
+    "NamespaceDeletionDiscoveryFailure",
+    "NamespaceDeletionGroupVersionParsingFailure",
+];
+
+/// What holds the deletion of `namespace` (pure), as its namespace controller's conditions say
+/// (e.g. `Some content in the namespace has finalizers remaining: example.test/hold in 1
+/// resource instances`), or that it is being deleted.
+pub fn terminating(namespace: &Namespace) -> String {
+    let conditions = namespace
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref());
+    let holding: Vec<&str> = conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| HOLDING.contains(&c.type_.as_str()) && c.status == "True")
+        .filter_map(|c| c.message.as_deref())
+        .collect();
+    if holding.is_empty() {
+        BEING_DELETED.to_owned()
+    } else {
+        format!("{BEING_DELETED}: {}", holding.join("; "))
+    }
 }
 
 fn violation(message: String) -> Refusal {
@@ -207,16 +251,16 @@ pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
         .into_iter()
         .filter_map(|ns| {
             let project = ns.labels().get(labels::PROJECT_ID)?.clone();
-            let terminating = ns.metadata.deletion_timestamp.is_some();
+            let (phase, message) = if ns.metadata.deletion_timestamp.is_some() {
+                (ProjectPhase::Terminating, terminating(&ns))
+            } else {
+                (ProjectPhase::Ready, String::new())
+            };
             Some(wire::ProjectStatus {
                 project_id: wire::Id::new(project),
                 namespace: wire::Name::new(ns.name_any()),
-                phase: if terminating {
-                    ProjectPhase::Terminating
-                } else {
-                    ProjectPhase::Ready
-                },
-                message: String::new(),
+                phase,
+                message,
                 observed_at: chrono::Utc::now(),
             })
         })
@@ -268,5 +312,28 @@ mod tests {
             labels[&format!("{}enforce", pod_security::PREFIX)],
             "restricted"
         );
+    }
+
+    #[test]
+    fn a_terminating_namespace_says_what_its_namespace_controller_says_holds_it() {
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": "shop"},
+            "status": {"phase": "Terminating", "conditions": [
+                {"type": "NamespaceDeletionDiscoveryFailure", "status": "False",
+                 "message": "All resources successfully discovered"},
+                {"type": "NamespaceContentRemaining", "status": "True",
+                 "message": "Some resources are remaining: configmaps. has 1 resource instances"},
+                {"type": "NamespaceFinalizersRemaining", "status": "True",
+                 "message": "Some content in the namespace has finalizers remaining: example.test/hold in 1 resource instances"},
+            ]}
+        }))
+        .unwrap();
+        assert_eq!(
+            terminating(&namespace),
+            "the namespace is being deleted: Some resources are remaining: configmaps. has 1 \
+             resource instances; Some content in the namespace has finalizers remaining: \
+             example.test/hold in 1 resource instances"
+        );
+        assert_eq!(terminating(&Namespace::default()), BEING_DELETED);
     }
 }

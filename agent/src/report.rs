@@ -169,6 +169,33 @@ impl LastReports {
     }
 }
 
+/// The reason of the condition an App's `Deleting` report names what is left with.
+pub const OBJECTS_REMAINING: &str = "ObjectsRemaining";
+
+/// `app.status` saying the App is being removed and what is still on the cluster (`left`):
+/// a `False` condition of reason [`OBJECTS_REMAINING`], which the management side shows as the
+/// App's cluster message.
+pub fn deleting(
+    reporter: &Reporter,
+    app_id: wire::Id,
+    revision: String,
+    left: &str,
+) -> wire::AppStatus {
+    let now = chrono::Utc::now();
+    wire::AppStatus {
+        phase: AppPhase::Deleting,
+        conditions: vec![wire::Condition {
+            type_: "Removed".into(),
+            status: wire::ConditionStatus::False,
+            reason: OBJECTS_REMAINING.into(),
+            message: left.to_owned(),
+            last_transition_time: now,
+        }],
+        observed_at: now,
+        ..deleted(reporter, app_id, Some(revision))
+    }
+}
+
 /// `app.status` saying the App is gone from the cluster.
 pub fn deleted(reporter: &Reporter, app_id: wire::Id, revision: Option<String>) -> wire::AppStatus {
     wire::AppStatus {

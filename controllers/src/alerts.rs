@@ -1,5 +1,6 @@
-//! Alerts are real objects: a cluster silent past its heartbeat window and an App past its
-//! progress deadline each become a row users list and acknowledge (`kubenest_store::Alerts`)
+//! Alerts are real objects: a cluster silent past its heartbeat window, an App past its
+//! progress deadline, and an App, addon or Project whose deletion is past its deadline each
+//! become a row users list and acknowledge (`kubenest_store::Alerts`)
 //! and a Kubernetes Event on the object, opened when the condition starts and resolved when it
 //! ends. What starts and ends one is [`kubenest_domain::alerts`] (the API server's live stream
 //! derives its `alert` events from the same rules).
@@ -15,9 +16,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use kubenest_crds::app::App;
 use kubenest_crds::cluster::Cluster;
-use kubenest_domain::alerts::{AlertKind, Signal, app_signal, cluster_signal};
+use kubenest_domain::alerts::{AlertKind, Signal, app_signal, cluster_signal, deletion_signal};
 use kubenest_store::{Alerts, NewAlert};
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,8 @@ const ALERTS_EVERY: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub struct Subject {
     pub kind: AlertKind,
+    /// What the subject is: `cluster`, `app`, `addon` or `project`.
+    pub subject_kind: &'static str,
     /// The object's uid.
     pub uid: String,
     pub name: String,
@@ -71,7 +73,7 @@ pub fn plan(open: &[(String, AlertKind)], subjects: &[Subject]) -> Vec<Change> {
                     org_id: subject.org_id.clone(),
                     kind: subject.kind.as_str().into(),
                     severity: subject.kind.severity().into(),
-                    subject_kind: subject.kind.subject().into(),
+                    subject_kind: subject.subject_kind.into(),
                     subject_id: subject.uid.clone(),
                     subject_name: subject.name.clone(),
                     cluster_id: subject.cluster_id.clone(),
@@ -96,7 +98,12 @@ pub fn plan(open: &[(String, AlertKind)], subjects: &[Subject]) -> Vec<Change> {
             changes.push(Change::Resolve {
                 kind: *kind,
                 subject_id: id.clone(),
-                why: format!("the {} was deleted", kind.subject()),
+                why: match kind {
+                    AlertKind::DeletionDeadlineExceeded => {
+                        "the deletion finished, or the object was removed by force".into()
+                    }
+                    _ => format!("the {} was deleted", kind.subject()),
+                },
                 reference: None,
             });
         }
@@ -113,6 +120,7 @@ fn cluster_subject(caches: &Caches, cluster: &Cluster) -> Option<Subject> {
     let uid = cluster.uid()?;
     Some(Subject {
         kind: AlertKind::HeartbeatMissed,
+        subject_kind: "cluster",
         org_id: org_in(caches, &namespace)?,
         cluster_id: Some(uid.clone()),
         project_id: None,
@@ -123,32 +131,78 @@ fn cluster_subject(caches: &Caches, cluster: &Cluster) -> Option<Subject> {
     })
 }
 
-fn app_subject(caches: &Caches, app: &App) -> Option<Subject> {
-    let namespace = app.namespace()?;
-    let project = caches
+/// `object` (an App or addon of `project`, or the Project itself) as a subject of `kind`.
+fn in_project<K: Resource<DynamicType = ()>>(
+    caches: &Caches,
+    object: &K,
+    project: &str,
+    (kind, subject_kind): (AlertKind, &'static str),
+    signal: Signal,
+) -> Option<Subject> {
+    let namespace = object.namespace()?;
+    let project_id = caches
         .projects
-        .get(&ObjectRef::new(&app.spec.project).within(&namespace));
+        .get(&ObjectRef::new(project).within(&namespace))
+        .and_then(|p| p.uid());
     Some(Subject {
-        kind: AlertKind::ProgressDeadlineExceeded,
+        kind,
+        subject_kind,
         org_id: org_in(caches, &namespace)?,
-        cluster_id: caches.cluster_of_project(&namespace, &app.spec.project),
-        project_id: project.and_then(|p| p.uid()),
-        name: app.name_any(),
-        signal: app_signal(app.status.as_ref()),
-        reference: reference(app),
-        uid: app.uid()?,
+        cluster_id: caches.cluster_of_project(&namespace, project),
+        project_id,
+        name: object.name_any(),
+        signal,
+        reference: reference(object),
+        uid: object.uid()?,
     })
 }
 
-/// Every Cluster and App in the caches, as subjects.
+/// Every Cluster, App, addon and Project in the caches, as subjects: each cluster of its
+/// heartbeat, each App of its progress deadline, and each App, addon and Project being deleted
+/// of its deletion's deadline.
 fn subjects(caches: &Caches) -> Vec<Subject> {
-    let clusters = caches.clusters.state();
-    let apps = caches.apps.state();
-    clusters
+    let deletion = AlertKind::DeletionDeadlineExceeded;
+    let mut subjects: Vec<Subject> = caches
+        .clusters
+        .state()
         .iter()
         .filter_map(|c| cluster_subject(caches, c))
-        .chain(apps.iter().filter_map(|a| app_subject(caches, a)))
-        .collect()
+        .collect();
+    for app in caches.apps.state() {
+        let status = app.status.as_ref();
+        let progress = app_signal(status);
+        let kind = (AlertKind::ProgressDeadlineExceeded, "app");
+        subjects.extend(in_project(caches, &*app, &app.spec.project, kind, progress));
+        let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+        let signal = deletion_signal(conditions);
+        subjects.extend(in_project(
+            caches,
+            &*app,
+            &app.spec.project,
+            (deletion, "app"),
+            signal,
+        ));
+    }
+    for addon in caches.addons.state() {
+        let conditions = addon.status.as_ref().map(|s| s.conditions.as_slice());
+        let signal = deletion_signal(conditions.unwrap_or_default());
+        let kind = (deletion, "addon");
+        subjects.extend(in_project(
+            caches,
+            &*addon,
+            &addon.spec.project,
+            kind,
+            signal,
+        ));
+    }
+    for project in caches.projects.state() {
+        let conditions = project.status.as_ref().map(|s| s.conditions.as_slice());
+        let signal = deletion_signal(conditions.unwrap_or_default());
+        let kind = (deletion, "project");
+        let name = project.name_any();
+        subjects.extend(in_project(caches, &*project, &name, kind, signal));
+    }
+    subjects
 }
 
 /// Keeps the alert rows and Events in step with the caches until `shutdown`.
@@ -251,6 +305,7 @@ mod tests {
     fn subject(kind: AlertKind, uid: &str, signal: Signal) -> Subject {
         Subject {
             kind,
+            subject_kind: kind.subject(),
             uid: uid.into(),
             name: format!("name-{uid}"),
             org_id: "acme".into(),

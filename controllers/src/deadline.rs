@@ -66,6 +66,18 @@ pub fn judge(
     }
 }
 
+/// The deadline of a deletion asked at `asked` (the object's `deletionTimestamp`; `now` if it
+/// has none) for an object whose changes may take `seconds`: whether it has passed, and when
+/// it passes (or passed).
+pub fn deletion(
+    asked: Option<DateTime<Utc>>,
+    seconds: u32,
+    now: DateTime<Utc>,
+) -> (bool, DateTime<Utc>) {
+    let at = asked.unwrap_or(now) + chrono::Duration::seconds(i64::from(seconds));
+    (now > at, at)
+}
+
 /// `next`, or sooner if a deadline at `at` passes before it: a deadline is judged when it
 /// passes, not at the next retry of a backoff.
 pub fn sooner(
@@ -138,5 +150,16 @@ mod tests {
         let next = judge(Some(&stuck.clock), 4, false, 10, at(42));
         assert_eq!((next.clock.change, next.expired), (4, false));
         assert_eq!(next.clock.delivered_at, None);
+    }
+
+    #[test]
+    fn a_deletion_is_overdue_once_its_progress_deadline_has_passed_since_it_was_asked() {
+        let asked = Utc::now() - chrono::Duration::seconds(20);
+        let (overdue, at) = deletion(Some(asked), 30, Utc::now());
+        assert!(!overdue);
+        assert_eq!(at, asked + chrono::Duration::seconds(30));
+        assert!(deletion(Some(asked), 10, Utc::now()).0);
+        // Not asked yet (no timestamp seen): the clock starts now.
+        assert!(!deletion(None, 10, Utc::now()).0);
     }
 }

@@ -10,7 +10,10 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kubenest_contracts::Message;
 
-use crate::conditions::{self, DELETION_BLOCKED};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kubenest_domain::deletion;
+
+use crate::conditions::{self, DELETION_BLOCKED, READY};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement::Placement;
 use crate::plane::Plane;
@@ -146,6 +149,50 @@ pub async fn attempt_deletion(
     attempt.retry
 }
 
+/// A deletion against its deadline: the object's progress deadline, counted from its
+/// `deletionTimestamp`. Past it, `Ready=False` of reason `DeletionDeadlineExceeded` says how
+/// long the deletion had, what is still there (`remaining`, what the cluster reports is left;
+/// without a report, what `DeletionBlocked` says the deletion waits for) and the way out
+/// (`force`), and that message is returned: the caller marks the object `Failed`. Before it,
+/// nothing is written and `retry` is shortened so the deadline is judged when it passes.
+pub fn judge_deletion(
+    meta: &ObjectMeta,
+    seconds: u32,
+    conditions: &mut Vec<Condition>,
+    remaining: Option<&str>,
+    force: &str,
+    retry: &mut Duration,
+) -> Option<String> {
+    let now = chrono::Utc::now();
+    let asked = meta
+        .deletion_timestamp
+        .as_ref()
+        .and_then(|at| chrono::DateTime::from_timestamp(at.0.as_second(), 0));
+    let (overdue, at) = crate::deadline::deletion(asked, seconds, now);
+    if !overdue {
+        *retry = crate::deadline::sooner(*retry, at, now);
+        return None;
+    }
+    let remaining = match remaining {
+        Some(reported) => reported.to_owned(),
+        None => {
+            let waiting = conditions::get(conditions, DELETION_BLOCKED)
+                .map_or("waiting for the agent", |c| c.message.as_str());
+            format!("the cluster has not confirmed the removal ({waiting})")
+        }
+    };
+    let message = deletion::failed_message(seconds, &remaining, force);
+    conditions::set(
+        conditions,
+        READY,
+        false,
+        deletion::DELETION_DEADLINE_EXCEEDED,
+        message.clone(),
+        meta.generation,
+    );
+    Some(message)
+}
+
 #[cfg(test)]
 mod tests {
     use kubenest_runtime::reconciles::Category;
@@ -168,5 +215,84 @@ mod tests {
         // The retry policy and the metrics look through the step to the cause.
         assert!(matches!(error.root(), Error::Invalid(_)));
         assert_eq!(error.category(), "invalid");
+    }
+
+    fn deleted(seconds_ago: i64) -> ObjectMeta {
+        let at = jiff_at(chrono::Utc::now() - chrono::Duration::seconds(seconds_ago));
+        ObjectMeta {
+            deletion_timestamp: Some(at),
+            generation: Some(3),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn jiff_at(
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(at.timestamp()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_deletion_past_its_deadline_says_what_remains_and_the_way_out_and_before_it_nothing() {
+        let mut conditions = Vec::new();
+        conditions::set(
+            &mut conditions,
+            DELETION_BLOCKED,
+            true,
+            "AwaitingAgent",
+            "app.delete was sent; waiting for the agent to confirm",
+            Some(3),
+        );
+        let mut retry = Duration::from_secs(300);
+        let early = judge_deletion(&deleted(5), 30, &mut conditions, None, "f", &mut retry);
+        assert_eq!(early, None);
+        assert!(conditions::get(&conditions, READY).is_none());
+        assert!(
+            retry <= Duration::from_secs(27),
+            "{retry:?}: judged when it passes"
+        );
+
+        let mut retry = Duration::from_secs(5);
+        let unreported = judge_deletion(
+            &deleted(40),
+            30,
+            &mut conditions,
+            None,
+            "force it",
+            &mut retry,
+        )
+        .unwrap();
+        assert!(
+            unreported.contains("has not confirmed the removal (app.delete was sent"),
+            "{unreported}"
+        );
+        let ready = conditions::get(&conditions, READY).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", deletion::DELETION_DEADLINE_EXCEEDED)
+        );
+        assert!(deletion::overdue(&conditions).is_some());
+        assert_eq!(
+            retry,
+            Duration::from_secs(5),
+            "the deletion goes on being retried"
+        );
+
+        let reported = "still on cluster east: Deployment/web (finalizers: example.test/hold)";
+        let message = judge_deletion(
+            &deleted(40),
+            30,
+            &mut conditions,
+            Some(reported),
+            "force it",
+            &mut retry,
+        )
+        .unwrap();
+        assert!(
+            message.contains(reported) && message.contains("force it"),
+            "{message}"
+        );
     }
 }

@@ -118,6 +118,10 @@ pub mod conditions {
     pub const PROGRESSING: &str = "Progressing";
     /// Deletion waits for something (dependents, or the agent's confirmation).
     pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// Reason of `Ready=False` when the deletion did not finish within the object's progress
+    /// deadline: the object is `Failed`, an alert is open, and the message says what is still
+    /// on the cluster and how to remove the object by force.
+    pub const DELETION_DEADLINE_EXCEEDED: &str = "DeletionDeadlineExceeded";
     /// An App's cluster matches its spec (or the drift, why not).
     pub const SYNCED: &str = "Synced";
     /// A rollback request could not be carried out.

@@ -9,6 +9,10 @@
 //!   a workload whose own deadline passed (the agent's `blocked_sync` drift observing
 //!   `ProgressDeadlineExceeded`). It ends when the App runs again (phase `Running`), not merely
 //!   when a new rollout starts.
+//! - An App, standalone addon or Project whose deletion did not finish within its progress
+//!   deadline (`Ready=False` of reason `DeletionDeadlineExceeded`, see
+//!   [`crate::deletion`]) raises `deletion_deadline_exceeded`; it ends when the object is gone
+//!   (or removed by force).
 
 use kubenest_crds::app::AppStatus;
 use kubenest_crds::cluster::ClusterStatus;
@@ -24,17 +28,24 @@ pub enum AlertKind {
     HeartbeatMissed,
     /// An App's revision was not running within its progress deadline.
     ProgressDeadlineExceeded,
+    /// An App's, addon's or Project's deletion did not finish within its progress deadline.
+    DeletionDeadlineExceeded,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 2] = [Self::HeartbeatMissed, Self::ProgressDeadlineExceeded];
+    pub const ALL: [AlertKind; 3] = [
+        Self::HeartbeatMissed,
+        Self::ProgressDeadlineExceeded,
+        Self::DeletionDeadlineExceeded,
+    ];
 
     /// The kind as stored and as the API and the stream name it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::HeartbeatMissed => "heartbeat_missed",
             Self::ProgressDeadlineExceeded => "progress_deadline_exceeded",
+            Self::DeletionDeadlineExceeded => "deletion_deadline_exceeded",
         }
     }
 
@@ -43,19 +54,20 @@ impl AlertKind {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
-    /// `critical` (nothing is known of a whole cluster) or `warning` (one App).
+    /// `critical` (nothing is known of a whole cluster) or `warning` (one object).
     pub fn severity(self) -> &'static str {
         match self {
             Self::HeartbeatMissed => "critical",
-            Self::ProgressDeadlineExceeded => "warning",
+            Self::ProgressDeadlineExceeded | Self::DeletionDeadlineExceeded => "warning",
         }
     }
 
-    /// What it is about: `cluster` or `app`.
+    /// What it is about when only one kind of object can raise it: `cluster` or `app`. A
+    /// deletion's alert is about the object being deleted, whichever kind it is.
     pub fn subject(self) -> &'static str {
         match self {
             Self::HeartbeatMissed => "cluster",
-            Self::ProgressDeadlineExceeded => "app",
+            Self::ProgressDeadlineExceeded | Self::DeletionDeadlineExceeded => "app",
         }
     }
 
@@ -64,6 +76,7 @@ impl AlertKind {
         match self {
             Self::HeartbeatMissed => HEARTBEAT_MISSED,
             Self::ProgressDeadlineExceeded => PROGRESS_DEADLINE_EXCEEDED,
+            Self::DeletionDeadlineExceeded => crate::deletion::DELETION_DEADLINE_EXCEEDED,
         }
     }
 
@@ -72,6 +85,7 @@ impl AlertKind {
         match self {
             Self::HeartbeatMissed => "HeartbeatResumed",
             Self::ProgressDeadlineExceeded => "RunningAgain",
+            Self::DeletionDeadlineExceeded => "Deleted",
         }
     }
 }
@@ -119,6 +133,18 @@ pub fn app_signal(status: Option<&AppStatus>) -> Signal {
         }
         (Some("Running"), _) => Signal::Clear("the App runs again".into()),
         _ => Signal::Keep,
+    }
+}
+
+/// What an object's conditions say of `deletion_deadline_exceeded`: raised while its deletion
+/// is past its deadline. Nothing clears it but the object going (a deletion is never called
+/// off), which resolves the alert as any subject's removal does.
+pub fn deletion_signal(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Signal {
+    match crate::deletion::overdue(conditions) {
+        Some(condition) => Signal::Raise(condition.message.clone()),
+        None => Signal::Keep,
     }
 }
 
@@ -216,5 +242,22 @@ mod tests {
             Some(AlertKind::ProgressDeadlineExceeded)
         );
         assert_eq!(AlertKind::parse("other"), None);
+    }
+
+    #[test]
+    fn a_deletion_past_its_deadline_raises_and_nothing_else_does() {
+        let overdue = condition(
+            READY,
+            "False",
+            crate::deletion::DELETION_DEADLINE_EXCEEDED,
+            "still on cluster east: Deployment/web",
+        );
+        assert_eq!(
+            deletion_signal(&[overdue]),
+            Signal::Raise("still on cluster east: Deployment/web".into())
+        );
+        let waiting = condition("DeletionBlocked", "True", "AwaitingAgent", "sent");
+        assert_eq!(deletion_signal(&[waiting]), Signal::Keep);
+        assert_eq!(deletion_signal(&[]), Signal::Keep);
     }
 }

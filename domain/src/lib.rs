@@ -30,6 +30,7 @@ pub mod actor;
 pub mod alerts;
 pub mod app;
 pub mod chart_template;
+pub mod deletion;
 pub mod gitops;
 pub mod names;
 pub mod project;

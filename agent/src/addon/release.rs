@@ -15,9 +15,10 @@ use kubenest_contracts as wire;
 use kubenest_crds::names::{finalizers, labels};
 
 use super::{AddonError, AddonTarget, forget};
+use crate::apply::{Remaining, describe};
 use crate::context::Context;
 use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch};
-use crate::memory::FullPasses;
+use crate::memory::{FullPasses, LeftBehind};
 use crate::render::object_name;
 
 /// The `addon.status` of a standalone addon as its status stands.
@@ -50,11 +51,32 @@ fn release_export_secret(addon: &wire::AddonRef) -> String {
     object_name(&[addon.name.as_str(), "exports"])
 }
 
-/// The AddonRelease controller's state: the agent's shared context and each addon's full-pass
-/// clock.
+/// The AddonRelease controller's state: the agent's shared context, each addon's full-pass
+/// clock, and what each deletion last reported as left on the cluster.
 struct Releases {
     ctx: Arc<Context>,
     passes: FullPasses,
+    left: LeftBehind,
+}
+
+impl Releases {
+    /// Reports addon `addon_id` `Deleting`, naming what is still on the cluster, when that
+    /// changed since the last report.
+    fn report_remaining(&self, addon_id: &wire::Id, revision: u32, remaining: &[Remaining]) {
+        let left = describe(remaining);
+        if !self.left.changed(addon_id.as_str(), &left) {
+            return;
+        }
+        self.ctx.reporter.report(wire::AddonStatus {
+            addon_id: addon_id.clone(),
+            observed_revision: revision,
+            phase: wire::AddonPhase::Deleting,
+            message: format!("being removed; still there: {left}"),
+            export: None,
+            git_commit: None,
+            observed_at: chrono::Utc::now(),
+        });
+    }
 }
 
 async fn reconcile(
@@ -72,7 +94,8 @@ async fn reconcile(
             .applier
             .prune(namespace, &selector, &BTreeSet::new())
             .await?;
-        if remaining > 0 {
+        if !remaining.is_empty() {
+            releases.report_remaining(&apply.addon.addon_id, apply.revision, &remaining);
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         forget(
@@ -83,6 +106,7 @@ async fn reconcile(
         )
         .await?;
         releases.passes.forget(apply.addon.addon_id.as_str());
+        releases.left.forget(apply.addon.addon_id.as_str());
         ctx.reporter.report(wire::AddonStatus {
             addon_id: apply.addon.addon_id.clone(),
             observed_revision: apply.revision,
@@ -188,6 +212,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             Arc::new(Releases {
                 ctx,
                 passes: FullPasses::default(),
+                left: LeftBehind::default(),
             }),
         )
         .for_each(|result| async move {

@@ -336,18 +336,18 @@ impl Applier {
     }
 
     /// Deletes every object of a prunable kind in `namespace` whose labels match `selector`
-    /// (equalities, comma-separated) and that is not in `keep`. Returns how many such objects
-    /// are still there (being deleted or not yet deleted).
+    /// (equalities, comma-separated) and that is not in `keep`. Returns those still there
+    /// (being deleted, held by finalizers, or not yet deleted).
     pub async fn prune(
         &self,
         namespace: &str,
         selector: &str,
         keep: &BTreeSet<ObjectId>,
-    ) -> Result<usize, ApplyError> {
+    ) -> Result<Vec<Remaining>, ApplyError> {
         let pairs = selector_pairs(selector);
-        let mut remaining = 0;
+        let mut remaining = Vec::new();
         for ((api_version, kind), cache) in self.caches.iter() {
-            let doomed: Vec<(String, bool)> = self
+            let doomed: Vec<(Remaining, bool)> = self
                 .managed(cache, namespace)
                 .await?
                 .iter()
@@ -361,25 +361,33 @@ impl Applier {
                 .filter_map(|o| {
                     let name = o.metadata.name.clone()?;
                     let id = (api_version.clone(), kind.clone(), name.clone());
-                    (!keep.contains(&id)).then_some((name, o.metadata.deletion_timestamp.is_some()))
+                    let left = Remaining {
+                        kind: kind.clone(),
+                        name,
+                        finalizers: o.metadata.finalizers.clone().unwrap_or_default(),
+                    };
+                    (!keep.contains(&id)).then_some((left, o.metadata.deletion_timestamp.is_some()))
                 })
                 .collect();
             if doomed.is_empty() {
                 continue;
             }
             let api = self.api(api_version, kind, Some(namespace)).await?;
-            for (name, deleting) in doomed {
-                remaining += 1;
+            for (left, deleting) in doomed {
                 if deleting {
+                    remaining.push(left);
                     continue;
                 }
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => tracing::info!(%kind, %name, "pruned"),
-                    Err(kube::Error::Api(status)) if status.code == 404 => remaining -= 1,
+                match api.delete(&left.name, &DeleteParams::background()).await {
+                    Ok(_) => {
+                        tracing::info!(%kind, name = %left.name, "pruned");
+                        remaining.push(left);
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
                     Err(source) => {
                         return Err(ApplyError::Kube {
                             kind: kind.clone(),
-                            name,
+                            name: left.name,
                             source,
                         });
                     }
@@ -389,6 +397,54 @@ impl Applier {
         Ok(remaining)
     }
 }
+
+/// An object a prune asked to delete that was still there: `Deployment/web`, with the
+/// finalizers that hold it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remaining {
+    pub kind: String,
+    pub name: String,
+    pub finalizers: Vec<String>,
+}
+
+impl std::fmt::Display for Remaining {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)?;
+        if !self.finalizers.is_empty() {
+            write!(f, " (finalizers: {})", self.finalizers.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// At most this many remaining objects are named in a report; the rest are counted.
+const NAMED: usize = 10;
+
+/// What `remaining` says to a person (pure): the first few, named with what holds them, then
+/// how many more.
+pub fn describe(remaining: &[Remaining]) -> String {
+    let mut text = remaining
+        .iter()
+        .take(NAMED)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if text.len() > LONGEST {
+        let cut = (0..=LONGEST)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
+    if remaining.len() > NAMED {
+        text.push_str(&format!(" and {} more", remaining.len() - NAMED));
+    }
+    text
+}
+
+/// The longest list of names a report carries (a condition's message holds 4096 bytes).
+const LONGEST: usize = 3000;
 
 async fn discover(
     client: &kube::Client,
@@ -425,5 +481,21 @@ mod tests {
     #[test]
     fn selectors_are_equalities() {
         assert_eq!(selector_pairs("a=1,b=2"), vec![("a", "1"), ("b", "2")]);
+    }
+
+    #[test]
+    fn what_remains_is_named_with_its_finalizers_and_a_long_list_is_counted() {
+        let left = |name: &str, finalizers: &[&str]| Remaining {
+            kind: "ConfigMap".into(),
+            name: name.into(),
+            finalizers: finalizers.iter().map(|f| (*f).to_owned()).collect(),
+        };
+        assert_eq!(
+            describe(&[left("a", &["example.test/hold", "x/y"]), left("b", &[])]),
+            "ConfigMap/a (finalizers: example.test/hold, x/y), ConfigMap/b"
+        );
+        let many: Vec<Remaining> = (0..13).map(|i| left(&format!("c{i}"), &[])).collect();
+        let text = describe(&many);
+        assert!(text.ends_with("ConfigMap/c9 and 3 more"), "{text}");
     }
 }

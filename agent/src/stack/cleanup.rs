@@ -1,6 +1,7 @@
 //! A StackDeploy being deleted: everything its App owns goes first (rendered objects, addon
 //! folders in the GitOps repository, builds), then what the agent remembers of it, then the
-//! finalizer, and the App is reported gone.
+//! finalizer, and the App is reported gone. While objects stay (held by finalizers, or still
+//! terminating) the App is reported `Deleting`, naming them, each time that list changes.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use kubenest_crds::names::finalizers;
 
 use super::{Error, Stack, selector};
 use crate::addon;
+use crate::apply::describe;
 use crate::crd::StackDeploy;
 use crate::render;
 use crate::report;
@@ -34,13 +36,26 @@ pub async fn cleanup(
         .and_then(|s| s.rejection.as_ref())
         .is_some();
     let remaining = if refused {
-        0 // refused StackDeploys never created anything
+        vec![] // refused StackDeploys never created anything
     } else {
         ctx.applier
             .prune(namespace, &selector(app), &BTreeSet::new())
             .await?
     };
-    if remaining > 0 {
+    if !remaining.is_empty() {
+        // Said once per change of what is left: the management side judges the deletion's
+        // deadline and names these when it fails.
+        let left = describe(&remaining);
+        if stack.left.changed(app.app_id.as_str(), &left) {
+            let report = report::deleting(
+                &ctx.reporter,
+                app.app_id.clone(),
+                deploy.revision.clone(),
+                &left,
+            );
+            stack.apps.reported.record(&report);
+            ctx.reporter.report(report);
+        }
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     for component in &deploy.components {

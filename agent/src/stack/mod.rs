@@ -48,7 +48,7 @@ use kubenest_crds::names::{finalizers, labels};
 
 use crate::context::Context;
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus, stack_deploy_name};
-use crate::memory::{AppMemory, FullPasses};
+use crate::memory::{AppMemory, FullPasses, LeftBehind};
 use crate::report;
 use decide::{Decision, status_patch};
 use facts::Facts;
@@ -77,12 +77,14 @@ impl kubenest_runtime::reconciles::Category for Error {
 }
 
 /// The StackDeploy controller's state: the agent's shared context, what this process remembers
-/// of each App (shared with the command handlers) and each App's full-pass clock.
+/// of each App (shared with the command handlers), each App's full-pass clock, and what each
+/// App's deletion last reported as left on the cluster.
 #[derive(Debug)]
 pub struct Stack {
     pub ctx: Arc<Context>,
     pub apps: Arc<AppMemory>,
     pub passes: FullPasses,
+    pub left: LeftBehind,
 }
 
 impl Stack {
@@ -90,6 +92,7 @@ impl Stack {
     fn forget(&self, app_id: &str) {
         self.apps.forget(app_id);
         self.passes.forget(app_id);
+        self.left.forget(app_id);
     }
 }
 
@@ -241,6 +244,7 @@ pub async fn run(
                 ctx,
                 apps,
                 passes: FullPasses::default(),
+                left: LeftBehind::default(),
             }),
         )
         .for_each(|result| async move {

@@ -1,10 +1,13 @@
-//! The live stream's `alert` events: a cluster's or an App's alert opening or resolving, by the
+//! The live stream's `alert` events: a cluster's or an App's alert (its progress deadline, or its
+//! deletion's) opening or resolving, by the
 //! rules the controllers open and resolve the alert rows with ([`kubenest_domain::alerts`]), so
 //! the stream and `GET /api/v1/orgs/{org}/alerts` say the same.
 
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
-use kubenest_domain::alerts::{AlertKind, Signal, app_signal, cluster_signal, open_after};
+use kubenest_domain::alerts::{
+    AlertKind, Signal, app_signal, cluster_signal, deletion_signal, open_after,
+};
 use serde_json::{Value, json};
 
 /// Whether the cluster's alert is open after this version, given whether it was.
@@ -15,6 +18,23 @@ pub(super) fn cluster_alerting(was: bool, cluster: &Cluster) -> bool {
 /// Whether the App's alert is open after this version, given whether it was.
 pub(super) fn app_alerting(was: bool, app: &App) -> bool {
     open_after(was, &app_signal(app.status.as_ref()))
+}
+
+/// Whether the App's deletion alert is open after this version, given whether it was.
+pub(super) fn deletion_alerting(was: bool, app: &App) -> bool {
+    open_after(was, &deletion_signal(conditions(app)))
+}
+
+/// What the App's deletion past its deadline says, for the event's message.
+pub(super) fn deletion_message(app: &App) -> String {
+    message(&deletion_signal(conditions(app)))
+}
+
+fn conditions(app: &App) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+    app.status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default()
 }
 
 /// What the cluster's status says, for the event's message.

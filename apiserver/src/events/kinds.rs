@@ -21,6 +21,8 @@ pub(super) struct AppFacts {
     drift: Value,
     /// Its `progress_deadline_exceeded` alert is open.
     alerting: bool,
+    /// Its `deletion_deadline_exceeded` alert is open.
+    deletion_alerting: bool,
 }
 
 /// The facts of a first sight of `app`.
@@ -34,6 +36,7 @@ pub(super) fn facts_after(old: Option<&AppFacts>, app: &App) -> AppFacts {
     let status = app.status.clone().unwrap_or_default();
     AppFacts {
         alerting: alerts::app_alerting(old.is_some_and(|o| o.alerting), app),
+        deletion_alerting: alerts::deletion_alerting(old.is_some_and(|o| o.deletion_alerting), app),
         phase: status.phase,
         deployment_id: status.deployment_id,
         drift: status.sync.map_or(Value::Null, |s| {
@@ -132,9 +135,19 @@ pub(super) fn app_events(
         payload["app"] = name.clone().into();
         events.push(event("app.drift", 2, payload));
     }
-    if new.alerting != old.alerting {
-        // Slot 3 is `app.deleted`'s too, which never shares a version with this: a deletion's
-        // event carries the deletion's own resourceVersion.
+    // Slot 3 is `app.deleted`'s too, which never shares a version with these: a deletion's
+    // event carries the deletion's own resourceVersion. Nor do the two alerts change in one
+    // version: a deletion's alert opens as the App turns `Failed` for it, which neither opens
+    // nor ends the progress alert.
+    if new.deletion_alerting != old.deletion_alerting {
+        let payload = alerts::payload(
+            AlertKind::DeletionDeadlineExceeded,
+            new.deletion_alerting,
+            &name,
+            &alerts::deletion_message(app),
+        );
+        events.push(event("alert", 3, payload));
+    } else if new.alerting != old.alerting {
         let payload = alerts::payload(
             AlertKind::ProgressDeadlineExceeded,
             new.alerting,
@@ -371,5 +384,46 @@ mod tests {
         let events = app_events(Some(&still), &back, (None, None));
         let alert = events.iter().find(|e| e.kind == "alert").unwrap();
         assert_eq!(alert.payload["state"], "resolved");
+    }
+
+    #[test]
+    fn a_deletion_past_its_deadline_is_an_alert_event_about_the_app() {
+        let mut overdue = app(Some("Failed"), Some("d1"), "12");
+        overdue.status.as_mut().unwrap().conditions.push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: "DeletionDeadlineExceeded".into(),
+                message: "the deletion did not finish within 15s: Deployment/web".into(),
+                observed_generation: None,
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ),
+            },
+        );
+        let deleting = app_facts(&app(Some("Deleting"), Some("d1"), "11"));
+        let events = app_events(Some(&deleting), &overdue, (None, None));
+        let alert = events.iter().find(|e| e.kind == "alert").unwrap();
+        assert_eq!(alert.id, 12 * 4 + 3);
+        assert_eq!(alert.payload["alert"], "deletion_deadline_exceeded");
+        assert_eq!(alert.payload["state"], "open");
+        assert!(
+            alert.payload["message"]
+                .as_str()
+                .unwrap()
+                .contains("Deployment/web"),
+            "{}",
+            alert.payload
+        );
+        let open = facts_after(Some(&deleting), &overdue);
+        let again = app(Some("Failed"), Some("d1"), "13");
+        let mut again = again;
+        again.status = overdue.status.clone();
+        assert!(
+            app_events(Some(&open), &again, (None, None))
+                .iter()
+                .all(|e| e.kind != "alert"),
+            "opened once"
+        );
     }
 }

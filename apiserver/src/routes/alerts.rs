@@ -42,14 +42,16 @@ pub struct AlertQuery {
 pub struct AlertResponse {
     pub id: String,
     pub org: String,
-    /// `heartbeat_missed` (a cluster silent past its heartbeat window) or
-    /// `progress_deadline_exceeded` (an App not running within its progress deadline).
+    /// `heartbeat_missed` (a cluster silent past its heartbeat window),
+    /// `progress_deadline_exceeded` (an App not running within its progress deadline) or
+    /// `deletion_deadline_exceeded` (an App, addon or project whose deletion did not finish
+    /// within its progress deadline).
     pub kind: String,
     /// `critical` or `warning`.
     pub severity: String,
     /// `open`, `acknowledged` or `resolved`.
     pub state: String,
-    /// `cluster` or `app`.
+    /// `cluster`, `app`, `addon` or `project`.
     pub subject_kind: String,
     pub subject_id: String,
     pub subject_name: String,

@@ -43,4 +43,25 @@ describe("the alerts page", () => {
     expect(acked).toEqual(["7"]);
     expect(screen.queryByRole("button", { name: "Acknowledge" })).toBeNull();
   });
+
+  it("links a deletion's alert to the addon it is about", async () => {
+    const deletion = {
+      ...alert,
+      id: "8",
+      kind: "deletion_deadline_exceeded",
+      subject_kind: "addon",
+      subject_id: "d1",
+      subject_name: "shop-db",
+      message: "the deletion did not finish within 15s: StatefulSet/shop-db (finalizers: example.test/hold)",
+    };
+    stubFetch((url) => {
+      if (url.pathname === "/api/v1/orgs/acme/alerts") return answer(200, [deletion]);
+    });
+    mountPage("/alerts", "/alerts", <Alerts />);
+    const row = await screen.findByTestId("alert-shop-db");
+    expect(row.textContent).toContain("deletion deadline exceeded");
+    expect(row.textContent).toContain("example.test/hold");
+    const link = screen.getByRole("link", { name: "Addon shop-db" });
+    expect(link.getAttribute("href")).toBe("/addons/d1");
+  });
 });

@@ -1,5 +1,5 @@
 // The organization's alerts (a cluster silent past its heartbeat window, an App past its
-// progress deadline): filtered by state, acknowledged by members, live through the stream's
+// progress deadline, an App, addon or project whose deletion is past its deadline): filtered by state, acknowledged by members, live through the stream's
 // `alert` events.
 import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
@@ -49,6 +49,8 @@ function showsChange(alerts: Alert[], event: LiveEvent): boolean {
 function Subject({ alert: a }: { alert: Alert }) {
   if (a.subject_kind === "app") return <Link to={`/apps/${a.subject_id}`}>App {a.subject_name}</Link>;
   if (a.subject_kind === "cluster") return <Link to={`/clusters/${a.subject_id}`}>Cluster {a.subject_name}</Link>;
+  if (a.subject_kind === "addon") return <Link to={`/addons/${a.subject_id}`}>Addon {a.subject_name}</Link>;
+  if (a.subject_kind === "project") return <Link to="/projects">Project {a.subject_name}</Link>;
   return <>{a.subject_name}</>;
 }
 

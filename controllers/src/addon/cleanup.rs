@@ -1,5 +1,7 @@
 //! The deletion of an AddonInstance: the finalizer stays until the agent confirms the addon is
-//! gone from its cluster (or it never got there).
+//! gone from its cluster (or it never got there). Past the addon's progress deadline the
+//! addon is `Failed`, saying what the agent reports is still there and how to remove it by
+//! force, and the alerts raise it; the deletion goes on being retried.
 
 use kube::runtime::controller::Action;
 use kubenest_contracts as wire;
@@ -9,7 +11,7 @@ use super::{Error, addon_ref, write_status};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement;
 use crate::plane::Plane;
-use crate::reconcile::attempt_deletion;
+use crate::reconcile::{attempt_deletion, judge_deletion};
 use kubenest_runtime::finalizer::Cleanup;
 
 /// Whether anything of the addon can be on its cluster (pure): a revision was recorded and the
@@ -39,7 +41,7 @@ pub(super) async fn cleanup(
     };
     let sent = Sent::AddonDelete { addon: key.clone() };
     let routed = "addon.delete was sent; waiting for the agent to confirm".to_owned();
-    let retry = attempt_deletion(
+    let mut retry = attempt_deletion(
         plane,
         &key.uid,
         &placement,
@@ -50,6 +52,25 @@ pub(super) async fn cleanup(
         addon.metadata.generation,
     )
     .await;
+    let reported = (old.cluster_phase.as_deref() == Some("Deleting") && !old.message.is_empty())
+        .then(|| {
+            format!(
+                "still on cluster {}: {}",
+                placement.cluster_name, old.message
+            )
+        });
+    let force = format!("DELETE /api/v1/addon-instances/{}?force=true", key.uid);
+    let overdue = judge_deletion(
+        &addon.metadata,
+        addon.spec.progress_deadline_seconds,
+        &mut status.conditions,
+        reported.as_deref(),
+        &force,
+        &mut retry,
+    );
+    if overdue.is_some() {
+        status.phase = Some("Failed".into());
+    }
     write_status(plane, key, &old, &status).await?;
     Ok(Cleanup::Wait(retry))
 }

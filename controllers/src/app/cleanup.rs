@@ -1,18 +1,22 @@
 //! Deletion: the App's `Delete` deployment is recorded, `app.delete` is re-sent with backoff
 //! until the agent confirms everything the App owned is removed, and only then may the
-//! finalizer go.
+//! finalizer go. A deletion that has not finished within the App's progress deadline fails it:
+//! the App is `Failed` saying what the cluster reports is still there (the agent's `Deleting`
+//! report) and how to remove it by force, its delete deployment is `failed` (and `succeeded`
+//! after all when the agent confirms later), and the alerts raise it; it goes on being retried.
 
 use std::time::Duration;
 
 use kubenest_contracts as wire;
 use kubenest_crds::app::App;
 use kubenest_domain::app::Outcome;
+use kubenest_domain::deletion;
 
 use super::record::{finish, new_deployment, write_status};
 use crate::intents::{ObjectKey, Sent};
 use crate::placement;
 use crate::plane::Plane;
-use crate::reconcile::{Error, attempt_deletion};
+use crate::reconcile::{Error, attempt_deletion, judge_deletion};
 use kubenest_store::Operation;
 
 /// Where a deletion stands.
@@ -88,7 +92,7 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
     };
     let sent = Sent::AppDelete { app: key.clone() };
     let routed = "app.delete was sent; waiting for the agent to confirm".to_owned();
-    let retry = attempt_deletion(
+    let mut retry = attempt_deletion(
         plane,
         &key.uid,
         &placement,
@@ -99,6 +103,27 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
         app.metadata.generation,
     )
     .await;
+    let reported = old
+        .cluster_message
+        .as_deref()
+        .filter(|_| old.cluster_phase.as_deref() == Some("Deleting"))
+        .map(|left| format!("still on cluster {}: {left}", placement.cluster_name));
+    let force = format!("kubenest apps delete {} --force", key.name);
+    let overdue = judge_deletion(
+        &app.metadata,
+        app.spec.progress_deadline_seconds,
+        &mut status.conditions,
+        reported.as_deref(),
+        &force,
+        &mut retry,
+    );
+    if let Some(message) = overdue {
+        status.phase = Some("Failed".into());
+        if deletion::overdue(&old.conditions).is_none() {
+            let id = row.id.to_string();
+            finish(plane, &placement.org_id, &id, Outcome::Failed, &message).await?;
+        }
+    }
     write_status(plane, key, &old, &status).await?;
     Ok(Cleanup::Waiting(retry))
 }

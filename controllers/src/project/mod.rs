@@ -16,6 +16,7 @@ mod deletion;
 pub(crate) mod fixtures;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -32,14 +33,14 @@ use kubenest_crds::names::finalizers;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectStatus};
 use serde::Serialize;
 
-use crate::conditions::{self, PROGRESSING};
+use crate::conditions::{self, DELETION_BLOCKED, PROGRESSING};
 use crate::intents::ObjectKey;
 use crate::patch::merge_status;
 use crate::placement::{self, Placement, Unplaced};
 use crate::plane::Plane;
 use crate::reach;
 pub use crate::reconcile::Error;
-use crate::reconcile::{At, attempt_deletion, error_policy, key_of};
+use crate::reconcile::{At, attempt_deletion, error_policy, judge_deletion, key_of};
 pub use decide::owner_of;
 use decide::{Facts, Plan};
 use deletion::{Deletion, DeletionFacts};
@@ -203,8 +204,32 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
         dependents: dependents(plane, key).await?,
         placement: place(plane, project, key),
     };
+    let force = format!("kubenest projects delete {} --force", key.name);
+    // Past the project's deadline, a deletion is `Failed` saying what holds it.
+    let judge = |status: &mut ProjectStatus, reported: Option<&str>, retry: &mut Duration| {
+        let seconds = project.spec.progress_deadline_seconds;
+        let conditions = &mut status.conditions;
+        if judge_deletion(
+            &project.metadata,
+            seconds,
+            conditions,
+            reported,
+            &force,
+            retry,
+        )
+        .is_some()
+        {
+            status.phase = ProjectPhase::Failed;
+        }
+    };
     match deletion::decide_deletion(&facts) {
-        Deletion::Blocked { status, wait } => {
+        Deletion::Blocked {
+            mut status,
+            mut wait,
+        } => {
+            let dependents =
+                conditions::get(&status.conditions, DELETION_BLOCKED).map(|c| c.message.clone());
+            judge(&mut status, dependents.as_deref(), &mut wait);
             write_status(plane, key, &old, &status).await?;
             Ok(Cleanup::Wait(wait))
         }
@@ -219,7 +244,7 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
             sent,
             routed,
         } => {
-            let retry = attempt_deletion(
+            let mut retry = attempt_deletion(
                 plane,
                 &key.uid,
                 &placement,
@@ -230,6 +255,12 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
                 project.metadata.generation,
             )
             .await;
+            let terminating = old.cluster_phase.as_deref() == Some("Terminating");
+            let reported = (terminating && !old.cluster_message.is_empty()).then(|| {
+                let cluster = &placement.cluster_name;
+                format!("on cluster {cluster}, {}", old.cluster_message)
+            });
+            judge(&mut status, reported.as_deref(), &mut retry);
             write_status(plane, key, &old, &status).await?;
             Ok(Cleanup::Wait(retry))
         }

@@ -4,7 +4,10 @@
 //! Kubernetes Events on the App and its StackDeploy (and when
 //! they do become Ready after all, the App runs and its row says so); changes
 //! made while an agent's link is cut for longer than the deadline are not lost: the latest runs,
-//! applied once; a standalone addon whose pods never become Ready ends `Failed`.
+//! applied once; a standalone addon whose pods never become Ready ends `Failed`. A deletion
+//! that something on the cluster holds (a finalizer nothing removes) fails at its deadline
+//! naming what holds it, with an alert and the way out, and still finishes once released; a
+//! project in that state can be removed by force while its agent is connected, and not before.
 //!
 //! kwok never readies a pod whose first container's image is tagged `never-ready` (the stage
 //! the test kit configures, see `tools/build-k8s-bins.sh`).
@@ -14,7 +17,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    CONVERGE, Expect, converged, converged_as, eventually, fixture, run, simple_app,
+    CONVERGE, Expect, converged, converged_as, eventually, fixture, gone, run, simple_app,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
@@ -25,6 +28,36 @@ use kubenest_testkit::LinkMode;
 use serde_json::{Value, json};
 
 const NEVER_READY: &str = "kubenest-test/web:never-ready";
+
+/// A finalizer no controller removes: whatever carries it stays until the test takes it off.
+const HOLD: &str = "example.test/hold";
+
+/// Sets (`Some`) or clears (`None`) [`HOLD`] on `name` through `api`.
+async fn hold<K>(api: &Api<K>, name: &str, held: bool)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let finalizers = if held { json!([HOLD]) } else { json!(null) };
+    let patch = json!({"metadata": {"finalizers": finalizers}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// The org's alerts of `kind` about `subject_id`.
+async fn alerts_of(admin: &mut Client, org: &str, kind: &str, subject_id: &str) -> Vec<Value> {
+    let alerts = admin
+        .get(&format!("/api/v1/orgs/{org}/alerts"))
+        .await
+        .unwrap();
+    alerts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == kind && a["subject_id"] == subject_id)
+        .cloned()
+        .collect()
+}
 
 /// The App's condition `kind` as `reason: message`, if set.
 fn condition(app: &Value, kind: &str) -> Option<String> {
@@ -323,5 +356,218 @@ fn a_standalone_addon_whose_pods_never_become_ready_fails_at_its_deadline() {
         );
         let revisions = &last["revisions"];
         assert_eq!(revisions[0]["result"], "failed", "{last}");
+    });
+}
+
+#[test]
+fn a_deletion_held_on_the_cluster_fails_at_its_deadline_naming_what_holds_it_then_finishes() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, namespace) = f.project("east", "held").await;
+        let org = f.system.options().org.clone();
+        let mut admin = f.admin().await;
+        let id = create_with_deadline(&mut admin, &project, "h-web", "nginx:1.27", 15).await;
+        let expect = Expect {
+            app_id: &id,
+            name: "h-web",
+            image: "nginx:1.27",
+            operations: &["create"],
+        };
+        converged(&mut f, "east", &namespace, &[expect]).await;
+        let deployments: Api<Deployment> = Api::namespaced(f.workload("east").await, &namespace);
+        hold(&deployments, "h-web-web", true).await;
+
+        let path = format!("/api/v1/apps/{id}");
+        admin.delete(&path).await.unwrap();
+        let mut seen: Vec<String> = Vec::new();
+        let deadline = Instant::now() + CONVERGE;
+        let failed = loop {
+            f.check_running();
+            let app = admin.get(&path).await.unwrap();
+            let state = format!("{} {:?}", app["phase"], condition(&app, "Ready"));
+            if seen.last() != Some(&state) {
+                seen.push(state);
+            }
+            if app["phase"] == "Failed" {
+                break app;
+            }
+            assert!(Instant::now() < deadline, "not Failed: {seen:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let ready = condition(&failed, "Ready").unwrap();
+        assert!(
+            ready.starts_with("DeletionDeadlineExceeded: ")
+                && ready.contains("within 15s")
+                && ready.contains("cluster east")
+                && ready.contains(&format!("Deployment/h-web-web (finalizers: {HOLD})"))
+                && ready.contains("kubenest apps delete h-web --force"),
+            "{ready}"
+        );
+        let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+        assert_eq!(
+            (&history[0]["operation"], &history[0]["result"]),
+            (&json!("delete"), &json!("failed")),
+            "{history}"
+        );
+        let mut alerts = Vec::new();
+        eventually(
+            "the deletion's alert opens",
+            Duration::from_secs(30),
+            async || {
+                alerts = alerts_of(&mut admin, &org, "deletion_deadline_exceeded", &id).await;
+                alerts.iter().any(|a| a["state"] == "open")
+            },
+        )
+        .await;
+        assert_eq!(alerts[0]["subject_kind"], "app", "{alerts:?}");
+        assert!(
+            alerts[0]["message"].as_str().unwrap().contains(HOLD),
+            "{alerts:?}"
+        );
+
+        // Released, the deletion it kept trying finishes; the alert goes with the App.
+        hold(&deployments, "h-web-web", false).await;
+        gone(&f, "east", &namespace, &id, "h-web").await;
+        eventually(
+            "the deletion's alert resolves",
+            Duration::from_secs(30),
+            async || {
+                let alerts = alerts_of(&mut admin, &org, "deletion_deadline_exceeded", &id).await;
+                alerts.iter().all(|a| a["state"] == "resolved")
+            },
+        )
+        .await;
+    });
+}
+
+#[test]
+fn a_project_whose_namespace_is_held_fails_its_deletion_and_only_then_may_be_forced() {
+    run(async {
+        let mut f = fixture().await;
+        let mut admin = f.admin().await;
+        let org = f.system.options().org.clone();
+        let namespace = format!(
+            "stuckns-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        let body = json!({"name": namespace, "cluster_id": f.cluster_id("east"),
+                          "progress_deadline_seconds": 15});
+        let created = admin
+            .post(&format!("/api/v1/orgs/{org}/projects"), &body)
+            .await
+            .unwrap();
+        let path = format!("/api/v1/projects/{}", created["id"].as_str().unwrap());
+        eventually("the project is Ready", CONVERGE, async || {
+            admin.get(&path).await.unwrap()["phase"] == "Ready"
+        })
+        .await;
+        // Something in the namespace kubenest did not put there, held by a finalizer.
+        let configs: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(f.workload("east").await, &namespace);
+        let held: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "left-by-hand", "finalizers": [HOLD]}, "data": {"a": "b"}
+        }))
+        .unwrap();
+        configs.create(&PostParams::default(), &held).await.unwrap();
+
+        admin.delete(&path).await.unwrap();
+        let early = admin
+            .delete(&format!("{path}?force=true"))
+            .await
+            .unwrap_err();
+        assert_eq!(early.status(), Some(409), "{early}");
+        assert!(early.to_string().contains("agent_connected"), "{early}");
+
+        let mut failed = Value::Null;
+        eventually("the project's deletion fails", CONVERGE, async || {
+            f.check_running();
+            failed = admin.get(&path).await.unwrap();
+            failed["phase"] == "Failed"
+        })
+        .await;
+        let message = failed["message"].as_str().unwrap();
+        assert!(
+            message.contains("did not finish within 15s")
+                && message.contains(HOLD)
+                && message.contains("kubenest projects delete"),
+            "{failed}"
+        );
+        let forced = admin.delete(&format!("{path}?force=true")).await.unwrap();
+        assert_eq!(forced["state"], "removed", "{forced}");
+        assert!(
+            forced["left_on_cluster"].to_string().contains(&namespace),
+            "{forced}"
+        );
+        let gone = admin.get(&path).await.unwrap_err();
+        assert_eq!(gone.status(), Some(404), "{gone}");
+        // What was left on the cluster goes once its owner releases it.
+        hold(&configs, "left-by-hand", false).await;
+    });
+}
+
+#[test]
+fn a_standalone_addon_whose_deletion_is_held_fails_at_its_deadline_then_finishes() {
+    run(async {
+        let mut f = fixture().await;
+        let (_, project) = f.project("east", "helddb").await;
+        let org = f.system.options().org.clone();
+        let mgmt = f.env.management().unwrap().client().await.unwrap();
+        let addons: Api<AddonInstance> = Api::namespaced(mgmt, &format!("org-{org}"));
+        let addon: AddonInstance = serde_json::from_value(json!({
+            "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+            "metadata": {"name": format!("{project}-db")},
+            "spec": {"project": project, "definition": "postgres", "progressDeadlineSeconds": 15,
+                     "values": {"persistence": {"enabled": false}}}
+        }))
+        .unwrap();
+        let created = addons.create(&PostParams::default(), &addon).await.unwrap();
+        let id = created.metadata.uid.unwrap();
+        let path = format!("/api/v1/addon-instances/{id}");
+        let mut admin = f.admin().await;
+        eventually("the addon is Ready", CONVERGE, async || {
+            admin.get(&path).await.unwrap()["phase"] == "Ready"
+        })
+        .await;
+        let sets: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+            Api::namespaced(f.workload("east").await, &project);
+        let labelled = ListParams::default().labels(&format!("kubenest.io/addon-id={id}"));
+        let set = sets.list(&labelled).await.unwrap().items.remove(0);
+        let set_name = set.metadata.name.unwrap();
+        hold(&sets, &set_name, true).await;
+
+        admin.delete(&path).await.unwrap();
+        let mut failed = Value::Null;
+        eventually("the addon's deletion fails", CONVERGE, async || {
+            f.check_running();
+            failed = admin.get(&path).await.unwrap();
+            failed["phase"] == "Failed"
+        })
+        .await;
+        let text = failed.to_string();
+        assert!(
+            text.contains("did not finish within 15s")
+                && text.contains(&format!("StatefulSet/{set_name} (finalizers: {HOLD})")),
+            "{failed}"
+        );
+        let mut alerts = Vec::new();
+        eventually(
+            "the deletion's alert opens",
+            Duration::from_secs(30),
+            async || {
+                alerts = alerts_of(&mut admin, &org, "deletion_deadline_exceeded", &id).await;
+                alerts.iter().any(|a| a["state"] == "open")
+            },
+        )
+        .await;
+        assert_eq!(alerts[0]["subject_kind"], "addon", "{alerts:?}");
+
+        hold(&sets, &set_name, false).await;
+        eventually("the addon is gone", CONVERGE, async || {
+            admin
+                .get(&path)
+                .await
+                .is_err_and(|e| e.status() == Some(404))
+        })
+        .await;
     });
 }

@@ -1,10 +1,13 @@
 //! Forced removal: an App, addon, project or cluster record released from kubenest without its
 //! agent, each recorded in the audit log once it is gone (an App also as a `forced` delete
 //! deployment), each saying what may be left on the cluster. Refused (409) while the cluster's
-//! agent is connected (`agent_connected`: an ordinary deletion will be confirmed) and for
+//! agent is connected (`agent_connected`: an ordinary deletion will be confirmed), unless the
+//! object's deletion already failed its deadline (something on the cluster holds it, which
+//! the failure names), and for
 //! anything kept in Git (`gitops_owned`: the engine would bring it back); a project or cluster
 //! is checked whole, with what it holds, before anything goes.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::App;
@@ -61,11 +64,16 @@ impl Place<'_> {
 
 /// Refuses a forced removal while the cluster's agent is connected (the state the hub's
 /// heartbeats and session keep): that agent would confirm an ordinary deletion, and removing
-/// the object behind its back leaves what it runs on the cluster with no owner.
-fn not_while_connected(cluster: Option<&Cluster>) -> ApiResult<()> {
+/// the object behind its back leaves what it runs on the cluster with no owner. A deletion
+/// that failed its deadline (`conditions` say so) is the exception: the agent is there, and
+/// something on the cluster keeps it from finishing.
+fn not_while_connected(cluster: Option<&Cluster>, conditions: &[Condition]) -> ApiResult<()> {
     let Some(cluster) = cluster else {
         return Ok(());
     };
+    if kubenest_domain::deletion::overdue(conditions).is_some() {
+        return Ok(());
+    }
     let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
     if !connected {
         return Ok(());
@@ -75,7 +83,7 @@ fn not_while_connected(cluster: Option<&Cluster>) -> ApiResult<()> {
         format!(
             "the agent of cluster {} is connected: delete without ?force=true and the agent \
              removes it from the cluster. Forced removal is for a cluster whose agent will not \
-             answer again",
+             answer again, or for a deletion that failed its deadline",
             cluster.name_any()
         ),
     ))
@@ -98,7 +106,8 @@ async fn project_forceable(
     cluster: Option<&Cluster>,
     project: &Project,
 ) -> ApiResult<(Vec<App>, Vec<AddonInstance>)> {
-    not_while_connected(cluster)?;
+    let conditions = project.status.as_ref().map(|s| s.conditions.as_slice());
+    not_while_connected(cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(project, "project")?;
     let name = project.name_any();
     let namespace = k8s::namespace(project);
@@ -176,7 +185,8 @@ pub async fn force_app(
     app: &App,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
-    not_while_connected(place.cluster)?;
+    let conditions = app.status.as_ref().map(|s| s.conditions.as_slice());
+    not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(app, "app")?;
     remove_app(state, caller, place, app, out).await
 }
@@ -252,7 +262,8 @@ pub async fn force_addon(
     addon: &AddonInstance,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
-    not_while_connected(place.cluster)?;
+    let conditions = addon.status.as_ref().map(|s| s.conditions.as_slice());
+    not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(addon, "addon instance")?;
     remove_addon(state, caller, place, addon, out).await
 }
@@ -352,7 +363,7 @@ pub async fn force_cluster(
     cluster: &Cluster,
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
-    not_while_connected(Some(cluster))?;
+    not_while_connected(Some(cluster), &[])?;
     not_kept_in_git(cluster, "cluster")?;
     let name = cluster.name_any();
     let namespace = k8s::namespace(cluster);
