@@ -235,7 +235,11 @@ async fn apply_rendered(
     let mut ready = true;
     let (mut ready_replicas, mut desired_replicas) = (0, 0);
     let mut waiting = String::new();
-    for mut object in rendered {
+    let idle: Vec<bool> = rendered
+        .iter()
+        .map(|object| target.paused || readiness::idle(object, &rendered))
+        .collect();
+    for (mut object, idle) in rendered.into_iter().zip(idle) {
         let Some(id) = id_of(&object) else { continue };
         object["metadata"]["namespace"] = target.namespace.into();
         let labels = object["metadata"]["labels"]
@@ -251,7 +255,13 @@ async fn apply_rendered(
             readiness::pause(&mut object);
         }
         let live = ctx.applier.apply(&object, target.force).await?;
-        if let Some(judged) = readiness::object(&id.1, &live, target.paused) {
+        let judged = if id.1 == "Service" {
+            let slices = ctx.applier.endpoint_slices(target.namespace, &id.2).await?;
+            Some(readiness::service(&live, &slices, idle))
+        } else {
+            readiness::object(&id.1, &live, target.paused)
+        };
+        if let Some(judged) = judged {
             ready &= judged.ready;
             ready_replicas += judged.ready_replicas;
             desired_replicas += judged.desired_replicas;

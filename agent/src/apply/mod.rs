@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope, pinned_kind};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -171,6 +171,32 @@ impl Applier {
     /// The client the applier writes with.
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// The EndpointSlices of Service `service` in `namespace` (by the `kubernetes.io/service-name`
+    /// label the EndpointSlice controller sets), for judging whether the Service serves.
+    pub async fn endpoint_slices(
+        &self,
+        namespace: &str,
+        service: &str,
+    ) -> Result<Vec<Value>, ApplyError> {
+        use k8s_openapi::api::discovery::v1::EndpointSlice;
+        let api = Api::<EndpointSlice>::namespaced(self.client.clone(), namespace);
+        let selected =
+            ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+        let listed = api
+            .list(&selected)
+            .await
+            .map_err(|source| ApplyError::Kube {
+                kind: "EndpointSlice".into(),
+                name: service.to_owned(),
+                source,
+            })?;
+        Ok(listed
+            .items
+            .iter()
+            .filter_map(|slice| serde_json::to_value(slice).ok())
+            .collect())
     }
 
     /// Gives the agent its powers in a project namespace it has just made (a no-op when its

@@ -23,7 +23,7 @@ use kubenest_agent::egress::Egress;
 use kubenest_contracts::{self as wire, AppPhase};
 use kubenest_domain::sources::AllowList;
 use kubenest_testkit::{ChartRepository, Registry, ServerCa};
-use serde_json::json;
+use serde_json::{Value, json};
 
 struct Fixture {
     backend: Backend,
@@ -67,9 +67,9 @@ const WEBAPP: [(&str, &str); 4] = [
     ),
 ];
 
-/// A chart of every kind that runs or holds something beside a Deployment: a DaemonSet, a
-/// CronJob, and (with `claim`) a PersistentVolumeClaim, which no provisioner of the kwok
-/// cluster ever binds.
+/// A chart of every kind that runs or holds something beside a Deployment: a Service (of the
+/// pods labelled `app: <serves>`, default the Deployment's), a DaemonSet, a CronJob, and (with
+/// `claim`) a PersistentVolumeClaim, which no provisioner of the kwok cluster ever binds.
 const WORKS: [(&str, &str); 2] = [
     (
         "Chart.yaml",
@@ -87,6 +87,13 @@ spec:
     metadata: {labels: {app: web}}
     spec:
       containers: [{name: web, image: "nginx:1.27"}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: "{{ .Release.Name }}-web"}
+spec:
+  selector: {app: "{{ .Values.serves | default "web" }}"}
+  ports: [{port: 80}]
 ---
 apiVersion: apps/v1
 kind: DaemonSet
@@ -123,7 +130,8 @@ spec:
 ];
 
 /// The pre-provisioned volume [`SQUATTER`] tries to take: made by the test as a platform team
-/// makes volumes for one tenant, Available until its tenant's claim binds it.
+/// makes volumes for one tenant, Available until its tenant's claim binds it. Its storage class
+/// is its own, so no other test's claim (of no class) binds it.
 const TENANT_VOLUME: &str = "volume-of-another-tenant";
 
 /// A chart whose claim names another tenant's volume (`spec.volumeName`), after a ConfigMap.
@@ -144,7 +152,7 @@ kind: PersistentVolumeClaim
 metadata: {name: "{{ .Release.Name }}-data"}
 spec:
   accessModes: [ReadWriteOnce]
-  storageClassName: ""
+  storageClassName: tenant-reserved
   volumeName: volume-of-another-tenant
   resources: {requests: {storage: 1Gi}}
 "#,
@@ -434,7 +442,7 @@ async fn a_chart_claiming_another_tenants_volume_fails_naming_the_field_and_leav
     let volume: PersistentVolume = serde_json::from_value(json!({
         "metadata": {"name": TENANT_VOLUME},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "tenant-reserved",
                  "hostPath": {"path": "/var/lib/tenant-data"}}
     }))
     .unwrap();
@@ -462,6 +470,10 @@ async fn a_chart_claiming_another_tenants_volume_fails_naming_the_field_and_leav
         volume.spec.unwrap().claim_ref.is_none(),
         "the volume was bound"
     );
+    volumes
+        .delete(TENANT_VOLUME, &Default::default())
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -590,21 +602,31 @@ async fn a_chart_cannot_read_the_projects_registry_or_git_credentials() {
 
 /// `app.deploy` of App `site` with chart workload `web` of [`WORKS`].
 fn works_app(app: wire::AppRef, revision: &str, claim: bool, paused: bool) -> wire::AppDeploy {
+    works_app_with(app, revision, json!({"claim": claim}), paused)
+}
+
+/// [`works_app`] with the chart's `values`.
+fn works_app_with(
+    app: wire::AppRef,
+    revision: &str,
+    values: Value,
+    paused: bool,
+) -> wire::AppDeploy {
     serde_json::from_value(json!({
         "app": app, "revision": revision, "progress_deadline_seconds": 600, "paused": paused,
         "components": [{"kind": "workload", "name": "web", "replicas": 1, "source": {
             "type": "helm",
             "chart": {"repository": fixture().repository.url(), "name": "works", "version": "0.1.0"},
-            "values": {"claim": claim}}}]
+            "values": values}}]
     }))
     .unwrap()
 }
 
 /// Every kind a chart runs is judged: a claim that never binds keeps the App from `Running`,
-/// saying so; a pause stops the Deployment, the DaemonSet and the CronJob and is `Paused` only
+/// saying so, and so does a Service whose selector matches no pod; a pause stops the Deployment, the DaemonSet and the CronJob and is `Paused` only
 /// once their pods are gone; a resume brings back exactly what the chart says.
 #[tokio::test]
-async fn a_charts_claims_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
+async fn a_charts_claims_services_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
     use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::batch::v1::CronJob;
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -689,7 +711,9 @@ async fn a_charts_claims_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
     assert_eq!(report.spec.unwrap().suspend, Some(true));
 
     // Resumed: exactly what the chart says again.
-    f.backend.accept(works_app(app, "r2", false, false)).await;
+    f.backend
+        .accept(works_app(app.clone(), "r2", false, false))
+        .await;
     f.backend
         .app_status("the chart Running again", LONG, &id, |s| {
             s.phase == AppPhase::Running
@@ -705,4 +729,23 @@ async fn a_charts_claims_daemons_and_cron_jobs_are_judged_and_paused_with_it() {
     );
     let report = crons.get("site-web-report").await.unwrap();
     assert_ne!(report.spec.unwrap().suspend, Some(true));
+
+    // A Service whose selector matches no pod serves nothing: not Running, saying so.
+    f.backend
+        .accept(works_app_with(app, "r3", json!({"serves": "wbe"}), false))
+        .await;
+    let unserved = f
+        .backend
+        .app_status("the Service without endpoints named", LONG, &id, |s| {
+            s.observed_revision == "r3"
+                && s.components.first().is_some_and(|c| {
+                    c.message.contains(
+                        "Service site-web-web: no ready endpoint: no ready pod matches its \
+                         selector app=wbe",
+                    )
+                })
+        })
+        .await;
+    assert_ne!(unserved.phase, AppPhase::Running, "{unserved:?}");
+    assert!(!unserved.components[0].ready, "{unserved:?}");
 }
