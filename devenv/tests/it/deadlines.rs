@@ -8,6 +8,7 @@
 //! that something on the cluster holds (a finalizer nothing removes) fails at its deadline
 //! naming what holds it, with an alert and the way out, and still finishes once released; a
 //! project in that state can be removed by force while its agent is connected, and not before.
+//! A `Failed` App rolled back to its first deployment runs it on the cluster, with a real agent.
 //!
 //! kwok never readies a pod whose first container's image is tagged `never-ready` (the stage
 //! the test kit configures, see `tools/build-k8s-bins.sh`).
@@ -570,4 +571,86 @@ fn a_standalone_addon_whose_deletion_is_held_fails_at_its_deadline_then_finishes
         })
         .await;
     });
+}
+
+#[test]
+fn a_failed_app_rolled_back_to_its_first_deployment_runs_it_on_the_cluster() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, namespace) = f.project("east", "back").await;
+        let mut admin = f.admin().await;
+        let id = create_with_deadline(&mut admin, &project, "b-web", "nginx:1.27", 15).await;
+        let expect = Expect {
+            app_id: &id,
+            name: "b-web",
+            image: "nginx:1.27",
+            operations: &["create"],
+        };
+        converged(&mut f, "east", &namespace, &[expect]).await;
+        let path = format!("/api/v1/apps/{id}");
+        let first = admin.get(&path).await.unwrap()["revision"].clone();
+
+        common::change_image(&mut admin, &id, NEVER_READY).await;
+        eventually("the new revision fails", CONVERGE, async || {
+            f.check_running();
+            let app = admin.get(&path).await.unwrap();
+            app["phase"] == "Failed" && app["revision"] != first
+        })
+        .await;
+
+        let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+        let original = history
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["operation"] == "create")
+            .unwrap()["id"]
+            .clone();
+        admin
+            .post(
+                &format!("{path}/rollback"),
+                &json!({"deployment_id": original}),
+            )
+            .await
+            .unwrap();
+        // The agent applies the first spec again (hence its revision) and it runs.
+        let mut app = Value::Null;
+        eventually("the rolled-back App runs", CONVERGE, async || {
+            f.check_running();
+            app = admin.get(&path).await.unwrap();
+            app["phase"] == "Running" && app["observed_revision"] == first
+        })
+        .await;
+        assert_eq!(app["revision"], first, "{app}");
+        let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+        assert_eq!(
+            (&history[0]["operation"], &history[0]["result"]),
+            (&json!("rollback"), &json!("succeeded")),
+            "{history}"
+        );
+        let deployments: Api<Deployment> = Api::namespaced(f.workload("east").await, &namespace);
+        let live = deployments.get("b-web-web").await.unwrap();
+        assert_eq!(image_of(&live), "nginx:1.27");
+        let status = live.status.unwrap();
+        assert_eq!(
+            (
+                status.ready_replicas,
+                status.updated_replicas,
+                status.replicas
+            ),
+            (Some(1), Some(1), Some(1)),
+            "only pods of the first spec, ready"
+        );
+    });
+}
+
+/// The image of `deployment`'s first container.
+fn image_of(deployment: &Deployment) -> String {
+    let pod = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref());
+    pod.and_then(|p| p.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
 }

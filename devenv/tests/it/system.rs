@@ -3,7 +3,7 @@
 //! registered through the API) on real clusters and PostgreSQL. The tour runs on it, and then
 //! faults are injected one at a time: a hub replica killed mid-deploy, an agent's link stalled
 //! and cut for 30 s while changes are made, the active controllers killed during a rollout,
-//! an agent restarted. After each, the system converges: every change runs on its cluster, each
+//! an agent restarted, PostgreSQL frozen for 30 s in the middle of a deployment. After each, the system converges: every change runs on its cluster, each
 //! change is one deployment in the history (none lost, none applied twice: the workloads'
 //! `metadata.generation` counts the specs applied), and the history agrees with the cluster.
 //!
@@ -183,6 +183,56 @@ fn changes_made_while_an_agents_link_is_stalled_and_cut_arrive_once() {
                 == "connected"
         })
         .await;
+    });
+}
+
+/// Thaws a frozen process when dropped, so a failed test does not leave the shared system
+/// without its database.
+struct Thaw<'a>(&'a kubenest_testkit::process::ManagedProcess);
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.0.thaw();
+    }
+}
+
+#[test]
+fn postgres_frozen_for_30s_mid_deployment_loses_and_doubles_no_row() {
+    run(async {
+        let mut f = fixture().await;
+        let (project, namespace) = f.project("east", "pgdown").await;
+        let mut admin = f.admin().await;
+        let id = create(&mut admin, &project, "pg-web", "nginx:1.27").await;
+        let created = Expect {
+            app_id: &id,
+            name: "pg-web",
+            image: "nginx:1.27",
+            operations: &["create"],
+        };
+        converged(&mut f, "east", &namespace, &[created]).await;
+
+        change_image(&mut admin, &id, "nginx:1.28").await;
+        let postgres = f.env.postgres().unwrap().process();
+        postgres.freeze();
+        let thaw = Thaw(postgres);
+        let frozen = Instant::now();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        f.check_running();
+        drop(thaw);
+
+        // Once the database answers again the deployment finishes: one row for the change,
+        // its result the cluster's, the Deployment given exactly two specs.
+        let updated = Expect {
+            app_id: &id,
+            name: "pg-web",
+            image: "nginx:1.28",
+            operations: &["update", "create"],
+        };
+        converged(&mut f, "east", &namespace, &[updated]).await;
+        eprintln!(
+            "converged {:.1}s after PostgreSQL was frozen",
+            frozen.elapsed().as_secs_f64()
+        );
     });
 }
 

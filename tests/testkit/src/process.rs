@@ -176,6 +176,21 @@ impl ManagedProcess {
         }
     }
 
+    /// Freezes the process group (SIGSTOP): it holds its connections and answers nothing, as a
+    /// host that stopped responding would, until [`thaw`](Self::thaw).
+    pub fn freeze(&self) {
+        if !self.stopped {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGSTOP);
+        }
+    }
+
+    /// Lets a [`freeze`](Self::freeze)d process group run again (SIGCONT).
+    pub fn thaw(&self) {
+        if !self.stopped {
+            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
+        }
+    }
+
     /// Kills the process group outright (SIGKILL), as a crash would, and reaps it. Idempotent.
     pub fn kill(&mut self) {
         if self.stopped {
