@@ -112,6 +112,10 @@ pub struct StackDeployStatus {
     /// The restart id last carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_restart: Option<String>,
+    /// Why the GitOps repository could not be written for an addon component at the last pass
+    /// (the App runs regardless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitops_error: Option<String>,
 }
 
 /// A standalone addon on this cluster, with the revisions the agent has applied.
@@ -155,6 +159,10 @@ pub struct AddonReleaseStatus {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
+    /// Why the GitOps repository could not be written at the last pass (the addon runs
+    /// regardless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitops_error: Option<String>,
 }
 
 /// What the AddonRelease controller writes into the status after a pass (the whole status, each
@@ -166,6 +174,7 @@ pub struct AddonReleaseObserved<'a> {
     pub observed_revision: u32,
     pub message: &'a str,
     pub git_commit: Option<&'a str>,
+    pub gitops_error: Option<&'a str>,
 }
 
 /// An image build from Git.
@@ -266,13 +275,14 @@ mod tests {
                 observed_revision: 2,
                 message: "",
                 git_commit: None,
+                gitops_error: None,
             },
         };
         // What the controllers wrote with `json!` before they were typed.
         assert_eq!(
             serde_json::to_value(&release).unwrap(),
             json!({"status": {"phase": "Installing", "observedRevision": 2, "message": "",
-                              "gitCommit": null}})
+                              "gitCommit": null, "gitopsError": null}})
         );
         let build = StatusPatch {
             status: BuildRequestProgress {

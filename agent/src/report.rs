@@ -115,6 +115,15 @@ pub fn app_status(reporter: &Reporter, held: &StackDeploy) -> wire::AppStatus {
             last_transition_time: chrono::Utc::now(),
         });
     }
+    if let Some(error) = &status.gitops_error {
+        conditions.push(wire::Condition {
+            type_: conditions::GITOPS_RECORDED.into(),
+            status: wire::ConditionStatus::False,
+            reason: "WriteFailed".into(),
+            message: error.chars().take(4096).collect(),
+            last_transition_time: chrono::Utc::now(),
+        });
+    }
     wire::AppStatus {
         app_id: deploy.app.app_id.clone(),
         observed_revision: status

@@ -215,6 +215,11 @@ pub struct AddonStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9a-f]{40,64}$"))]
     pub git_commit: Option<String>,
+    /// Why the GitOps repository could not be written for this revision (a commit or a push
+    /// refused): the addon runs regardless, and the agent tries again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub gitops_error: Option<String>,
     pub observed_at: DateTime<Utc>,
 }
 

@@ -17,7 +17,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::cluster::Cluster;
-use kubenest_domain::alerts::{AlertKind, Signal, app_signal, cluster_signal, deletion_signal};
+use kubenest_domain::alerts::{
+    AlertKind, Signal, app_signal, cluster_signal, deletion_signal, gitops_signal,
+};
 use kubenest_store::{Alerts, NewAlert};
 use tokio_util::sync::CancellationToken;
 
@@ -102,6 +104,7 @@ pub fn plan(open: &[(String, AlertKind)], subjects: &[Subject]) -> Vec<Change> {
                     AlertKind::DeletionDeadlineExceeded => {
                         "the deletion finished, or the object was removed by force".into()
                     }
+                    AlertKind::GitOpsWriteFailed => "the object was deleted".into(),
                     _ => format!("the {} was deleted", kind.subject()),
                 },
                 reference: None,
@@ -158,10 +161,11 @@ fn in_project<K: Resource<DynamicType = ()>>(
 }
 
 /// Every Cluster, App, addon and Project in the caches, as subjects: each cluster of its
-/// heartbeat, each App of its progress deadline, and each App, addon and Project being deleted
-/// of its deletion's deadline.
+/// heartbeat, each App of its progress deadline, each App, addon and Project being deleted of
+/// its deletion's deadline, and each App and addon of its GitOps record.
 fn subjects(caches: &Caches) -> Vec<Subject> {
     let deletion = AlertKind::DeletionDeadlineExceeded;
+    let gitops = AlertKind::GitOpsWriteFailed;
     let mut subjects: Vec<Subject> = caches
         .clusters
         .state()
@@ -170,30 +174,34 @@ fn subjects(caches: &Caches) -> Vec<Subject> {
         .collect();
     for app in caches.apps.state() {
         let status = app.status.as_ref();
-        let progress = app_signal(status);
-        let kind = (AlertKind::ProgressDeadlineExceeded, "app");
-        subjects.extend(in_project(caches, &*app, &app.spec.project, kind, progress));
+        let project = &app.spec.project;
         let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
-        let signal = deletion_signal(conditions);
-        subjects.extend(in_project(
-            caches,
-            &*app,
-            &app.spec.project,
-            (deletion, "app"),
-            signal,
-        ));
+        let gitops_error = status.and_then(|s| s.gitops_error.as_deref());
+        for (kind, signal) in [
+            (AlertKind::ProgressDeadlineExceeded, app_signal(status)),
+            (deletion, deletion_signal(conditions)),
+            (gitops, gitops_signal(gitops_error)),
+        ] {
+            subjects.extend(in_project(caches, &*app, project, (kind, "app"), signal));
+        }
     }
     for addon in caches.addons.state() {
-        let conditions = addon.status.as_ref().map(|s| s.conditions.as_slice());
-        let signal = deletion_signal(conditions.unwrap_or_default());
-        let kind = (deletion, "addon");
-        subjects.extend(in_project(
-            caches,
-            &*addon,
-            &addon.spec.project,
-            kind,
-            signal,
-        ));
+        let status = addon.status.as_ref();
+        let project = &addon.spec.project;
+        let conditions = status.map(|s| s.conditions.as_slice()).unwrap_or_default();
+        let gitops_error = status.and_then(|s| s.gitops_error.as_deref());
+        for (kind, signal) in [
+            (deletion, deletion_signal(conditions)),
+            (gitops, gitops_signal(gitops_error)),
+        ] {
+            subjects.extend(in_project(
+                caches,
+                &*addon,
+                project,
+                (kind, "addon"),
+                signal,
+            ));
+        }
     }
     for project in caches.projects.state() {
         let conditions = project.status.as_ref().map(|s| s.conditions.as_slice());

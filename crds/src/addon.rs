@@ -122,9 +122,13 @@ pub struct AddonInstanceStatus {
     pub cluster_phase: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// The GitOps commit holding the observed revision's Chart.yaml and values.yaml.
+    /// The GitOps commit holding the observed revision's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
+    /// Why the agent could not write the addon's folder to the cluster's GitOps repository
+    /// (the addon runs regardless; an alert is open while this is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitops_error: Option<String>,
     /// The generation whose spec `revision` records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_generation: Option<i64>,

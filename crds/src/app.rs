@@ -272,6 +272,10 @@ pub struct AppStatus {
     /// Why the agent reports the App not ready, when it says (e.g. `NamespaceViolation: …`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_message: Option<String>,
+    /// Why the agent could not write the App's addon folders to the cluster's GitOps
+    /// repository (the App runs regardless; an alert is open while this is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitops_error: Option<String>,
     /// The last revision the agent stored durably (`command.accepted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_revision: Option<String>,

@@ -122,6 +122,9 @@ pub mod conditions {
     /// deadline: the object is `Failed`, an alert is open, and the message says what is still
     /// on the cluster and how to remove the object by force.
     pub const DELETION_DEADLINE_EXCEEDED: &str = "DeletionDeadlineExceeded";
+    /// An agent's report says whether it could write the GitOps repository (`False`, with why,
+    /// when a commit or push failed); nothing of the App or addon fails for it.
+    pub const GITOPS_RECORDED: &str = "GitOpsRecorded";
     /// An App's cluster matches its spec (or the drift, why not).
     pub const SYNCED: &str = "Synced";
     /// A rollback request could not be carried out.

@@ -27,6 +27,9 @@ pub struct AppObserved {
     pub ingress_address: Option<String>,
     pub observed_at: String,
     pub observed_sequence: u64,
+    /// Why the agent could not write the App's addon folders to the GitOps repository, if it
+    /// could not; `null` once it could.
+    pub gitops_error: Option<String>,
     /// An acceptance of `app.deploy` riding on this status, when one was waiting.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accepted_revision: Option<String>,
@@ -110,6 +113,8 @@ pub struct AddonObserved {
     pub message: String,
     pub export_secret: Option<String>,
     pub git_commit: Option<String>,
+    /// Why the agent could not write the addon's GitOps folder, if it could not.
+    pub gitops_error: Option<String>,
 }
 
 /// The agent's refusal of an `addon.apply`: that revision failed, with why.
@@ -160,6 +165,7 @@ mod tests {
             ingress_address: None,
             observed_at: "2026-01-01T00:00:00Z".into(),
             observed_sequence: 7,
+            gitops_error: None,
             accepted_revision: None,
         };
         // What the router wrote with `json!` before it was typed.
@@ -174,6 +180,7 @@ mod tests {
                 "ingressAddress": null,
                 "observedAt": "2026-01-01T00:00:00Z",
                 "observedSequence": 7,
+                "gitopsError": null,
             })
         );
         observed.accepted_revision = Some("r1".into());
@@ -297,9 +304,10 @@ mod tests {
                 message: String::new(),
                 export_secret: None,
                 git_commit: None,
+                gitops_error: None,
             }),
             json!({"observedRevision": 2, "clusterPhase": "Ready", "message": "",
-                   "exportSecret": null, "gitCommit": null})
+                   "exportSecret": null, "gitCommit": null, "gitopsError": null})
         );
         assert_eq!(
             value(&AddonRefused {

@@ -13,6 +13,9 @@
 //!   deadline (`Ready=False` of reason `DeletionDeadlineExceeded`, see
 //!   [`crate::deletion`]) raises `deletion_deadline_exceeded`; it ends when the object is gone
 //!   (or removed by force).
+//! - An App or standalone addon whose agent could not write its GitOps folder (a commit or a
+//!   push refused: `gitopsError` in its status) raises `gitops_write_failed`; the next write
+//!   that succeeds ends it. The App or addon runs regardless.
 
 use kubenest_crds::app::AppStatus;
 use kubenest_crds::cluster::ClusterStatus;
@@ -30,14 +33,17 @@ pub enum AlertKind {
     ProgressDeadlineExceeded,
     /// An App's, addon's or Project's deletion did not finish within its progress deadline.
     DeletionDeadlineExceeded,
+    /// An App's or addon's GitOps folder could not be written.
+    GitOpsWriteFailed,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 3] = [
+    pub const ALL: [AlertKind; 4] = [
         Self::HeartbeatMissed,
         Self::ProgressDeadlineExceeded,
         Self::DeletionDeadlineExceeded,
+        Self::GitOpsWriteFailed,
     ];
 
     /// The kind as stored and as the API and the stream name it.
@@ -46,6 +52,7 @@ impl AlertKind {
             Self::HeartbeatMissed => "heartbeat_missed",
             Self::ProgressDeadlineExceeded => "progress_deadline_exceeded",
             Self::DeletionDeadlineExceeded => "deletion_deadline_exceeded",
+            Self::GitOpsWriteFailed => "gitops_write_failed",
         }
     }
 
@@ -58,16 +65,20 @@ impl AlertKind {
     pub fn severity(self) -> &'static str {
         match self {
             Self::HeartbeatMissed => "critical",
-            Self::ProgressDeadlineExceeded | Self::DeletionDeadlineExceeded => "warning",
+            Self::ProgressDeadlineExceeded
+            | Self::DeletionDeadlineExceeded
+            | Self::GitOpsWriteFailed => "warning",
         }
     }
 
     /// What it is about when only one kind of object can raise it: `cluster` or `app`. A
-    /// deletion's alert is about the object being deleted, whichever kind it is.
+    /// deletion's or a GitOps record's alert is about its object, whichever kind it is.
     pub fn subject(self) -> &'static str {
         match self {
             Self::HeartbeatMissed => "cluster",
-            Self::ProgressDeadlineExceeded | Self::DeletionDeadlineExceeded => "app",
+            Self::ProgressDeadlineExceeded
+            | Self::DeletionDeadlineExceeded
+            | Self::GitOpsWriteFailed => "app",
         }
     }
 
@@ -77,6 +88,7 @@ impl AlertKind {
             Self::HeartbeatMissed => HEARTBEAT_MISSED,
             Self::ProgressDeadlineExceeded => PROGRESS_DEADLINE_EXCEEDED,
             Self::DeletionDeadlineExceeded => crate::deletion::DELETION_DEADLINE_EXCEEDED,
+            Self::GitOpsWriteFailed => "GitOpsWriteFailed",
         }
     }
 
@@ -86,6 +98,7 @@ impl AlertKind {
             Self::HeartbeatMissed => "HeartbeatResumed",
             Self::ProgressDeadlineExceeded => "RunningAgain",
             Self::DeletionDeadlineExceeded => "Deleted",
+            Self::GitOpsWriteFailed => "GitOpsWritten",
         }
     }
 }
@@ -145,6 +158,14 @@ pub fn deletion_signal(
     match crate::deletion::overdue(conditions) {
         Some(condition) => Signal::Raise(condition.message.clone()),
         None => Signal::Keep,
+    }
+}
+
+/// What an App's or addon's `gitopsError` says of `gitops_write_failed`.
+pub fn gitops_signal(error: Option<&str>) -> Signal {
+    match error {
+        Some(error) => Signal::Raise(format!("the GitOps repository was not written: {error}")),
+        None => Signal::Clear("the GitOps repository is written again".into()),
     }
 }
 
@@ -259,5 +280,14 @@ mod tests {
         let waiting = condition("DeletionBlocked", "True", "AwaitingAgent", "sent");
         assert_eq!(deletion_signal(&[waiting]), Signal::Keep);
         assert_eq!(deletion_signal(&[]), Signal::Keep);
+    }
+
+    #[test]
+    fn a_gitops_write_that_failed_raises_until_one_succeeds() {
+        assert_eq!(
+            gitops_signal(Some("push refused")),
+            Signal::Raise("the GitOps repository was not written: push refused".into())
+        );
+        assert!(matches!(gitops_signal(None), Signal::Clear(_)));
     }
 }

@@ -19,7 +19,7 @@ pub use release::{release_status, run};
 use crate::apply::{ObjectId, id_of};
 use crate::context::Context;
 use crate::exports::{self, Facts};
-use crate::gitops::{GitOps, addon_files};
+use crate::gitops::{self, AddonRecord, GitOps};
 use crate::readiness;
 
 /// What went wrong with an addon.
@@ -88,6 +88,8 @@ pub struct AddonOutcome {
     pub message: String,
     pub export: wire::PublishedExport,
     pub git_commit: Option<String>,
+    /// Why the GitOps repository could not be written this pass (the addon runs regardless).
+    pub git_error: Option<String>,
 }
 
 /// The export Secret's values: the password kept from before (or generated now) and every
@@ -239,6 +241,7 @@ async fn apply_rendered(
         .iter()
         .map(|object| target.paused || readiness::idle(object, &rendered))
         .collect();
+    let mut applied = Vec::new();
     for (mut object, idle) in rendered.into_iter().zip(idle) {
         let Some(id) = id_of(&object) else { continue };
         object["metadata"]["namespace"] = target.namespace.into();
@@ -270,27 +273,17 @@ async fn apply_rendered(
             }
         }
         objects.insert(id);
+        applied.push(object);
     }
 
-    let git_commit = match &ctx.gitops {
-        Some(gitops) => {
-            let dir = GitOps::addon_dir(&ctx.cluster_id, target.namespace, &target.release);
-            let files = addon_files(
-                &target.release,
-                target.chart,
-                &Value::Object(target.values.clone()),
-            );
-            let message = format!(
-                "{} {} {} for {} in namespace {}",
-                target.definition,
-                target.chart.name,
-                target.chart.version,
-                target.name,
-                target.namespace
-            );
-            Some(gitops.commit_addon(&dir, &files, &message).await?)
+    let (git_commit, git_error) = match record(ctx, target, &applied).await {
+        Ok(commit) => (commit, None),
+        // The repository is a record for people, not a part of running the addon: a failed
+        // commit or push is reported beside a revision that runs, and tried again next pass.
+        Err(error) => {
+            tracing::warn!(addon = target.name, %error, "the GitOps repository was not written");
+            (None, Some(error.to_string()))
         }
-        None => None,
     };
     Ok(AddonOutcome {
         objects,
@@ -310,7 +303,43 @@ async fn apply_rendered(
             keys: values.keys().cloned().collect(),
         },
         git_commit,
+        git_error,
     })
+}
+
+/// Commits the addon's folder to the GitOps repository, when the agent has one and the chart
+/// is an addon's (a Helm workload is the App's, never committed); returns the commit holding
+/// it.
+async fn record(
+    ctx: &Context,
+    target: &AddonTarget<'_>,
+    applied: &[Value],
+) -> Result<Option<String>, AddonError> {
+    let Some(gitops) = ctx.gitops.as_ref().filter(|_| !target.third_party) else {
+        return Ok(None);
+    };
+    let vendored = match ctx.helm.source(target.chart)? {
+        crate::helm::Source::Local(dir) => {
+            Some(gitops::chart_files(&dir).map_err(gitops::GitError::Io)?)
+        }
+        crate::helm::Source::Remote { .. } => None,
+    };
+    let values = Value::Object(target.values.clone());
+    let files = gitops::addon_files(&AddonRecord {
+        name: &target.release,
+        namespace: target.namespace,
+        chart: target.chart,
+        vendored: vendored.as_ref(),
+        values: &values,
+        applied,
+        export_secret: &target.export_secret,
+    });
+    let dir = GitOps::addon_dir(&ctx.cluster_id, target.namespace, &target.release);
+    let message = format!(
+        "{} {} {} for {} in namespace {}",
+        target.definition, target.chart.name, target.chart.version, target.name, target.namespace
+    );
+    Ok(Some(gitops.commit_addon(&dir, &files, &message).await?))
 }
 
 /// Removes an addon's folder from the GitOps repository.

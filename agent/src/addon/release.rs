@@ -43,6 +43,7 @@ pub fn release_status(release: &AddonRelease) -> Option<wire::AddonStatus> {
             keys: apply.exports.keys().cloned().collect(),
         }),
         git_commit: status.git_commit.clone(),
+        gitops_error: status.gitops_error.clone(),
         observed_at: chrono::Utc::now(),
     })
 }
@@ -74,6 +75,7 @@ impl Releases {
             message: format!("being removed; still there: {left}"),
             export: None,
             git_commit: None,
+            gitops_error: None,
             observed_at: chrono::Utc::now(),
         });
     }
@@ -114,6 +116,7 @@ async fn reconcile(
             message: String::new(),
             export: None,
             git_commit: None,
+            gitops_error: None,
             observed_at: chrono::Utc::now(),
         });
         kubenest_runtime::finalizer::release(
@@ -155,14 +158,15 @@ async fn reconcile(
         force: releases.passes.due(apply.addon.addon_id.as_str()),
         paused: false,
     };
-    let (phase, message, commit, keep) = match super::apply(ctx, &target).await {
+    let (phase, message, commit, git_error, keep) = match super::apply(ctx, &target).await {
         Ok(outcome) => (
             if outcome.ready { "Ready" } else { "Installing" },
             outcome.message,
             outcome.git_commit,
+            outcome.git_error,
             Some(outcome.objects),
         ),
-        Err(error) => ("Failed", error.to_string(), None, None),
+        Err(error) => ("Failed", error.to_string(), None, None, None),
     };
     if let Some(keep) = &keep {
         ctx.applier.prune(namespace, &selector, keep).await?;
@@ -173,13 +177,15 @@ async fn reconcile(
             observed_revision: apply.revision,
             message: &message,
             git_commit: commit.as_deref(),
+            gitops_error: git_error.as_deref(),
         },
     };
     let old = release.status.clone().unwrap_or_default();
     let changed = old.phase.as_deref() != Some(phase)
         || old.observed_revision != Some(apply.revision)
         || old.message != message
-        || old.git_commit != commit;
+        || old.git_commit != commit
+        || old.gitops_error != git_error;
     if changed {
         let updated = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
@@ -189,6 +195,8 @@ async fn reconcile(
         }
     }
     Ok(match phase {
+        // A record not written is tried again soon, though the addon runs.
+        "Ready" if git_error.is_some() => Action::requeue(Duration::from_secs(10)),
         "Ready" => Action::requeue(Duration::from_secs(60)),
         _ => Action::requeue(Duration::from_secs(2)),
     })

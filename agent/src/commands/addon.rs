@@ -115,6 +115,7 @@ pub(super) async fn addon_delete(
                 message: "not installed".into(),
                 export: None,
                 git_commit: None,
+                gitops_error: None,
                 observed_at: chrono::Utc::now(),
             });
             Ok(())

@@ -22,6 +22,8 @@ pub struct Pass {
     pub drift: Vec<wire::DriftDetail>,
     pub blocked: Vec<wire::DriftDetail>,
     pub ingress: Option<String>,
+    /// Why the GitOps repository could not be written for an addon component, if it could not.
+    pub gitops_error: Option<String>,
     pub failed: bool,
     pub all_ready: bool,
     pub workloads_at_zero: bool,
@@ -53,6 +55,7 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
         drift: plan.drift.clone(),
         blocked: Vec::new(),
         ingress: None,
+        gitops_error: None,
         failed: false,
         all_ready: true,
         workloads_at_zero: true,
@@ -62,6 +65,9 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
             Answer::Chart(Ok(outcome)) => {
                 pass.all_ready &= outcome.ready;
                 pass.keep.extend(outcome.objects.iter().cloned());
+                if pass.gitops_error.is_none() {
+                    pass.gitops_error = outcome.git_error.clone();
+                }
                 if step.kind == Kind::Addon {
                     pass.exports.push(outcome.export.clone());
                 } else {

@@ -79,6 +79,7 @@ pub fn decide(facts: &Facts<'_>, pass: Pass) -> Decision {
     new.components = pass.components;
     new.exports = pass.exports;
     new.ingress_address = pass.ingress;
+    new.gitops_error = pass.gitops_error;
 
     // Drift: blocked_sync wins; recoverable drift was healed by the apply.
     let (class, details) = if !pass.blocked.is_empty() {
@@ -155,6 +156,7 @@ fn reportable(status: &StackDeployStatus) -> impl PartialEq + '_ {
         &status.exports,
         &status.ingress_address,
         &status.rejection,
+        &status.gitops_error,
     )
 }
 
@@ -232,6 +234,7 @@ mod tests {
                 keys: Vec::new(),
             },
             git_commit: None,
+            git_error: None,
         }))]
     }
 

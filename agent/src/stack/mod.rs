@@ -33,7 +33,7 @@ mod facts;
 mod plan;
 mod rollout;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -132,6 +132,7 @@ async fn reconcile(held: Arc<StackDeploy>, stack: Arc<Stack>) -> Result<Action, 
         ctx.applier
             .prune(app.namespace.as_str(), &selector(app), &pass.keep)
             .await?;
+        forget_dropped_addons(ctx, deploy, &facts.old).await?;
     }
     let decision = decide::decide(&facts, pass);
     if let Some(drift) = &decision.drift
@@ -141,6 +142,33 @@ async fn reconcile(held: Arc<StackDeploy>, stack: Arc<Stack>) -> Result<Action, 
         metrics.drift_heals.inc_by(drift.details.len() as u64);
     }
     write(&stack, &api, &held, &facts.old, decision).await
+}
+
+/// Removes from the GitOps repository the folders of addon components the App had at its last
+/// pass (their exports, in the StackDeploy's status) and no longer has. Once the status is
+/// written without them this finds nothing; a failed removal is tried again next pass.
+async fn forget_dropped_addons(
+    ctx: &Context,
+    deploy: &wire::AppDeploy,
+    old: &StackDeployStatus,
+) -> Result<(), Error> {
+    let kept: BTreeSet<&str> = deploy
+        .components
+        .iter()
+        .filter_map(|c| match c {
+            wire::Component::Addon(a) => Some(a.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let app = &deploy.app;
+    for export in &old.exports {
+        let component = export.component.as_str();
+        if !kept.contains(component) {
+            let release = crate::render::component_object(app, component);
+            crate::addon::forget(ctx, app.namespace.as_str(), &release, component).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the decided status and sends the reports.

@@ -38,6 +38,8 @@ struct Fixture {
     bouncer: ChartRepository,
     /// An allowed repository whose index puts [`WEBAPP`]'s package at [`PRIVATE`].
     pointer: ChartRepository,
+    /// The agent's GitOps remote.
+    bare: std::path::PathBuf,
 }
 
 /// An address on the cluster's own network (private), which no test server holds.
@@ -247,7 +249,12 @@ fn fixture() -> &'static Fixture {
                 let sources = [repository.url(), &oci, bouncer.url(), pointer.url()];
                 let egress = Egress::new(AllowList::parse(&sources).unwrap());
                 let shutdown = tokio_util::sync::CancellationToken::new();
+                let bare = common::bare_repository();
+                let remote = bare.clone();
                 let backend = common::agent_on(mgmt, east, &shutdown, |config| {
+                    if let Some(gitops) = config.gitops.as_mut() {
+                        gitops.0 = remote.display().to_string();
+                    }
                     config.helm = config
                         .helm
                         .clone()
@@ -264,6 +271,7 @@ fn fixture() -> &'static Fixture {
                     detour,
                     bouncer,
                     pointer,
+                    bare,
                 })
                 .unwrap();
                 std::future::pending::<()>().await;
@@ -332,6 +340,12 @@ async fn a_chart_workload_runs_from_a_chart_repository_with_its_values_and_nothi
             .unwrap()
             .is_none()
     );
+    // Nor is it committed to the GitOps repository: that records addons, not the App's own.
+    let folder = format!("clusters/c-edge-1/addons/{namespace}-site-web");
+    for file in ["Chart.yaml", "manifests.yaml"] {
+        let committed = common::committed(&f.bare, &format!("{folder}/{file}"));
+        assert_eq!(committed, None, "{file}");
+    }
 }
 
 #[tokio::test]

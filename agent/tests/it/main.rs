@@ -13,6 +13,7 @@ mod chart_workloads;
 mod common;
 mod crds;
 mod durability;
+mod gitops;
 mod least_privilege;
 mod plane;
 mod real_node;

@@ -198,6 +198,7 @@ impl Router {
                     message: status.message,
                     export_secret: status.export.map(|e| e.secret.as_str().to_owned()),
                     git_commit: status.git_commit,
+                    gitops_error: status.gitops_error,
                 };
                 patch_status(client, &*addon, &observed).await
             }
@@ -256,13 +257,18 @@ impl Router {
                 message: c.message.clone(),
             })
             .collect();
-        // What the agent says is wrong, e.g. a StackDeploy outside its project's namespace.
-        let failing: Vec<String> = status
+        // What the agent says is wrong, e.g. a StackDeploy outside its project's namespace; a
+        // GitOps record it could not write is said apart, since the App runs regardless.
+        let (records, failing): (Vec<&wire::Condition>, Vec<&wire::Condition>) = status
             .conditions
             .iter()
             .filter(|c| c.status == wire::ConditionStatus::False)
+            .partition(|c| c.type_ == kubenest_crds::names::conditions::GITOPS_RECORDED);
+        let failing: Vec<String> = failing
+            .iter()
             .map(|c| format!("{}: {}", c.reason, c.message))
             .collect();
+        let gitops_error = records.first().map(|c| c.message.clone());
         let message = (!failing.is_empty()).then(|| failing.join("; "));
         let accepted = self.acceptances.ride(status.app_id.as_str());
         let observed = AppObserved {
@@ -273,6 +279,7 @@ impl Router {
             ingress_address: status.ingress_address,
             observed_at: rfc3339(status.observed_at),
             observed_sequence: status.sequence,
+            gitops_error,
             accepted_revision: accepted.clone(),
         };
         let written = patch_status(&self.plane.client, &*app, &observed).await;

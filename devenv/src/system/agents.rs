@@ -20,6 +20,8 @@ pub struct AgentHandle {
     pub service: Service,
     /// The agent's own link to the hub replicas.
     pub link: TcpProxy,
+    /// Its GitOps remote: a bare repository on this machine.
+    pub gitops: std::path::PathBuf,
 }
 
 impl System {
@@ -114,6 +116,7 @@ impl System {
                 cluster_id: cluster_id.to_owned(),
                 service,
                 link,
+                gitops,
             },
         );
         Ok(())

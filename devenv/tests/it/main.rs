@@ -11,6 +11,7 @@ mod common;
 mod control_plane;
 mod deadlines;
 mod generated_apps;
+mod gitops;
 mod install;
 mod logs;
 mod system;

@@ -124,6 +124,12 @@ impl GitServer {
         format!("{}/{name}.git", self.base)
     }
 
+    /// Where bare repository `name` is on this machine, for a writer that pushes to it as a
+    /// path while others fetch it over HTTP.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join("repos").join(format!("{name}.git"))
+    }
+
     /// Writes `files` (path, contents; `None` removes) into repository `name` (created on first
     /// use, branch `main`) and commits them; returns the commit's id.
     pub fn commit(

@@ -117,6 +117,9 @@ pub struct InstanceResponse {
     /// The Secret on the cluster holding the addon's exports (never its values).
     pub export_secret: Option<String>,
     pub git_commit: Option<String>,
+    /// Why the agent could not write the addon's folder to the cluster's GitOps repository
+    /// (the addon runs regardless; an alert is open meanwhile).
+    pub gitops_error: Option<String>,
     pub created_at: Option<String>,
     /// Seconds an install or change may take to become ready.
     pub progress_deadline_seconds: u32,
@@ -149,6 +152,7 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
         observed_revision: status.observed_revision,
         export_secret: status.export_secret,
         git_commit: status.git_commit,
+        gitops_error: status.gitops_error,
         created_at: k8s::created(addon),
         progress_deadline_seconds: addon.spec.progress_deadline_seconds,
         revisions: None,

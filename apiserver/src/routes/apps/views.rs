@@ -64,6 +64,9 @@ pub struct AppResponse {
     pub observed_revision: Option<String>,
     pub deployment_id: Option<String>,
     pub ingress_address: Option<String>,
+    /// Why the agent could not write the App's addon folders to the cluster's GitOps
+    /// repository (the App runs regardless; an alert is open meanwhile).
+    pub gitops_error: Option<String>,
     pub observed_at: Option<String>,
     /// While the cluster is unreachable (`Ready` is `Unknown`, reason `ClusterUnreachable`):
     /// when it last reported; the phase and components are as of then.
@@ -140,6 +143,7 @@ pub(super) fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
         observed_revision: status.observed_revision,
         deployment_id: status.deployment_id,
         ingress_address: status.ingress_address,
+        gitops_error: status.gitops_error,
         observed_at: status.observed_at,
         last_observation: status.last_observation,
         created_at: k8s::created(app),

@@ -368,6 +368,7 @@ impl Agent {
                     message: String::new(),
                     export: None,
                     git_commit: None,
+                    gitops_error: None,
                     observed_at: chrono::Utc::now(),
                 }));
             }
@@ -380,6 +381,7 @@ impl Agent {
                     message: String::new(),
                     export: None,
                     git_commit: None,
+                    gitops_error: None,
                     observed_at: chrono::Utc::now(),
                 }));
             }
