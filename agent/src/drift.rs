@@ -1,48 +1,19 @@
 //! Drift: what is live against what the agent applied, for the fields it owns (pure).
 //!
 //! The agent applies with server-side apply under one field manager. When someone else changes
-//! an owned field (`kubectl scale`, `kubectl set image`, an autoscaler), the live object differs
-//! from the desired one and the API server records the other manager as the field's owner. That
-//! drift is `recoverable`: the agent reports field, desired, observed and manager, and applies
-//! again. A Deployment whose rollout failed its progress deadline cannot be healed by applying
-//! again: that is `blocked_sync`, and changes are refused until it clears.
+//! an owned field (`kubectl scale`, `kubectl set image`, `kubectl edit service`, an autoscaler),
+//! the live object differs from the desired one and the API server records the other manager as
+//! the field's owner. That drift is `recoverable`: the agent reports kind, name, field, desired,
+//! observed and manager, and applies again. Every kind is compared the same way ([`drift`]):
+//! each field the agent sets under `spec` (a ConfigMap's or Secret's `data`), containers matched
+//! by name, other lists whole; a Secret's values are never reported. A Deployment whose rollout
+//! failed its progress deadline cannot be healed by applying again: that is `blocked_sync`, and
+//! changes are refused until it clears.
 
 use kubenest_contracts as wire;
 use serde_json::Value;
 
 use kubenest_crds::names::field_managers;
-
-/// The fields of a Deployment the agent compares: (path for people, path in the object).
-fn owned_paths(container: &str) -> Vec<(String, Vec<String>)> {
-    let c = |field: &str| {
-        vec![
-            "spec".to_owned(),
-            "template".into(),
-            "spec".into(),
-            "containers".into(),
-            format!("name={container}"),
-            field.into(),
-        ]
-    };
-    vec![
-        (
-            "spec.replicas".into(),
-            vec!["spec".into(), "replicas".into()],
-        ),
-        (
-            format!("spec.template.spec.containers[{container}].image"),
-            c("image"),
-        ),
-        (
-            format!("spec.template.spec.containers[{container}].env"),
-            c("env"),
-        ),
-        (
-            format!("spec.template.spec.containers[{container}].ports"),
-            c("ports"),
-        ),
-    ]
-}
 
 /// Follows a path; `name=x` selects the list item whose `name` is `x`.
 fn at<'a>(object: &'a Value, path: &[String]) -> Option<&'a Value> {
@@ -95,27 +66,85 @@ fn normalized(value: Option<&Value>) -> Value {
     }
 }
 
-/// Where `live` differs from `desired` in the fields the agent owns.
-pub fn deployment_drift(desired: &Value, live: &Value) -> Vec<wire::DriftDetail> {
+/// What a Secret's drift says instead of its values.
+const REDACTED: &str = "(redacted)";
+
+/// Lists whose items the API server merges by `name` (their server-side apply key), compared
+/// item by item; any other list is compared whole.
+fn keyed_by_name(key: Option<&String>) -> bool {
+    matches!(
+        key.map(String::as_str),
+        Some("containers" | "initContainers")
+    )
+}
+
+/// Every field `value` (at `field`, `path`) sets, for comparing: (field for people, path in the
+/// object, desired value).
+fn leaves<'a>(
+    value: &'a Value,
+    field: String,
+    path: Vec<String>,
+    out: &mut Vec<(String, Vec<String>, &'a Value)>,
+) {
+    match value {
+        // An empty map sets nothing.
+        Value::Object(map) if map.is_empty() => {}
+        Value::Object(map) => {
+            for (key, item) in map {
+                let mut deeper = path.clone();
+                deeper.push(key.clone());
+                leaves(item, format!("{field}.{key}"), deeper, out);
+            }
+        }
+        Value::Array(items)
+            if keyed_by_name(path.last())
+                && items
+                    .iter()
+                    .all(|i| i.get("name").and_then(Value::as_str).is_some()) =>
+        {
+            for item in items {
+                let name = item["name"].as_str().unwrap_or_default();
+                let mut deeper = path.clone();
+                deeper.push(format!("name={name}"));
+                leaves(item, format!("{field}[{name}]"), deeper, out);
+            }
+        }
+        _ => out.push((field, path, value)),
+    }
+}
+
+/// Where `live` differs from `desired` in what the agent sets, for an object of any kind.
+pub fn drift(desired: &Value, live: &Value) -> Vec<wire::DriftDetail> {
+    let kind = desired["kind"].as_str().unwrap_or_default();
     let name = desired
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let container = desired
-        .pointer("/spec/template/spec/containers/0/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    owned_paths(container)
+    let mut found = Vec::new();
+    for root in ["spec", "data"] {
+        if let Some(value) = desired.get(root) {
+            leaves(value, root.to_owned(), vec![root.to_owned()], &mut found);
+        }
+    }
+    found
         .into_iter()
-        .filter_map(|(field, path)| {
-            let want = normalized(at(desired, &path));
+        .filter_map(|(field, path, want)| {
+            let want = normalized(Some(want));
             let have = normalized(at(live, &path));
-            (!same(&want, &have)).then(|| wire::DriftDetail {
-                resource: format!("Deployment/{name}"),
+            if same(&want, &have) {
+                return None;
+            }
+            let (desired, observed) = if kind == "Secret" {
+                (REDACTED.into(), REDACTED.into())
+            } else {
+                (want, have)
+            };
+            Some(wire::DriftDetail {
+                resource: format!("{kind}/{name}"),
                 field,
                 manager: manager_of(live, &path),
-                desired: want,
-                observed: have,
+                desired,
+                observed,
             })
         })
         .collect()
@@ -166,8 +195,9 @@ mod tests {
 
     fn desired() -> Value {
         json!({
+            "kind": "Deployment",
             "metadata": {"name": "shop-web"},
-            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+            "spec": {"replicas": 3, "template": {"metadata": {"annotations": {}}, "spec": {"containers": [
                 {"name": "web", "image": "nginx:1.27", "env": [{"name": "A", "value": "1"}],
                  "ports": [{"name": "http", "containerPort": 80, "protocol": "TCP"}]}
             ]}}}
@@ -193,12 +223,12 @@ mod tests {
 
     #[test]
     fn a_live_object_with_only_defaults_added_has_no_drift() {
-        assert_eq!(deployment_drift(&desired(), &live(3, "nginx:1.27")), vec![]);
+        assert_eq!(drift(&desired(), &live(3, "nginx:1.27")), vec![]);
     }
 
     #[test]
     fn scaling_behind_the_agents_back_is_reported_with_the_manager() {
-        let drift = deployment_drift(&desired(), &live(7, "nginx:1.27"));
+        let drift = drift(&desired(), &live(7, "nginx:1.27"));
         assert_eq!(drift.len(), 1);
         assert_eq!(drift[0].resource, "Deployment/shop-web");
         assert_eq!(drift[0].field, "spec.replicas");
@@ -211,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_changed_image_names_the_container_and_no_other_manager_when_the_agent_owns_it() {
-        let drift = deployment_drift(&desired(), &live(3, "nginx:9"));
+        let drift = drift(&desired(), &live(3, "nginx:9"));
         assert_eq!(drift.len(), 1);
         assert_eq!(drift[0].field, "spec.template.spec.containers[web].image");
         assert_eq!(drift[0].manager, None);
@@ -227,5 +257,51 @@ mod tests {
         assert_eq!(detail.observed, json!("ProgressDeadlineExceeded"));
         stuck["status"]["conditions"][0]["status"] = json!("True");
         assert_eq!(blocked(&stuck), None);
+    }
+
+    #[test]
+    fn a_variable_added_by_hand_is_drift_of_the_whole_list() {
+        let mut added = live(3, "nginx:1.27");
+        added["spec"]["template"]["spec"]["containers"][0]["env"] =
+            json!([{"name": "A", "value": "1"}, {"name": "DEBUG", "value": "1"}]);
+        let drift = drift(&desired(), &added);
+        assert_eq!(drift.len(), 1);
+        assert_eq!(drift[0].field, "spec.template.spec.containers[web].env");
+    }
+
+    #[test]
+    fn a_service_port_changed_by_hand_is_drift_named_by_kind_and_field() {
+        let service = json!({"kind": "Service", "metadata": {"name": "shop-web"},
+            "spec": {"selector": {"app": "web"},
+                     "ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}});
+        let mut live = service.clone();
+        live["spec"]["ports"][0]["port"] = json!(9090);
+        live["spec"]["clusterIP"] = json!("10.0.0.7");
+        live["metadata"]["managedFields"] = json!([
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-12-01T10:05:00Z",
+             "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":9090,\"protocol\":\"TCP\"}": {}}}}}
+        ]);
+        let drift = drift(&service, &live);
+        assert_eq!(drift.len(), 1, "{drift:?}");
+        assert_eq!(
+            (drift[0].resource.as_str(), drift[0].field.as_str()),
+            ("Service/shop-web", "spec.ports")
+        );
+        assert_eq!(drift[0].manager.as_deref(), Some("kubectl-edit"));
+        assert_eq!(drift[0].observed[0]["port"], 9090);
+    }
+
+    #[test]
+    fn a_secrets_drift_names_the_key_and_never_its_values() {
+        let secret = json!({"kind": "Secret", "metadata": {"name": "web-env"},
+                            "data": {"TOKEN": "czNjcmV0"}});
+        let mut live = secret.clone();
+        live["data"]["TOKEN"] = json!("b3RoZXI=");
+        let drift = drift(&secret, &live);
+        assert_eq!(drift[0].field, "data.TOKEN");
+        assert_eq!(
+            (drift[0].desired.clone(), drift[0].observed.clone()),
+            (json!(REDACTED), json!(REDACTED))
+        );
     }
 }

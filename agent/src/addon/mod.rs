@@ -18,6 +18,7 @@ pub use release::{release_status, run};
 
 use crate::apply::{ObjectId, id_of};
 use crate::context::Context;
+use crate::drift;
 use crate::exports::{self, Facts};
 use crate::gitops::{self, AddonRecord, GitOps};
 use crate::readiness;
@@ -90,6 +91,8 @@ pub struct AddonOutcome {
     pub git_commit: Option<String>,
     /// Why the GitOps repository could not be written this pass (the addon runs regardless).
     pub git_error: Option<String>,
+    /// Fields another manager had changed, applied back by this pass.
+    pub drift: Vec<wire::DriftDetail>,
 }
 
 /// The export Secret's values: the password kept from before (or generated now) and every
@@ -237,11 +240,15 @@ async fn apply_rendered(
     let mut ready = true;
     let (mut ready_replicas, mut desired_replicas) = (0, 0);
     let mut waiting = String::new();
+    // A Service waits on the pods behind it: what keeps them from running says more, so it is
+    // named only when nothing else is waited for.
+    let mut waiting_on_service = String::new();
     let idle: Vec<bool> = rendered
         .iter()
         .map(|object| target.paused || readiness::idle(object, &rendered))
         .collect();
     let mut applied = Vec::new();
+    let mut drifted = Vec::new();
     for (mut object, idle) in rendered.into_iter().zip(idle) {
         let Some(id) = id_of(&object) else { continue };
         object["metadata"]["namespace"] = target.namespace.into();
@@ -257,7 +264,23 @@ async fn apply_rendered(
         if target.paused {
             readiness::pause(&mut object);
         }
-        let live = ctx.applier.apply(&object, target.force).await?;
+        // A field another manager changed is reported and put back.
+        let before = ctx
+            .applier
+            .get(&id.0, &id.1, target.namespace, &id.2)
+            .await?;
+        let found: Vec<wire::DriftDetail> = before
+            .map(|before| drift::drift(&object, &before))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| d.manager.is_some())
+            .collect();
+        let live = if found.is_empty() {
+            ctx.applier.apply(&object, target.force).await?
+        } else {
+            drifted.extend(found);
+            ctx.applier.restore(&object).await?
+        };
         let judged = if id.1 == "Service" {
             let slices = ctx.applier.endpoint_slices(target.namespace, &id.2).await?;
             Some(readiness::service(&live, &slices, idle))
@@ -268,12 +291,20 @@ async fn apply_rendered(
             ready &= judged.ready;
             ready_replicas += judged.ready_replicas;
             desired_replicas += judged.desired_replicas;
-            if !judged.ready && waiting.is_empty() {
-                waiting = format!("{} {}: {}", id.1, id.2, judged.message);
+            let first = if id.1 == "Service" {
+                &mut waiting_on_service
+            } else {
+                &mut waiting
+            };
+            if !judged.ready && first.is_empty() {
+                *first = format!("{} {}: {}", id.1, id.2, judged.message);
             }
         }
         objects.insert(id);
         applied.push(object);
+    }
+    if waiting.is_empty() {
+        waiting = waiting_on_service;
     }
 
     let (git_commit, git_error) = match record(ctx, target, &applied).await {
@@ -304,6 +335,7 @@ async fn apply_rendered(
         },
         git_commit,
         git_error,
+        drift: drifted,
     })
 }
 

@@ -159,13 +159,24 @@ async fn reconcile(
         paused: false,
     };
     let (phase, message, commit, git_error, keep) = match super::apply(ctx, &target).await {
-        Ok(outcome) => (
-            if outcome.ready { "Ready" } else { "Installing" },
-            outcome.message,
-            outcome.git_commit,
-            outcome.git_error,
-            Some(outcome.objects),
-        ),
+        Ok(outcome) => {
+            for detail in &outcome.drift {
+                tracing::info!(
+                    addon = apply.addon.name.as_str(),
+                    resource = %detail.resource,
+                    field = %detail.field,
+                    manager = detail.manager.as_deref().unwrap_or_default(),
+                    "drift applied back"
+                );
+            }
+            (
+                if outcome.ready { "Ready" } else { "Installing" },
+                outcome.message,
+                outcome.git_commit,
+                outcome.git_error,
+                Some(outcome.objects),
+            )
+        }
         Err(error) => ("Failed", error.to_string(), None, None, None),
     };
     if let Some(keep) = &keep {

@@ -308,6 +308,37 @@ impl Applier {
         Ok(found.and_then(|o| serde_json::to_value(o).ok()))
     }
 
+    /// Puts `object` back as desired after someone else changed it (drift), then applies it. A
+    /// forced server-side apply takes back the fields the agent sets, but never removes what
+    /// another manager added beside them (a port, an env var, a data key in a list or map it
+    /// merges by key); a JSON merge patch of the object's `spec` (or `data`) replaces each list
+    /// whole, so the agent's lists are exactly its own again.
+    pub async fn restore(&self, object: &Value) -> Result<Value, ApplyError> {
+        let (api_version, kind, name) = id_of(object).ok_or(ApplyError::Malformed)?;
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str);
+        let mut patch = serde_json::Map::new();
+        for root in ["spec", "data"] {
+            if let Some(value) = object.get(root) {
+                patch.insert(root.to_owned(), value.clone());
+            }
+        }
+        let api = self.api(&api_version, &kind, namespace).await?;
+        let params = PatchParams {
+            field_manager: Some(field_managers::AGENT.to_owned()),
+            ..PatchParams::default()
+        };
+        api.patch(&name, &params, &Patch::Merge(&Value::Object(patch)))
+            .await
+            .map_err(|source| ApplyError::Kube {
+                kind: kind.clone(),
+                name: name.clone(),
+                source,
+            })?;
+        self.apply(object, true).await
+    }
+
     /// Server-side applies `object` (forcing ownership of the fields it sets), stamped with its
     /// desired hash, and returns the live object. Skips the write when the live copy already
     /// carries that hash, unless `force`.

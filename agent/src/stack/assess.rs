@@ -68,6 +68,8 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                 if pass.gitops_error.is_none() {
                     pass.gitops_error = outcome.git_error.clone();
                 }
+                // Found before the chart's objects were applied, and applied back.
+                pass.drift.extend(outcome.drift.iter().cloned());
                 if step.kind == Kind::Addon {
                     pass.exports.push(outcome.export.clone());
                 } else {

@@ -235,6 +235,7 @@ mod tests {
             },
             git_commit: None,
             git_error: None,
+            drift: Vec::new(),
         }))]
     }
 

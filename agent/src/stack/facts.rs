@@ -7,6 +7,7 @@ use kubenest_contracts as wire;
 use serde_json::Value;
 
 use super::{Error, Stack};
+use crate::apply::ObjectId;
 use crate::boundary::check_namespace;
 use crate::build::{self, Image};
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus};
@@ -29,10 +30,18 @@ pub struct Facts<'a> {
     /// The BuildRequest of each Git workload at this revision (`None`: not asked for yet), by
     /// component name.
     pub builds: BTreeMap<&'a str, Option<BuildRequest>>,
-    /// The live Deployment of each workload that renders one, by component name, for drift;
-    /// read only when the revision is not a fresh one (a fresh revision changes them anyway).
-    pub live: BTreeMap<&'a str, Value>,
+    /// The live objects (Deployment, Service, Ingress) of each workload that renders them, by
+    /// id, for drift; read only when the revision is not a fresh one (a fresh revision changes
+    /// them anyway).
+    pub live: BTreeMap<ObjectId, Value>,
 }
+
+/// The kinds a plain workload renders.
+const WORKLOAD_KINDS: [(&str, &str); 3] = [
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("networking.k8s.io/v1", "Ingress"),
+];
 
 impl<'a> Facts<'a> {
     /// Reads the facts of `held` (component names are unique: the command is refused otherwise).
@@ -81,13 +90,17 @@ impl<'a> Facts<'a> {
                 wire::WorkloadSource::Image { .. } => true,
             };
             if renders && !fresh_revision {
+                // A workload's objects all bear its name (`render::workload`).
                 let name = render::component_object(app, w.name.as_str());
-                let live = ctx
-                    .applier
-                    .get("apps/v1", "Deployment", app.namespace.as_str(), &name)
-                    .await?;
-                if let Some(live) = live {
-                    facts.live.insert(w.name.as_str(), live);
+                for (api_version, kind) in WORKLOAD_KINDS {
+                    let live = ctx
+                        .applier
+                        .get(api_version, kind, app.namespace.as_str(), &name)
+                        .await?;
+                    if let Some(live) = live {
+                        let id = (api_version.to_owned(), kind.to_owned(), name.clone());
+                        facts.live.insert(id, live);
+                    }
                 }
             }
         }

@@ -225,20 +225,22 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
 }
 
 /// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
-/// BuildRequests, and by the Deployments and StatefulSets of their Apps as the applier's caches
-/// see them change (one watch of each kind serves both). `apps` is shared with the command
-/// handlers.
+/// BuildRequests, and by the Deployments, StatefulSets, Services and ConfigMaps of their Apps
+/// as the applier's caches see them change (one watch of each kind serves both), so a field
+/// changed by hand is seen at once. `apps` is shared with the command handlers.
 pub async fn run(
     ctx: Arc<Context>,
     apps: Arc<AppMemory>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
-    let (Some(deployments), Some(stateful_sets)) = (
+    let (Some(deployments), Some(stateful_sets), Some(services), Some(configs)) = (
         ctx.applier.changes("apps/v1", "Deployment"),
         ctx.applier.changes("apps/v1", "StatefulSet"),
+        ctx.applier.changes("v1", "Service"),
+        ctx.applier.changes("v1", "ConfigMap"),
     ) else {
-        tracing::error!("the applier caches no Deployments or StatefulSets; not reconciling");
+        tracing::error!("the applier caches none of the kinds that wake Apps; not reconciling");
         return;
     };
     let (ns1, ns2, ns3) = (
@@ -246,6 +248,7 @@ pub async fn run(
         ctx.namespace.clone(),
         ctx.namespace.clone(),
     );
+    let (ns4, ns5) = (ctx.namespace.clone(), ctx.namespace.clone());
     Controller::new(held, watcher::Config::default())
         .watches_stream_with(
             deployments.1.map(Ok),
@@ -256,6 +259,16 @@ pub async fn run(
             stateful_sets.1.map(Ok),
             move |s: DynamicObject| owner(&ns2, s.labels()),
             stateful_sets.0,
+        )
+        .watches_stream_with(
+            services.1.map(Ok),
+            move |s: DynamicObject| owner(&ns4, s.labels()),
+            services.0,
+        )
+        .watches_stream_with(
+            configs.1.map(Ok),
+            move |c: DynamicObject| owner(&ns5, c.labels()),
+            configs.0,
         )
         .watches(
             Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace),

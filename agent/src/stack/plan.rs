@@ -78,6 +78,8 @@ pub struct Desired {
     pub object: Value,
     /// Write it even when its stamp says it is current.
     pub force: bool,
+    /// Someone else changed it: put it back whole ([`crate::apply::Applier::restore`]).
+    pub restore: bool,
 }
 
 /// The plan of a pass that `facts` admit (a rejected StackDeploy applies nothing).
@@ -173,15 +175,14 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
         };
         match render::workload(app, w, &inputs) {
             Ok(objects) => {
-                let live = facts.live.get(w.name.as_str());
                 let mut desired = Vec::new();
                 for object in objects {
                     let Some(id) = id_of(&object) else { continue };
                     let mut drifted = false;
-                    if let Some(before) = live.filter(|_| id.1 == "Deployment" && !fresh_revision) {
+                    if let Some(before) = facts.live.get(&id).filter(|_| !fresh_revision) {
                         // Only fields another manager changed: a field that differs because
                         // the desired state changed is still the agent's.
-                        let found: Vec<_> = drift::deployment_drift(&object, before)
+                        let found: Vec<_> = drift::drift(&object, before)
                             .into_iter()
                             .filter(|d| d.manager.is_some())
                             .collect();
@@ -192,7 +193,8 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
                     desired.push(Desired {
                         id,
                         object,
-                        force: force || drifted,
+                        force,
+                        restore: drifted,
                     });
                 }
                 plan.steps.push(step(Work::Objects(desired)));

@@ -63,7 +63,12 @@ pub async fn apply(ctx: &Context, plan: &Plan<'_>) -> Result<Vec<Answer>, Error>
 async fn objects(ctx: &Context, objects: &[Desired]) -> Answer {
     let mut live = Vec::with_capacity(objects.len());
     for desired in objects {
-        match ctx.applier.apply(&desired.object, desired.force).await {
+        let applied = if desired.restore {
+            ctx.applier.restore(&desired.object).await
+        } else {
+            ctx.applier.apply(&desired.object, desired.force).await
+        };
+        match applied {
             Ok(object) => live.push((desired.id.clone(), object)),
             Err(error) => {
                 tracing::warn!(%error, "cannot apply");

@@ -277,6 +277,63 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
     );
 }
 
+/// Drift is not only a Deployment's: a Service port changed by hand is reported with its kind,
+/// field, values and manager, and applied back.
+#[tokio::test]
+async fn a_service_changed_by_hand_is_reported_as_drift_and_healed() {
+    use k8s_openapi::api::core::v1::Service;
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "svcdrift").await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "shop", &project, &namespace);
+    f.backend
+        .accept(web_app(app, "r1", "nginx:1.27", 1, 120))
+        .await;
+    f.backend
+        .app_status("Running", LONG, &id, |s| s.phase == AppPhase::Running)
+        .await;
+    let services = Api::<Service>::namespaced(f.east.client().await.unwrap(), &namespace);
+    services
+        .patch(
+            "shop-web",
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&json!({"spec": {"ports": [
+                {"name": "http", "port": 9090, "targetPort": 8080, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    let drift = f
+        .backend
+        .wait_for("the Service's drift", LONG, |m| match m {
+            Message::DriftReport(r)
+                if r.app_id.as_str() == id
+                    && r.details.iter().any(|d| d.resource == "Service/shop-web") =>
+            {
+                Some(r.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(drift.class, wire::DriftClass::Recoverable);
+    let detail = drift
+        .details
+        .iter()
+        .find(|d| d.resource == "Service/shop-web")
+        .unwrap();
+    assert_eq!(detail.field, "spec.ports", "{detail:?}");
+    assert_eq!(detail.manager.as_deref(), Some("kubectl-edit"));
+    assert_eq!(detail.desired[0]["port"], 8080);
+    assert_eq!(detail.observed[0]["port"], 9090);
+    eventually("the Service healed", LONG, async || {
+        let live = services.get("shop-web").await.unwrap();
+        live.spec.unwrap().ports.unwrap()[0].port == 8080
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn an_image_that_never_becomes_ready_blocks_sync_after_the_deadline() {
     let f = fixture();

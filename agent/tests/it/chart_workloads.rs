@@ -334,12 +334,54 @@ async fn a_chart_workload_runs_from_a_chart_repository_with_its_values_and_nothi
     );
     // No export Secret: a chart workload publishes nothing.
     assert!(
-        Api::<Secret>::namespaced(client, &namespace)
+        Api::<Secret>::namespaced(client.clone(), &namespace)
             .get_opt("site-web-exports")
             .await
             .unwrap()
             .is_none()
     );
+    // What the chart rendered and someone changed by hand is reported as drift and applied
+    // back, whatever its kind.
+    let configs = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+    configs
+        .patch(
+            "site-web-values",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(&json!({"data": {"values.json": "{}"}})),
+        )
+        .await
+        .unwrap();
+    let drift = f
+        .backend
+        .wait_for("the chart's drift", LONG, |m| match m {
+            kubenest_contracts::Message::DriftReport(r)
+                if r.app_id.as_str() == id
+                    && r.details
+                        .iter()
+                        .any(|d| d.resource == "ConfigMap/site-web-values") =>
+            {
+                Some(r.clone())
+            }
+            _ => None,
+        })
+        .await;
+    let detail = drift
+        .details
+        .iter()
+        .find(|d| d.resource == "ConfigMap/site-web-values")
+        .unwrap();
+    assert_eq!(
+        (detail.field.as_str(), detail.manager.as_deref()),
+        ("data.values.json", Some("kubectl-edit"))
+    );
+    common::eventually("the chart's ConfigMap healed", LONG, async || {
+        recorded_values(&client, &namespace).await
+            == json!({"replicaCount": 2, "image": "nginx:1.27"})
+    })
+    .await;
     // Nor is it committed to the GitOps repository: that records addons, not the App's own.
     let folder = format!("clusters/c-edge-1/addons/{namespace}-site-web");
     for file in ["Chart.yaml", "manifests.yaml"] {

@@ -4,8 +4,9 @@
 //!
 //! Steps: the registered clusters (and a registration's answer); a project on each cluster; the
 //! reference App (a Postgres addon and a web workload reading `DATABASE_URL` from it) Running;
-//! its history; an image change as a new deployment; a rollback; the Deployment scaled behind
-//! kubenest's back, the drift reported on the event stream and healed; pause and resume; on a
+//! its history; an image change as a new deployment; a rollback; the Deployment scaled and the
+//! Service's port changed behind kubenest's back, each drift reported on the event stream and
+//! healed; pause and resume; on a
 //! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]); delete.
 //! Every step checks the workload cluster itself too, not only what the API says.
 
@@ -14,6 +15,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -250,7 +252,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     // 7. Drift.
     out.step(
         7,
-        "scale the Deployment behind kubenest's back: drift detected, then healed",
+        "change the Deployment and the Service behind kubenest's back: drift detected, then healed",
     );
     let mut stream = EventStream::open(&env.api, &client, &app_id).await?;
     deployments
@@ -298,6 +300,59 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     .await?;
     out.line(format!(
         "   event app.drift: in sync again; shop-web is back to {replicas} replicas"
+    ));
+
+    // Not only Deployments: the App's Service, its port changed by hand.
+    let services: Api<Service> = Api::namespaced(workload.clone(), &namespace);
+    services
+        .patch(
+            "shop-web",
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(json!({"spec": {"ports": [
+                {"name": "http", "port": 9090, "targetPort": 8080, "protocol": "TCP"}]}})),
+        )
+        .await?;
+    out.line(format!(
+        "   kubectl edit service/shop-web on {cluster}: port 8080 -> 9090 (field manager kubectl-edit)"
+    ));
+    let drift = stream
+        .until(|event| {
+            event.kind == "app.drift"
+                && event.data["drift_details"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d["resource"] == "Service/shop-web"))
+        })
+        .await?;
+    for detail in drift.data["drift_details"].as_array().into_iter().flatten() {
+        out.line(format!(
+            "   event app.drift: {} {} desired {} observed {} (by {})",
+            text(&detail["resource"]),
+            text(&detail["field"]),
+            text(&detail["desired"]),
+            text(&detail["observed"]),
+            text(&detail["manager"])
+        ));
+    }
+    let port = eventually("the Service's port healed on the cluster", async || {
+        let port = services
+            .get("shop-web")
+            .await?
+            .spec
+            .and_then(|s| s.ports)
+            .and_then(|p| p.first().map(|p| p.port))
+            .unwrap_or_default();
+        Ok(if port == 8080 {
+            Ok(port)
+        } else {
+            Err(port.to_string())
+        })
+    })
+    .await?;
+    out.line(format!(
+        "   healed: Service shop-web serves port {port} again"
     ));
     drop(stream);
 
