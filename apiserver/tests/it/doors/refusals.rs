@@ -68,6 +68,34 @@ async fn what_the_hub_would_refuse_is_refused_at_both_doors_with_the_field() {
         );
         assert_eq!((kube.status, kube.field.as_deref()), (422, Some(field)));
     }
+    // An ingress without a port (nothing for it to route to) is refused, not dropped.
+    let field = "components[0].workload_spec.ingress";
+    let ingress = json!({"host": "shop.example.test", "path": "/"});
+    let (status, body) = session
+        .post(
+            "/api/v1/apps",
+            json!({"project_id": project_id, "name": "shop", "components": [
+                {"name": "web", "type": "workload",
+                 "workload_spec": {"image": "shop:1", "ingress": ingress}}]}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    assert_eq!(
+        (rest.status, rest.field.as_deref()),
+        (422, Some(field)),
+        "{body}"
+    );
+    let object = app_object(
+        "shop",
+        project_name,
+        json!([{"name": "web", "workload": {"image": "shop:1", "ingress": ingress}}]),
+    );
+    let kube = kube_refusal(
+        apps.create(&PostParams::default(), &object)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((kube.status, kube.field.as_deref()), (422, Some(field)));
     // A chart version that is no exact version, for an addon component.
     Api::<kubenest_crds::addon::AddonDefinition>::namespaced(plane().kube().await, common::SYSTEM)
         .patch(
