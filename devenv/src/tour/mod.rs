@@ -271,16 +271,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     let drift = stream
         .until(|event| event.kind == "app.drift" && event.data["drift_detected"] == true)
         .await?;
-    for detail in drift.data["drift_details"].as_array().into_iter().flatten() {
-        out.line(format!(
-            "   event app.drift: {} {} desired {} observed {} (by {})",
-            text(&detail["resource"]),
-            text(&detail["field"]),
-            text(&detail["desired"]),
-            text(&detail["observed"]),
-            text(&detail["manager"])
-        ));
-    }
+    print_drift(out, &drift);
     stream
         .until(|event| event.kind == "app.drift" && event.data["drift_detected"] == false)
         .await?;
@@ -326,16 +317,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
                     .is_some_and(|d| d.iter().any(|d| d["resource"] == "Service/shop-web"))
         })
         .await?;
-    for detail in drift.data["drift_details"].as_array().into_iter().flatten() {
-        out.line(format!(
-            "   event app.drift: {} {} desired {} observed {} (by {})",
-            text(&detail["resource"]),
-            text(&detail["field"]),
-            text(&detail["desired"]),
-            text(&detail["observed"]),
-            text(&detail["manager"])
-        ));
-    }
+    print_drift(out, &drift);
     let port = eventually("the Service's port healed on the cluster", async || {
         let port = services
             .get("shop-web")
@@ -431,6 +413,20 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// Prints each detail of an `app.drift` event: resource, field, values and manager.
+fn print_drift(out: &mut Printer, drift: &Event) {
+    for detail in drift.data["drift_details"].as_array().into_iter().flatten() {
+        out.line(format!(
+            "   event app.drift: {} {} desired {} observed {} (by {})",
+            text(&detail["resource"]),
+            text(&detail["field"]),
+            text(&detail["desired"]),
+            text(&detail["observed"]),
+            text(&detail["manager"])
+        ));
+    }
 }
 
 fn set_image(components: &mut Value, image: &str) -> anyhow::Result<()> {
