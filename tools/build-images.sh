@@ -8,10 +8,12 @@
 #   tools/build-images.sh --check [NAME...]  also run each image's programs (--version) when cached
 #   tools/build-images.sh --print-env   print where the archives are, as KEY=VALUE lines
 #
-# Names: apiserver controllers hub agent demo postgres redis builder (and base, the one they share).
-# Images are `localhost/kubenest/<name>:<workspace version>`. An image is rebuilt only when its
-# inputs change: the files of its build context (its images/<name>/ folder, the stripped binary,
-# helm and the addon charts for the agent) and its base.
+# Names: apiserver controllers hub agent demo postgres redis kafka builder (and base, the one they
+# share). Images are `localhost/kubenest/<name>:<workspace version>`. An image is rebuilt only when
+# its inputs change: the files of its build context (its images/<name>/ folder, the stripped
+# binary, helm and the addon charts for the agent, Kafka's jars for kafka) and its base.
+# Kafka's jars come from Maven (images/kafka/pom.xml at tools/versions.env's KAFKA_VERSION, with
+# Debian's maven, installed here when missing), cached under $KUBENEST_CACHE/kafka-libs/.
 #
 #   KUBENEST_CACHE           cache root (default: ~/.cache/kubenest)
 #   CARGO_TARGET_DIR         where cargo builds the programs (default: $KUBENEST_CACHE/cargo-target)
@@ -29,7 +31,7 @@ profile=${KUBENEST_IMAGE_PROFILE:-debug}
 version=$(awk -F'"' '/^\[workspace.package\]/ {w = 1} w && /^version *=/ {print $2; exit}' \
   "$repo/Cargo.toml")
 out=$cache/images
-all=(apiserver controllers hub agent demo postgres redis builder)
+all=(apiserver controllers hub agent demo postgres redis kafka builder)
 
 image_of() { echo "localhost/kubenest/$1:$version"; }
 archive_of() { echo "$out/$1-$version.oci.tar"; }
@@ -61,7 +63,9 @@ for arg in "$@"; do
       sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
       exit 0
       ;;
-    base | apiserver | controllers | hub | agent | demo | postgres | redis | builder) names+=("$arg") ;;
+    base | apiserver | controllers | hub | agent | demo | postgres | redis | kafka | builder)
+      names+=("$arg")
+      ;;
     *)
       echo "build-images.sh: unknown argument '$arg' (see --help)" >&2
       exit 2
@@ -131,6 +135,37 @@ base_rootfs() {
   echo "$tar"
 }
 
+# Kafka's jars (images/kafka/pom.xml at the pinned versions), resolved from Maven once per pom
+# and versions into a folder of the cache; prints the folder. Maven's own downloads stay in
+# $KUBENEST_CACHE/maven.
+kafka_libs() {
+  local pom=$repo/images/kafka/pom.xml key dir
+  key=$( (
+    cat "$pom"
+    echo "$KAFKA_VERSION $KAFKA_LOG4J_VERSION $MAVEN_DEPENDENCY_PLUGIN_VERSION"
+  ) | sha256sum | cut -c1-16)
+  dir=$cache/kafka-libs/$key
+  if [[ ! -d $dir ]]; then
+    if ! command -v mvn >/dev/null; then
+      log "kafka: installing Debian's maven..."
+      local sudo=""
+      [[ $(id -u) == 0 ]] || sudo=sudo
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends maven >&2
+    fi
+    local start=$SECONDS
+    rm -rf "$dir.tmp"
+    mvn -B -q -Dstyle.color=never -f "$pom" -Dmaven.repo.local="$cache/maven" \
+      -Dkafka.version="$KAFKA_VERSION" -Dlog4j.version="$KAFKA_LOG4J_VERSION" \
+      "org.apache.maven.plugins:maven-dependency-plugin:$MAVEN_DEPENDENCY_PLUGIN_VERSION:copy-dependencies" \
+      -DincludeScope=runtime -DoutputDirectory="$dir.tmp" >&2
+    mv "$dir.tmp" "$dir"
+    log "kafka: $(find "$dir" -name '*.jar' | wc -l) jars of Kafka $KAFKA_VERSION resolved in $((SECONDS - start))s ($(du -sh "$dir" | cut -f1))"
+    find "$cache/kafka-libs" -mindepth 1 -maxdepth 1 -not -name "$key" -exec rm -rf {} +
+  fi
+  echo "$dir"
+}
+
 # Fills the build context of image $1 in directory $2.
 stage() {
   local name=$1 ctx=$2 bin
@@ -159,6 +194,7 @@ stage() {
       cp "$helm" "$ctx/helm"
       cp -r "$repo/charts/addons" "$ctx/addons"
       ;;
+    kafka) cp -r "$(kafka_libs)" "$ctx/libs" ;;
   esac
 }
 
@@ -189,6 +225,16 @@ check_image() {
       "redis-server --port 0 --unixsocket /tmp/check.sock --save '' --daemonize yes >/dev/null
        for _ in \$(seq 100); do [ -S /tmp/check.sock ] && break; sleep 0.1; done
        redis-cli -s /tmp/check.sock ping; s=\$?; redis-cli -s /tmp/check.sock shutdown nosave; exit \$s") ;;
+    kafka) cmds=("java -version 2>&1 | head -1" "kafka-topics --version"
+      "p=\$((20000 + RANDOM % 20000)) # the host's network: a port no other check picks
+       export KAFKA_DATA=/tmp/check KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:\$p
+       timeout 120 kafka-entrypoint listeners=PLAINTEXT://127.0.0.1:\$p,CONTROLLER://127.0.0.1:\$((p + 1)) \\
+         controller.quorum.voters=1@127.0.0.1:\$((p + 1)) >/tmp/broker.log 2>&1 &
+       for _ in \$(seq 120); do grep -q 'Kafka Server started' /tmp/broker.log && break; sleep 0.5; done
+       echo kept | kafka-console-producer --bootstrap-server 127.0.0.1:\$p --topic check 2>/dev/null
+       got=\$(kafka-console-consumer --bootstrap-server 127.0.0.1:\$p --topic check \\
+         --from-beginning --max-messages 1 --timeout-ms 30000 2>/dev/null)
+       kill %1; wait; echo \"a record read back: \$got\"; [ \"\$got\" = kept ]") ;;
     builder) cmds=("buildah --version" "git --version" "ssh -V 2>&1"
       "kubenest-build 2>&1 | grep -c 'GIT_REPOSITORY is not set' | sed 's/\$/ refusal without a repository/'") ;;
     *) cmds=("$(binary_of "$name") --version") ;;

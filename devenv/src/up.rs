@@ -207,12 +207,12 @@ async fn up(
     outcome
 }
 
-/// The images of the demo App (the web app, Postgres, Redis), built if need be
-/// (`tools/build-images.sh`, cached) and loaded onto the real node of cluster `name`; returns
-/// the demo image's reference.
+/// The images of the demo App (the web app, Postgres, Redis) and of the catalog's other addon
+/// (Kafka), built if need be (`tools/build-images.sh`, cached) and loaded onto the real node of
+/// cluster `name`, so every catalog addon runs there; returns the demo image's reference.
 async fn load_demo_images(env: &Environment, name: &str) -> anyhow::Result<String> {
     let started = Instant::now();
-    let names = ["demo", "postgres", "redis"];
+    let names = ["demo", "postgres", "redis", "kafka"];
     let images = Images::build(&names).await?;
     let cluster = env
         .cluster(name)

@@ -30,8 +30,11 @@ pub(super) async fn apply_namespace(client: &kube::Client, name: &str) -> anyhow
 }
 
 /// Applies the catalog's AddonDefinitions into the system namespace once the controllers have
-/// installed the CRD. kwok nodes have no storage provisioner, so addons default to running
-/// without persistent volumes here (a user may still ask for them in an App's values).
+/// installed the CRD. Persistence is off by default here: the definitions serve every cluster of
+/// the system, and the kwok clusters have no storage provisioner (a claim would stay Pending and
+/// its pod unscheduled). The real-node cluster (`edge`) does bind volumes (the test kit's
+/// local-path provisioner), so Apps there ask for persistence in their values, as the demo App
+/// does ([`crate::tour::demo::app`]).
 pub(super) async fn install_catalog(client: &kube::Client) -> anyhow::Result<()> {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "kubenest.io",

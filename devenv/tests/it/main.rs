@@ -7,9 +7,11 @@
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)] // a test fails by panicking
 
+mod addons_real;
 mod common;
 mod control_plane;
 mod deadlines;
+mod faults;
 mod generated_apps;
 mod gitops;
 mod install;

@@ -22,7 +22,7 @@ use crate::Error;
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/build-images.sh");
 
 /// Every image the script builds (the base they share is not archived).
-pub const IMAGE_NAMES: [&str; 8] = [
+pub const IMAGE_NAMES: [&str; 9] = [
     "apiserver",
     "controllers",
     "hub",
@@ -30,6 +30,7 @@ pub const IMAGE_NAMES: [&str; 8] = [
     "demo",
     "postgres",
     "redis",
+    "kafka",
     "builder",
 ];
 

@@ -75,7 +75,7 @@ fn every_image_has_a_containerfile_and_the_charts_name_the_images_make_images_bu
     }
     let agent = values("charts/kubenest-agent/values.yaml");
     assert_eq!(repository_and_tag(&agent["image"]), reference("agent"));
-    for addon in ["postgres", "redis"] {
+    for addon in ["postgres", "redis", "kafka"] {
         let chart = values(&format!("charts/addons/{addon}/values.yaml"));
         assert_eq!(chart["image"].as_str(), Some(reference(addon).as_str()));
     }
