@@ -16,6 +16,7 @@ kwok_dir=$cache/kwok/$KWOK_VERSION
 helm_dir=$cache/helm/$HELM_VERSION
 coredns_dir=$cache/coredns/$COREDNS_VERSION
 local_path_dir=$cache/local-path/$LOCAL_PATH_VERSION
+traefik_dir=$cache/traefik/$TRAEFIK_VERSION
 # Named by revision: a change to the stages below must not be hidden by a cached older file.
 stages_file=stages-2.yaml
 
@@ -26,6 +27,7 @@ if [[ ${1:-} == --print-env ]]; then
   echo "KUBENEST_HELM_BIN=$helm_dir/helm"
   echo "KUBENEST_COREDNS_BIN=$coredns_dir/coredns"
   echo "KUBENEST_LOCAL_PATH_BIN=$local_path_dir/local-path-provisioner"
+  echo "KUBENEST_TRAEFIK_BIN=$traefik_dir/traefik"
   exit 0
 fi
 
@@ -111,6 +113,24 @@ step "coredns $COREDNS_VERSION" "$coredns_dir/coredns" go_install "github.com/co
 # with the admin kubeconfig); no replace directives either.
 step "local-path-provisioner $LOCAL_PATH_VERSION" "$local_path_dir/local-path-provisioner" go_install \
   "github.com/rancher/local-path-provisioner@$LOCAL_PATH_VERSION" "$local_path_dir"
+
+# The real node's ingress controller: Traefik, a host process too. Its go.mod has replace
+# directives (forks of two libraries), which `go install pkg@version` refuses, so it is built as
+# the main module from a writable copy of its module source.
+build_traefik() {
+  local src work
+  src=$(go env GOMODCACHE)/github.com/traefik/traefik/v3@$TRAEFIK_VERSION
+  [[ -d $src ]] || go mod download "github.com/traefik/traefik/v3@$TRAEFIK_VERSION"
+  work=$(mktemp -d)
+  cp -r "$src/." "$work"
+  chmod -R u+w "$work"
+  mkdir -p "$traefik_dir"
+  (cd "$work" && go build -trimpath -ldflags "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION" \
+    -o "$traefik_dir/traefik.tmp" ./cmd/traefik)
+  rm -rf "$work"
+  mv "$traefik_dir/traefik.tmp" "$traefik_dir/traefik"
+}
+step "traefik $TRAEFIK_VERSION" "$traefik_dir/traefik" build_traefik
 
 # Every binary is cached above; the Go build cache (~5 GB) only speeds up a rebuild after a
 # version bump, and on a small CI disk it is what runs out. Dropped once everything is built.

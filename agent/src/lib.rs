@@ -40,6 +40,7 @@ pub mod args;
 pub mod boundary;
 pub mod build;
 pub mod capacity;
+pub mod certificates;
 pub mod commands;
 pub mod confine;
 pub mod context;

@@ -4,7 +4,8 @@
 //! one. Every object carries the App's labels, so the agent finds (and prunes) what an App owns
 //! by label. Literal environment values travel in the command; an `export` reference becomes a
 //! `secretKeyRef` on the addon's export Secret and the component's Secret an `envFrom`, so no
-//! secret value ever passes through the agent's hands.
+//! secret value of the user's ever passes through the agent's hands. The one secret it renders
+//! is its own: the certificate it issued for an ingress with `tls` ([`crate::certificates`]).
 
 use kubenest_crds::names::{annotations, labels};
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ use kubenest_contracts as wire;
 use serde_json::{Value, json};
 
 pub use kubenest_contracts::object_name;
+
+use crate::certificates;
 
 /// The name of a component's objects (Deployment, Service, Ingress, Helm release).
 pub fn component_object(app: &wire::AppRef, component: &str) -> String {
@@ -48,6 +51,13 @@ pub struct WorkloadInputs<'a> {
     /// The latest redeploy request.
     pub restart_id: Option<&'a str>,
     pub progress_deadline_seconds: u32,
+    /// The certificate kubenest issued for the workload's ingress (`tls`, no `tls_secret`).
+    pub certificate: Option<&'a crate::certificates::Issued>,
+}
+
+/// The Secret holding the certificate kubenest issues for a workload's ingress.
+pub fn tls_secret(app: &wire::AppRef, component: &str) -> String {
+    object_name(&[app.name.as_str(), component, "tls"])
 }
 
 /// Why a workload cannot be rendered yet or at all.
@@ -61,7 +71,7 @@ pub enum RenderError {
     Helm,
 }
 
-/// The Deployment, Service and Ingress of a workload, in apply order.
+/// The Deployment, Service, certificate Secret and Ingress of a workload, in apply order.
 pub fn workload(
     app: &wire::AppRef,
     workload: &wire::Workload,
@@ -144,10 +154,17 @@ pub fn workload(
                 }],
             });
             if ingress.tls {
-                spec["tls"] = json!([{
-                    "hosts": [ingress.host],
-                    "secretName": object_name(&[&name, "tls"]),
-                }]);
+                let secret = match &ingress.tls_secret {
+                    Some(own) => own.as_str().to_owned(),
+                    None => tls_secret(app, component),
+                };
+                if ingress.tls_secret.is_none()
+                    && let Some(issued) = inputs.certificate
+                {
+                    let labels = serde_json::to_value(&labels).unwrap_or_default();
+                    objects.push(certificates::secret(&secret, namespace, &labels, issued));
+                }
+                spec["tls"] = json!([{"hosts": [ingress.host], "secretName": secret}]);
             }
             objects.push(json!({
                 "apiVersion": "networking.k8s.io/v1",
@@ -229,6 +246,7 @@ mod tests {
                 host: "shop.example.test".into(),
                 path: "/".into(),
                 tls: false,
+                tls_secret: None,
             }),
             resources: None,
             health_check: None,
@@ -262,6 +280,48 @@ mod tests {
         assert_eq!(container["image"], "nginx:1.27");
         assert_eq!(container["ports"][0]["containerPort"], 8080);
         assert_eq!(objects[2]["spec"]["rules"][0]["host"], "shop.example.test");
+    }
+
+    #[test]
+    fn an_ingress_with_tls_names_the_users_secret_or_the_issued_one_rendered_before_it() {
+        let mut own = web();
+        let ingress = own.ingress.as_mut().unwrap();
+        ingress.tls = true;
+        ingress.tls_secret = Some(wire::Name::new("shop-cert"));
+        let objects = workload(&app(), &own, &inputs()).unwrap();
+        assert_eq!(
+            objects.len(),
+            3,
+            "no Secret of kubenest's for the user's own"
+        );
+        assert_eq!(objects[2]["spec"]["tls"][0]["secretName"], "shop-cert");
+
+        let mut issued_for = web();
+        issued_for.ingress.as_mut().unwrap().tls = true;
+        let issued = certificates::Issued {
+            host: "shop.example.test".into(),
+            chain_pem: "chain".into(),
+            key_pem: "key".into(),
+            ca_digest: "ca".into(),
+            not_after: chrono::Utc::now(),
+        };
+        let with = WorkloadInputs {
+            certificate: Some(&issued),
+            ..inputs()
+        };
+        let objects = workload(&app(), &issued_for, &with).unwrap();
+        let kinds: Vec<&str> = objects
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["Deployment", "Service", "Secret", "Ingress"]);
+        assert_eq!(objects[2]["metadata"]["name"], "shop-web-tls");
+        assert_eq!(objects[2]["metadata"]["labels"][labels::APP_ID], "0b7c");
+        assert_eq!(objects[3]["spec"]["tls"][0]["secretName"], "shop-web-tls");
+        assert_eq!(
+            objects[3]["spec"]["tls"][0]["hosts"][0],
+            "shop.example.test"
+        );
     }
 
     #[test]

@@ -170,6 +170,7 @@ mod tests {
                 cluster: "east".into(),
                 namespace: "shop".into(),
                 registry_secret: None,
+                ingress_ca: false,
                 members: vec![member("vic", Role::Admin), member("pam", Role::Viewer)],
                 progress_deadline_seconds: 600,
                 pod_security: None,

@@ -60,8 +60,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
-    addons, alerts, apps, audit as audit_log, clusters, orgs, projects, registry, session, stream,
-    templates, users,
+    addons, alerts, apps, audit as audit_log, clusters, ingress_ca, orgs, projects, registry,
+    session, stream, templates, users,
 };
 use crate::state::AppState;
 
@@ -167,6 +167,37 @@ fn api_routes() -> ApiRouter<AppState> {
         .api_route(
             "/api/v1/projects/{id}/registry-credentials",
             put(registry::put_registry_credentials).delete(registry::delete_registry_credentials),
+        )
+        .api_route(
+            "/api/v1/projects/{id}/ingress-ca",
+            get_with(ingress_ca::get, |op| {
+                op.summary("The project's ingress CA certificate (never its key)")
+                    .response::<200, Json<ingress_ca::IngressCaResponse>>()
+            })
+            .put_with(ingress_ca::put, |op| {
+                op.summary("Set the project's ingress CA (admins)")
+                    .description(
+                        "The CA from which the agent issues a certificate for every ingress \
+                         with `tls` and no `tls_secret`, kept as the `kubernetes.io/tls` Secret \
+                         `kubenest-ingress-ca` in the project's namespace (which no chart's \
+                         pods may read). The certificate must be one PEM `CERTIFICATE` with \
+                         basicConstraints CA:TRUE, valid now; the key one unencrypted PEM \
+                         private key matching it; each at most 16 KiB, refused by field \
+                         otherwise. Fail-closed through the hub: 2xx only once the agent \
+                         stored it; the key is never stored or echoed by kubenest.",
+                    )
+                    .response::<200, Json<ingress_ca::IngressCaResponse>>()
+            })
+            .delete_with(ingress_ca::delete, |op| {
+                op.summary("Remove the project's ingress CA (admins)")
+                    .description(
+                        "409 `ingress_ca_in_use` naming the Apps whose ingresses still take \
+                         their certificates from it (`tls` without `tls_secret`); otherwise \
+                         the Secret is removed from the cluster (fail-closed), then from the \
+                         project.",
+                    )
+                    .response::<200, Json<ingress_ca::IngressCaRemoved>>()
+            }),
         )
         .api_route(
             "/api/v1/projects/{id}/members/{user}",

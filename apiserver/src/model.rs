@@ -140,8 +140,13 @@ pub struct IngressBody {
     pub host: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// Serve HTTPS, with the certificate `tls_secret` names or else one kubenest issues for
+    /// `host` from the project's ingress CA (`PUT /api/v1/projects/{id}/ingress-ca`).
     #[serde(default)]
     pub tls: bool,
+    /// A `kubernetes.io/tls` Secret the user made in the project's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret: Option<String>,
 }
 
 /// Kubernetes quantities.
@@ -163,10 +168,14 @@ pub struct ResourcesBody {
 pub struct HealthCheckBody {
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
     pub port: Option<u16>,
+    // The hub's own bounds (`wire::HealthCheck`), documented here too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 3600))]
     pub initial_delay_seconds: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
     pub period_seconds: Option<u32>,
 }
 
@@ -193,6 +202,7 @@ const RENAMES: &[(&str, &str)] = &[
     ("initial_delay_seconds", "initialDelaySeconds"),
     ("period_seconds", "periodSeconds"),
     ("context_dir", "contextDir"),
+    ("tls_secret", "tlsSecret"),
 ];
 
 fn rename_keys(value: &mut Value, to_crd: bool) {
@@ -297,11 +307,55 @@ pub fn components_from_crd(components: &[kubenest_crds::app::Component]) -> Vec<
         .collect()
 }
 
+/// Maps a field path of the App CRD (`spec.components[0].workload.healthCheck`) to the API's
+/// (`components[0].workload_spec.health_check`).
+pub fn api_field(crd_path: &str) -> String {
+    let path = crd_path.strip_prefix("spec.").unwrap_or(crd_path);
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (head, index) = part
+            .find('[')
+            .map_or((part, ""), |at| (&part[..at], &part[at..]));
+        let head = match head {
+            "workload" => "workload_spec".to_owned(),
+            "addon" => "addon_spec".to_owned(),
+            "progressDeadlineSeconds" => "progress_deadline_seconds".to_owned(),
+            other => {
+                let mut snake = String::new();
+                for c in other.chars() {
+                    if c.is_ascii_uppercase() {
+                        snake.push('_');
+                        snake.push(c.to_ascii_lowercase());
+                    } else {
+                        snake.push(c);
+                    }
+                }
+                snake
+            }
+        };
+        out.push(format!("{head}{index}"));
+    }
+    out.join(".")
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn crd_field_paths_read_as_api_paths() {
+        assert_eq!(
+            api_field("spec.components[1].workload.healthCheck.periodSeconds"),
+            "components[1].workload_spec.health_check.period_seconds"
+        );
+        assert_eq!(
+            api_field("spec.components[0].addon.definition"),
+            "components[0].addon_spec.definition"
+        );
+    }
+
     use serde_json::json;
 
     /// Every field path of a schema (`health_check.port`), following `$ref`s and nullable

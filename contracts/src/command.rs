@@ -75,6 +75,9 @@ pub struct AppDeploy {
 /// One component of an App.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// A workload is the larger variant; a command holds a few of them, built once per revision, so
+// boxing would only make every match on them noisier.
+#[allow(clippy::large_enum_variant)]
 pub enum Component {
     Workload(Workload),
     Addon(Addon),
@@ -204,6 +207,10 @@ pub struct Ingress {
     pub path: String,
     #[serde(default)]
     pub tls: bool,
+    /// The user's `kubernetes.io/tls` Secret in the namespace; without it (and with `tls`) the
+    /// agent issues a certificate for `host` from the project's [`crate::INGRESS_CA_SECRET`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_secret: Option<Name>,
 }
 
 /// Container resources as Kubernetes quantities.
@@ -362,6 +369,8 @@ pub enum SecretKind {
     Opaque,
     /// `kubernetes.io/dockerconfigjson`: registry credentials that pods pull with.
     DockerConfigJson,
+    /// `kubernetes.io/tls`: `tls.crt` and `tls.key` (a project's ingress CA).
+    Tls,
 }
 
 impl SecretKind {
@@ -375,6 +384,7 @@ impl SecretKind {
         match self {
             SecretKind::Opaque => "Opaque",
             SecretKind::DockerConfigJson => "kubernetes.io/dockerconfigjson",
+            SecretKind::Tls => "kubernetes.io/tls",
         }
     }
 }

@@ -172,6 +172,10 @@ pub fn git_secret(app: &str, component: &str) -> Name {
 /// namespace: the namespace's pods pull with it and its builds push with it.
 pub const REGISTRY_SECRET: &str = "kubenest-registry";
 
+/// The Secret (`kubernetes.io/tls`) in a project's namespace holding the CA that signs the
+/// certificates of its ingresses (`tls` without a `tls_secret`), set through the API.
+pub const INGRESS_CA_SECRET: &str = "kubenest-ingress-ca";
+
 /// The one key of a `kubernetes.io/dockerconfigjson` Secret (the registry credentials).
 pub const DOCKER_CONFIG_JSON_KEY: &str = ".dockerconfigjson";
 

@@ -231,6 +231,7 @@ async fn main() {
         cluster: "east".into(),
         namespace: "shop".into(),
         registry_secret: None,
+        ingress_ca: false,
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,

@@ -192,8 +192,17 @@ pub struct Ingress {
     #[serde(default = "root")]
     #[schemars(regex(pattern = r"^/"))]
     pub path: String,
+    /// Serve HTTPS. The certificate is the Secret `tlsSecret` names, or else one kubenest
+    /// issues for `host` from the project's ingress CA.
     #[serde(default)]
     pub tls: bool,
+    /// A `kubernetes.io/tls` Secret in the project's namespace, made by the user (with `tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub tls_secret: Option<String>,
 }
 
 fn root() -> String {

@@ -39,6 +39,9 @@ pub mod labels {
 
 /// Annotations.
 pub mod annotations {
+    /// On a Project: its ingress CA's certificate (PEM, never the key), set with the CA
+    /// through the API, which answers `GET .../ingress-ca` from it.
+    pub const INGRESS_CA_CERTIFICATE: &str = "kubenest.io/ingress-ca-certificate";
     /// Who asked for a change through the API (the controllers put it in the history).
     pub const ACTOR: &str = "kubenest.io/actor";
     /// The path the actor came by: `rest`, `kubectl` or `gitops` (stamped by the admission

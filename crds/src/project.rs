@@ -43,6 +43,11 @@ pub struct ProjectSpec {
     /// A registry pull secret to keep in the namespace (values set through the API).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_secret: Option<String>,
+    /// The project has an ingress CA: the Secret `kubenest-ingress-ca` in its namespace (values
+    /// set through the API), which signs a certificate for each ingress with `tls` and no
+    /// `tlsSecret`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ingress_ca: bool,
     /// Roles on this project only.
     #[serde(default)]
     #[schemars(length(max = 1000))]

@@ -10,6 +10,8 @@
 //!   generation.
 //! - Jobs: complete; a failed Job says why. CronJobs: scheduled (not suspended).
 //! - PersistentVolumeClaims: bound to a volume (unless the App is paused: nothing mounts it).
+//! - Ingresses ([`ingress`]): an ingress controller has published an address (unless the App
+//!   is paused).
 //! - Services with a selector ([`service`]): at least one ready endpoint in their
 //!   EndpointSlices, so a selector that matches no pod (a typo, a label the chart forgot) is
 //!   not green. Unless nothing should serve: the App is paused, or every workload of the render
@@ -21,8 +23,10 @@
 
 use serde_json::Value;
 
+mod ingress;
 mod service;
 
+pub use ingress::{ingress, ingress_address};
 pub use service::{idle, service};
 
 /// Where a workload's rollout stands.
@@ -46,6 +50,7 @@ pub fn object(kind: &str, live: &Value, paused: bool) -> Option<Readiness> {
         "Job" => Some(job(live, paused)),
         "CronJob" => Some(cron_job(live, paused)),
         "PersistentVolumeClaim" => Some(claim(live, paused)),
+        "Ingress" if !paused => Some(ingress(live)),
         _ => None,
     }
 }

@@ -128,12 +128,19 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                         pass.blocked.extend(blocked);
                     }
                     if id.1 == "Ingress" {
-                        pass.ingress = live
-                            .pointer("/status/loadBalancer/ingress/0")
-                            .and_then(|i| i.get("hostname").or_else(|| i.get("ip")))
-                            .and_then(Value::as_str)
-                            .map(str::to_owned);
+                        pass.ingress = readiness::ingress_address(live);
+                        // Served once an ingress controller publishes its address (a paused
+                        // App serves nothing anyway).
+                        let served = readiness::ingress(live);
+                        if status.0 && !served.ready && !paused {
+                            status.0 = false;
+                            message = served.message;
+                        }
                     }
+                }
+                if let Some(pending) = &step.pending {
+                    status.0 = false;
+                    message = pending.clone();
                 }
                 if let Some((id, error)) = refused {
                     status.0 = false;

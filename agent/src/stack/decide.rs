@@ -193,6 +193,7 @@ mod tests {
             push_prefix: "builds",
             builds: Default::default(),
             live: Default::default(),
+            certificates: Default::default(),
         }
     }
 

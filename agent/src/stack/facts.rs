@@ -10,6 +10,7 @@ use super::{Error, Stack};
 use crate::apply::ObjectId;
 use crate::boundary::check_namespace;
 use crate::build::{self, Image};
+use crate::certificates::{self, Issued};
 use crate::crd::{BuildRequest, StackDeploy, StackDeployStatus};
 use crate::render;
 
@@ -34,6 +35,9 @@ pub struct Facts<'a> {
     /// id, for drift; read only when the revision is not a fresh one (a fresh revision changes
     /// them anyway).
     pub live: BTreeMap<ObjectId, Value>,
+    /// The certificate of each workload whose ingress has `tls` and no `tls_secret`, by
+    /// component name: kept or newly issued, or why there is none.
+    pub certificates: BTreeMap<&'a str, Result<Issued, String>>,
 }
 
 /// The kinds a plain workload renders.
@@ -67,6 +71,7 @@ impl<'a> Facts<'a> {
             push_prefix: &ctx.builders.push_prefix,
             builds: BTreeMap::new(),
             live: BTreeMap::new(),
+            certificates: BTreeMap::new(),
         };
         if facts.rejection.is_some() {
             return Ok(facts);
@@ -79,6 +84,17 @@ impl<'a> Facts<'a> {
             let wire::Component::Workload(w) = component else {
                 continue;
             };
+            if let Some(ingress) = &w.ingress
+                && ingress.tls
+                && ingress.tls_secret.is_none()
+            {
+                let secret = render::tls_secret(app, w.name.as_str());
+                let namespace = app.namespace.as_str();
+                let found =
+                    certificates::certificate(&ctx.applier, namespace, &secret, &ingress.host, now)
+                        .await?;
+                facts.certificates.insert(w.name.as_str(), found);
+            }
             let renders = match &w.source {
                 wire::WorkloadSource::Git(_) => {
                     let found = build::requested(ctx, deploy, w).await?;

@@ -224,56 +224,48 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
     Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
 }
 
+/// The kinds of an App's objects whose changes wake its StackDeploy: a rollout's progress, a
+/// field changed by hand, an Ingress given its address.
+const WAKING: [(&str, &str); 5] = [
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("networking.k8s.io/v1", "Ingress"),
+];
+
 /// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
-/// BuildRequests, and by the Deployments, StatefulSets, Services and ConfigMaps of their Apps
-/// as the applier's caches see them change (one watch of each kind serves both), so a field
-/// changed by hand is seen at once. `apps` is shared with the command handlers.
+/// BuildRequests, and by the [`WAKING`] objects of their Apps as the applier's caches see them
+/// change (one watch of each kind serves both), so a field changed by hand is seen at once.
+/// `apps` is shared with the command handlers.
 pub async fn run(
     ctx: Arc<Context>,
     apps: Arc<AppMemory>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
-    let (Some(deployments), Some(stateful_sets), Some(services), Some(configs)) = (
-        ctx.applier.changes("apps/v1", "Deployment"),
-        ctx.applier.changes("apps/v1", "StatefulSet"),
-        ctx.applier.changes("v1", "Service"),
-        ctx.applier.changes("v1", "ConfigMap"),
-    ) else {
-        tracing::error!("the applier caches none of the kinds that wake Apps; not reconciling");
-        return;
-    };
-    let (ns1, ns2, ns3) = (
-        ctx.namespace.clone(),
-        ctx.namespace.clone(),
-        ctx.namespace.clone(),
-    );
-    let (ns4, ns5) = (ctx.namespace.clone(), ctx.namespace.clone());
-    Controller::new(held, watcher::Config::default())
-        .watches_stream_with(
-            deployments.1.map(Ok),
-            move |d: DynamicObject| owner(&ns1, d.labels()),
-            deployments.0,
-        )
-        .watches_stream_with(
-            stateful_sets.1.map(Ok),
-            move |s: DynamicObject| owner(&ns2, s.labels()),
-            stateful_sets.0,
-        )
-        .watches_stream_with(
-            services.1.map(Ok),
-            move |s: DynamicObject| owner(&ns4, s.labels()),
-            services.0,
-        )
-        .watches_stream_with(
-            configs.1.map(Ok),
-            move |c: DynamicObject| owner(&ns5, c.labels()),
-            configs.0,
-        )
+    let mut controller = Controller::new(held, watcher::Config::default());
+    for (api_version, kind) in WAKING {
+        let Some((resource, changes)) = ctx.applier.changes(api_version, kind) else {
+            tracing::error!(
+                kind,
+                "the applier caches no {kind}s; Apps are not woken by them"
+            );
+            continue;
+        };
+        let namespace = ctx.namespace.clone();
+        controller = controller.watches_stream_with(
+            changes.map(Ok),
+            move |o: DynamicObject| owner(&namespace, o.labels()),
+            resource,
+        );
+    }
+    let namespace = ctx.namespace.clone();
+    controller
         .watches(
             Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace),
             watcher::Config::default().labels(labels::APP_ID),
-            move |b| owner(&ns3, b.labels()),
+            move |b| owner(&namespace, b.labels()),
         )
         .graceful_shutdown_on(shutdown)
         .run(

@@ -36,6 +36,9 @@ pub struct Step<'a> {
     /// The replicas the component asks for, for its status when nothing answers.
     pub replicas: u32,
     pub work: Work<'a>,
+    /// Why the component cannot be ready whatever the cluster answers (its ingress has no
+    /// certificate), said in its status.
+    pub pending: Option<String>,
 }
 
 /// Which kind of component a step is for, as its status names it.
@@ -117,6 +120,7 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
             kind: Kind::Addon,
             replicas: 1,
             work: Work::Chart(target),
+            pending: None,
         });
     }
     for component in &deploy.components {
@@ -137,11 +141,14 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
         let wire::Component::Workload(w) = component else {
             continue;
         };
+        let certificate = facts.certificates.get(w.name.as_str());
+        let pending = certificate.and_then(|c| c.as_ref().err()).cloned();
         let step = |work: Work<'a>| Step {
             component: &w.name,
             kind: Kind::Workload,
             replicas: w.replicas,
             work,
+            pending: pending.clone(),
         };
         let built = match &w.source {
             wire::WorkloadSource::Git(git) => {
@@ -172,6 +179,7 @@ pub fn plan<'a>(facts: &Facts<'a>) -> Plan<'a> {
             paused: deploy.paused,
             restart_id: held.spec.restart_id.as_deref(),
             progress_deadline_seconds: deploy.progress_deadline_seconds,
+            certificate: certificate.and_then(|c| c.as_ref().ok()),
         };
         match render::workload(app, w, &inputs) {
             Ok(objects) => {

@@ -17,18 +17,18 @@ use kubenest_agent::crd::StackDeploy;
 use kubenest_contracts::{self as wire, AppPhase, Message, RejectReason};
 use serde_json::json;
 
-struct Fixture {
-    backend: Backend,
-    east: &'static kubenest_testkit::Cluster,
+pub(crate) struct Fixture {
+    pub(crate) backend: Backend,
+    pub(crate) east: &'static kubenest_testkit::Cluster,
     bare: PathBuf,
     cluster_id: String,
 }
 
-const LONG: Duration = Duration::from_secs(90);
+pub(crate) const LONG: Duration = Duration::from_secs(90);
 
 /// Starts (once) the clusters, the hub, the backend session and the agent on a runtime of their
 /// own, which outlives every test's runtime.
-fn fixture() -> &'static Fixture {
+pub(crate) fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -664,6 +664,9 @@ async fn heartbeats_carry_the_clusters_capacity_and_a_resync_sends_a_snapshot() 
     .await;
 }
 
+/// This kwok cluster runs no ingress controller: the App waits for its Ingress's address,
+/// saying so, and runs once something publishes one (here the test, as a controller would;
+/// the real node's tests run a real one).
 #[tokio::test]
 async fn a_revision_that_drops_a_port_prunes_its_service_and_ingress() {
     let f = fixture();
@@ -676,19 +679,40 @@ async fn a_revision_that_drops_a_port_prunes_its_service_and_ingress() {
             host: "site.example.test".into(),
             path: "/".into(),
             tls: false,
+            tls_secret: None,
         });
     }
     f.backend.accept(with_ingress).await;
-    f.backend
-        .app_status("r1 Running", LONG, &id, |s| s.phase == AppPhase::Running)
+    let waiting = f
+        .backend
+        .app_status("r1 waiting for its ingress", LONG, &id, |s| {
+            s.components.iter().any(|c| {
+                c.message
+                    .contains("no ingress controller has published an address")
+            })
+        })
         .await;
+    assert_ne!(waiting.phase, AppPhase::Running, "{waiting:?}");
     let client = f.east.client().await.unwrap();
     let services =
         Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &namespace);
     let ingresses =
         Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(client.clone(), &namespace);
     assert!(services.get_opt("site-web").await.unwrap().is_some());
-    assert!(ingresses.get_opt("site-web").await.unwrap().is_some());
+    let address = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}});
+    ingresses
+        .patch_status("site-web", &PatchParams::default(), &Patch::Merge(&address))
+        .await
+        .unwrap();
+    let running = f
+        .backend
+        .app_status("r1 Running", LONG, &id, |s| s.phase == AppPhase::Running)
+        .await;
+    assert_eq!(
+        running.ingress_address.as_deref(),
+        Some("192.0.2.7"),
+        "{running:?}"
+    );
 
     let mut portless = web_app(app, "r2", "nginx:1.27", 1, 60);
     if let wire::Component::Workload(w) = &mut portless.components[0] {

@@ -281,6 +281,68 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
     })
     .await;
 
+    // The project's ingress CA: a kubernetes.io/tls Secret on the cluster, written as
+    // credentials (no chart pod may read it); the Project records that it has one and its
+    // certificate, never the key; removed again through the API.
+    let ca_path = format!("/api/v1/projects/{project_id}/ingress-ca");
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "shop ingress CA");
+    let ca_cert = params.self_signed(&ca_key).unwrap().pem();
+    let ca_key_pem = ca_key.serialize_pem();
+    let answer = rest
+        .expect(
+            Method::PUT,
+            &ca_path,
+            Some(json!({"certificate": ca_cert, "private_key": ca_key_pem})),
+            200,
+        )
+        .await;
+    assert!(!answer.to_string().contains("PRIVATE KEY"), "{answer}");
+    let ca = secrets
+        .get(kubenest_contracts::INGRESS_CA_SECRET)
+        .await
+        .unwrap();
+    assert_eq!(ca.type_.as_deref(), Some("kubernetes.io/tls"));
+    assert_eq!(
+        ca.metadata.labels.unwrap_or_default()["kubenest.io/credentials"],
+        "true"
+    );
+    let key_on_cluster = String::from_utf8(ca.data.unwrap()["tls.key"].0.clone()).unwrap();
+    assert!(key_on_cluster.contains("PRIVATE KEY"));
+    let read = rest.get(&ca_path).await;
+    assert!(read.to_string().contains("BEGIN CERTIFICATE"), "{read}");
+    assert_eq!(
+        rest.get(&format!("/api/v1/projects/{project_id}")).await["ingress_ca"],
+        true
+    );
+    let projects = Api::<kubenest_crds::project::Project>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap();
+    let body = key_on_cluster
+        .lines()
+        .find(|l| !l.starts_with("-----"))
+        .unwrap()
+        .to_owned();
+    assert!(
+        !serde_json::to_string(&projects.items)
+            .unwrap()
+            .contains(&body),
+        "the key is never on the Project"
+    );
+    rest.expect(Method::DELETE, &ca_path, None, 200).await;
+    assert!(
+        secrets
+            .get_opt(kubenest_contracts::INGRESS_CA_SECRET)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
     // A Git workload's repository credentials: only a Git workload has them; they land in its
     // Git Secret (one kind at a time), which nothing but its build mounts.
     rest.expect(

@@ -26,25 +26,27 @@ use kubenest_domain::sources::AllowList;
 use kubenest_testkit::{ChartRepository, Cluster, ServerCa};
 use serde_json::json;
 
-struct Fixture {
-    backend: Backend,
-    edge: &'static Cluster,
+pub(crate) struct Fixture {
+    pub(crate) backend: Backend,
+    pub(crate) edge: &'static Cluster,
     /// The Redis image's name on the node.
     redis: String,
+    /// The demo web app's image's name on the node.
+    pub(crate) demo: String,
     /// A chart repository holding [`ESCAPE`].
     repository: ChartRepository,
 }
 
 /// Starts (once) the clusters, the chart repository, the hub, the backend session and the
 /// agent (trusting the repository's CA) on a runtime of their own, which outlives every test's.
-fn fixture() -> &'static Fixture {
+pub(crate) fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().unwrap();
             runtime.block_on(async move {
-                let (env, images) = common::real_node_with(&["redis"]).await;
+                let (env, images) = common::real_node_with(&["redis", "demo"]).await;
                 let env = Box::leak(Box::new(env));
                 let (mgmt, edge) = (env.management().unwrap(), env.cluster("edge").unwrap());
                 let dir = Box::leak(Box::new(tempfile::tempdir().unwrap()));
@@ -65,6 +67,7 @@ fn fixture() -> &'static Fixture {
                     backend,
                     edge,
                     redis: images.get("redis").unwrap().reference.clone(),
+                    demo: images.get("demo").unwrap().reference.clone(),
                     repository,
                 })
                 .unwrap();

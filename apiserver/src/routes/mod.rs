@@ -6,6 +6,7 @@ pub mod alerts;
 pub mod apps;
 pub mod audit;
 pub mod clusters;
+pub mod ingress_ca;
 pub mod orgs;
 pub mod projects;
 pub mod registry;
@@ -16,6 +17,8 @@ pub mod stream;
 pub mod templates;
 pub mod users;
 pub mod ways_out;
+
+pub use crate::model::api_field;
 
 use std::collections::BTreeMap;
 
@@ -443,52 +446,9 @@ where
     set_member(state, &api, &k8s::name(&scoped.object), user, role, members).await
 }
 
-/// Maps a field path of the App CRD (`spec.components[0].workload.healthCheck`) to the API's
-/// (`components[0].workload_spec.health_check`).
-pub fn api_field(crd_path: &str) -> String {
-    let path = crd_path.strip_prefix("spec.").unwrap_or(crd_path);
-    let mut out = Vec::new();
-    for part in path.split('.') {
-        let (head, index) = part
-            .find('[')
-            .map_or((part, ""), |at| (&part[..at], &part[at..]));
-        let head = match head {
-            "workload" => "workload_spec".to_owned(),
-            "addon" => "addon_spec".to_owned(),
-            "progressDeadlineSeconds" => "progress_deadline_seconds".to_owned(),
-            other => {
-                let mut snake = String::new();
-                for c in other.chars() {
-                    if c.is_ascii_uppercase() {
-                        snake.push('_');
-                        snake.push(c.to_ascii_lowercase());
-                    } else {
-                        snake.push(c);
-                    }
-                }
-                snake
-            }
-        };
-        out.push(format!("{head}{index}"));
-    }
-    out.join(".")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crd_field_paths_read_as_api_paths() {
-        assert_eq!(
-            api_field("spec.components[1].workload.healthCheck.periodSeconds"),
-            "components[1].workload_spec.health_check.period_seconds"
-        );
-        assert_eq!(
-            api_field("spec.components[0].addon.definition"),
-            "components[0].addon_spec.definition"
-        );
-    }
 
     #[test]
     fn names_are_dns_labels() {

@@ -42,6 +42,9 @@ pub struct ProjectResponse {
     /// phase is as of then.
     pub last_observation: Option<String>,
     pub registry_secret: Option<String>,
+    /// The project has an ingress CA (`/api/v1/projects/{id}/ingress-ca`): an ingress with
+    /// `tls` and no `tls_secret` gets a certificate from it.
+    pub ingress_ca: bool,
     pub members: Vec<MemberView>,
     pub created_at: Option<String>,
     /// Seconds the cluster may take to confirm the namespace.
@@ -71,6 +74,7 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         message,
         last_observation: status.last_observation,
         registry_secret: project.spec.registry_secret.clone(),
+        ingress_ca: project.spec.ingress_ca,
         members: project.spec.members.iter().map(MemberView::from).collect(),
         created_at: k8s::created(project),
         progress_deadline_seconds: project.spec.progress_deadline_seconds,
@@ -168,6 +172,7 @@ pub async fn create(
             cluster: cluster.name_any(),
             namespace,
             registry_secret: body.registry_secret,
+            ingress_ca: false,
             members: vec![],
             progress_deadline_seconds: deadline,
             pod_security: body.pod_security,

@@ -7,6 +7,7 @@ mod alerts;
 mod apps;
 mod audit;
 mod clusters;
+mod ingress_ca;
 mod members;
 mod projects;
 mod table;

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+use super::ingress_ca::{self, IngressCaCommand};
 use super::{Global, Table, by_name, clusters, is_id, text};
 use crate::api;
 
@@ -37,6 +38,12 @@ pub enum ProjectsCommand {
     },
     /// Remove the project's registry credentials (admins).
     RegistryLogout { project: String },
+    /// The project's ingress CA: the certificates of its ingresses with `tls` and no
+    /// `tls_secret` are issued from it.
+    IngressCa {
+        #[command(subcommand)]
+        command: IngressCaCommand,
+    },
     /// Delete a project (refused while Apps or addons remain in it).
     Delete {
         project: String,
@@ -157,6 +164,10 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
                 &format!("project {project} has no registry credentials now"),
             );
         }
+        ProjectsCommand::IngressCa { command } => {
+            let id = resolve(global, &mut client, command.project()).await?;
+            ingress_ca::run(global, &mut client, &id, command).await?;
+        }
         ProjectsCommand::Delete { project, force } => {
             let id = resolve(global, &mut client, &project).await?;
             let (path, head) = if force {
@@ -188,5 +199,6 @@ fn project_table(project: &Value) -> Table {
         ("Phase", text(&project["phase"])),
         ("Message", text(&project["message"])),
         ("Registry secret", text(&project["registry_secret"])),
+        ("Ingress CA", text(&project["ingress_ca"])),
     ])
 }

@@ -14,6 +14,7 @@ pub fn project(name: &str, namespace: &str, created: i64, claimed: bool) -> Proj
             cluster: "east".into(),
             namespace: namespace.into(),
             registry_secret: None,
+            ingress_ca: false,
             members: vec![],
             progress_deadline_seconds: 600,
             pod_security: None,

@@ -114,6 +114,7 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
         cluster: "east".into(),
         namespace: "storefront".into(),
         registry_secret: None,
+        ingress_ca: false,
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,

@@ -107,6 +107,7 @@ fn project(name: &str, of: &[(&str, Role)]) -> Project {
             cluster: "east".into(),
             namespace: name.into(),
             registry_secret: None,
+            ingress_ca: false,
             members: members(of),
             progress_deadline_seconds: 600,
             pod_security: None,

@@ -347,6 +347,7 @@ async fn two_projects_never_share_a_namespace_on_one_cluster() {
         cluster: "east".into(),
         namespace: "shared".into(),
         registry_secret: None,
+        ingress_ca: false,
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,

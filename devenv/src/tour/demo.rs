@@ -15,17 +15,24 @@ use kubenest_cli::cmd::text;
 use serde_json::{Value, json};
 
 use super::env::DevEnv;
+use super::ingress;
 use super::printer::Printer;
 use super::watch::{STEP, running};
 
-/// The demo App `name` in project `project_id` running `image`, reporting `version`.
+/// The demo App `name` in project `project_id` running `image`, reporting `version`. Its
+/// Postgres and Redis keep their data on volumes: it runs on a real node, whose local-path
+/// provisioner binds them, while `make dev`'s catalog turns persistence off by default for the
+/// kwok clusters ([`crate::system`]'s catalog).
 pub fn app(project_id: &str, name: &str, image: &str, version: &str, deadline: Duration) -> Value {
+    let persistent = json!({"persistence": {"enabled": true}});
     json!({
         "project_id": project_id, "name": name,
         "progress_deadline_seconds": deadline.as_secs(),
         "components": [
-            {"name": "db", "type": "addon", "addon_spec": {"definition": "postgres"}},
-            {"name": "cache", "type": "addon", "addon_spec": {"definition": "redis"}},
+            {"name": "db", "type": "addon",
+             "addon_spec": {"definition": "postgres", "values": persistent}},
+            {"name": "cache", "type": "addon",
+             "addon_spec": {"definition": "redis", "values": persistent}},
             {"name": "web", "type": "workload", "workload_spec": {
                 "image": image, "replicas": 1, "port": 8080,
                 "env": [
@@ -153,12 +160,10 @@ pub(super) async fn on_real_node(
     );
     let (project_id, kubeconfig, namespace) = edge_project(client, env, edge, projects).await?;
     let project_id = &project_id;
-    let created = client
-        .post(
-            "/api/v1/apps",
-            &app(project_id, "demo", image, "tour", STEP),
-        )
-        .await?;
+    let ca = ingress::set_ca(client, project_id, out).await?;
+    let mut demo = app(project_id, "demo", image, "tour", STEP);
+    ingress::with_ingress(&mut demo);
+    let created = client.post("/api/v1/apps", &demo).await?;
     let app_id = text(&created["id"]);
     running(client, &app_id, None, out).await?;
     let url = format!("http://demo-web.{namespace}.svc:8080/");
@@ -181,6 +186,15 @@ pub(super) async fn on_real_node(
         answer["ok"] == true,
         "the demo did not reach both backends: {answer}"
     );
+    let served = ingress::ask(&ca, "tour", STEP).await?;
+    let address = client.get(&format!("/api/v1/apps/{app_id}")).await?["ingress_address"].clone();
+    out.line(format!(
+        "   GET https://{}/ through {edge}'s ingress controller (the App's ingress address {}), \
+         trusting only the project's CA: answered by {}",
+        ingress::HOST,
+        text(&address),
+        text(&served["hostname"])
+    ));
     deleted(client, &app_id, "demo", edge, out).await?;
     Ok(())
 }

@@ -7,7 +7,8 @@
 //! its history; an image change as a new deployment; a rollback; the Deployment scaled and the
 //! Service's port changed behind kubenest's back, each drift reported on the event stream and
 //! healed; pause and resume; on a
-//! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]); delete.
+//! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]), and
+//! HTTPS through the node's ingress controller with a certificate from the project's CA; delete.
 //! Every step checks the workload cluster itself too, not only what the API says.
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ use kubenest_cli::cmd::{Table, text};
 pub mod demo;
 mod env;
 mod events;
+mod ingress;
 mod printer;
 mod watch;
 

@@ -494,10 +494,14 @@ fn a_project_whose_namespace_is_held_fails_its_deletion_and_only_then_may_be_for
         );
         // The namespace controller names the finalizer when it has tried the content, which on
         // a busy machine may be after the deadline; the failed message follows what it says.
-        eventually("the failed message names what holds it", CONVERGE, async || {
-            failed = admin.get(&path).await.unwrap();
-            failed["phase"] == "Failed" && failed["message"].to_string().contains(HOLD)
-        })
+        eventually(
+            "the failed message names what holds it",
+            CONVERGE,
+            async || {
+                failed = admin.get(&path).await.unwrap();
+                failed["phase"] == "Failed" && failed["message"].to_string().contains(HOLD)
+            },
+        )
         .await;
         let forced = admin.delete(&format!("{path}?force=true")).await.unwrap();
         assert_eq!(forced["state"], "removed", "{forced}");

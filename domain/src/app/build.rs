@@ -245,6 +245,7 @@ fn build_workload(
             host: ing.host.clone(),
             path: ing.path.clone(),
             tls: ing.tls,
+            tls_secret: ing.tls_secret.as_deref().map(wire::Name::new),
         }),
         resources: workload.resources.as_ref().map(|r| wire::Resources {
             cpu_request: r.cpu_request.clone(),

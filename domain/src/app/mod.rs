@@ -6,6 +6,7 @@
 mod addons;
 mod assess;
 mod build;
+mod ingresses;
 mod revision;
 mod validate;
 pub mod ways_out;

@@ -68,26 +68,8 @@ pub fn validate_deploy(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
     check_references(deploy)?;
     check_contract(deploy)?;
     check_requests(deploy)?;
-    check_ingresses(deploy)
-}
-
-/// An ingress routes to the workload's Service, which exists only when the workload has a
-/// port: an ingress without one is refused with its field, not dropped.
-fn check_ingresses(deploy: &wire::AppDeploy) -> Result<(), FieldError> {
-    for (i, component) in deploy.components.iter().enumerate() {
-        if let wire::Component::Workload(workload) = component
-            && workload.ingress.is_some()
-            && workload.port.is_none()
-        {
-            let pointer = format!("/components/{i}/ingress");
-            return Err(refuse(
-                field_at(deploy, &pointer),
-                pointer,
-                "an ingress routes to the workload's port: set port too",
-            ));
-        }
-    }
-    Ok(())
+    super::ingresses::check_ingresses(deploy)
+        .map_err(|(pointer, why)| refuse(field_at(deploy, &pointer), pointer, why))
 }
 
 /// A container's request may not exceed its limit (Kubernetes refuses such a pod template):
@@ -438,20 +420,20 @@ mod tests {
     }
 
     #[test]
-    fn an_ingress_without_a_port_is_refused_with_its_field() {
-        let mut portless = deploy(json!([
+    fn an_ingress_refusal_names_the_apps_field() {
+        let portless = deploy(json!([
             {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx:1.27"},
              "replicas": 1, "ingress": {"host": "shop.example.test", "path": "/"}}
         ]));
         let error = validate_deploy(&portless).unwrap_err();
-        assert_eq!(error.pointer, "/components/0/ingress");
         assert_eq!(error.field, "spec.components[0].workload.ingress");
-        assert!(error.reason.contains("port"), "{}", error.reason);
-        let wire::Component::Workload(w) = &mut portless.components[0] else {
-            panic!("a workload");
-        };
-        w.port = Some(8080);
-        assert_eq!(validate_deploy(&portless), Ok(()));
+        let own = deploy(json!([
+            {"kind": "workload", "name": "web", "source": {"type": "image", "image": "nginx:1.27"},
+             "replicas": 1, "port": 8080,
+             "ingress": {"host": "a.test", "path": "/", "tls_secret": "kubenest-registry"}}
+        ]));
+        let error = validate_deploy(&own).unwrap_err();
+        assert_eq!(error.field, "spec.components[0].workload.ingress.tlsSecret");
     }
 
     #[test]

@@ -479,8 +479,7 @@ pub fn reference_app(
             {"kind": "workload", "name": "web", "source": {"type": "image", "image": image},
              "replicas": replicas, "port": 8080,
              "env": [{"name": "DATABASE_URL", "export_ref": {"component": "db", "export": "dsn"}},
-                     {"name": "MODE", "value": "production"}],
-             "ingress": {"host": "shop.example.test", "path": "/"}}
+                     {"name": "MODE", "value": "production"}]}
         ]
     }))
     .unwrap()
@@ -540,8 +539,11 @@ pub fn secret_set(
             namespace: wire::Name::new(namespace),
             secret: wire::Name::new(secret),
             app_id: app_id.map(wire::Id::new),
-            // Registry credentials, as the API server marks them.
-            credentials: kind == wire::SecretKind::DockerConfigJson,
+            // Registry credentials and the ingress CA, as the API server marks them.
+            credentials: matches!(
+                kind,
+                wire::SecretKind::DockerConfigJson | wire::SecretKind::Tls
+            ),
         },
         kind,
         values: values

@@ -9,6 +9,7 @@ use kube::api::Api;
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonDefinition;
 use kubenest_crds::app::{AppSpec, Component};
+use kubenest_crds::project::Project;
 use kubenest_domain::app::ways_out::{self, Change, StuckReason};
 use kubenest_domain::app::{
     AppIdentity, BuildError, ResolvedAddon, build_deploy, check_component_names, resolved_addon,
@@ -75,7 +76,8 @@ pub(crate) fn admit(app: &App, change: Change<'_>) -> ApiResult<()> {
 }
 
 /// Checks components the way the controller will build them: definitions exist, exports
-/// are published by an addon of the App, exactly one source per workload.
+/// are published by an addon of the App, exactly one source per workload, and an ingress
+/// whose certificate the project's ingress CA issues has one to issue it.
 pub(super) async fn check_buildable(
     state: &AppState,
     namespace: &str,
@@ -117,7 +119,51 @@ pub(crate) async fn buildable(
         project_id: Uuid::nil().to_string(),
         namespace: "check".into(),
     };
-    Ok(build_deploy(&identity, spec, &addons).map(|_| ()))
+    if let Err(error) = build_deploy(&identity, spec, &addons) {
+        return Ok(Err(error));
+    }
+    Ok(ingress_ca_refusal(state, namespace, spec)
+        .await?
+        .map_or(Ok(()), Err))
+}
+
+/// An ingress with `tls` and no `tls_secret` gets its certificate from the project's ingress
+/// CA, which the agent could not issue while the project has none: refused then, at every
+/// door, naming the first such ingress's `tls`.
+async fn ingress_ca_refusal(
+    state: &AppState,
+    namespace: &str,
+    spec: &AppSpec,
+) -> ApiResult<Option<BuildError>> {
+    let Some(i) = spec.components.iter().position(|c| {
+        c.workload
+            .as_ref()
+            .and_then(|w| w.ingress.as_ref())
+            .is_some_and(|ingress| ingress.tls && ingress.tls_secret.is_none())
+    }) else {
+        return Ok(None);
+    };
+    // A project that is not there is refused by name elsewhere (admission, REST's lookup).
+    if !kubenest_domain::names::is_dns_subdomain(&spec.project) {
+        return Ok(None);
+    }
+    let api: Api<Project> = Api::namespaced(state.client().clone(), namespace);
+    let Some(project) = api.get_opt(&spec.project).await? else {
+        return Ok(None);
+    };
+    if project.spec.ingress_ca {
+        return Ok(None);
+    }
+    let (name, id) = (project.name_any(), k8s::uid(&project));
+    Ok(Some(BuildError {
+        field: format!("spec.components[{i}].workload.ingress.tls"),
+        reason: format!(
+            "project {name} has no ingress CA to issue this ingress's certificate: a project \
+             admin sets one with PUT /api/v1/projects/{id}/ingress-ca (kubenest projects \
+             ingress-ca set {name} --cert ca.crt --key ca.key), or name a kubernetes.io/tls \
+             Secret of your own in tls_secret (tlsSecret in the App resource)"
+        ),
+    }))
 }
 
 pub(crate) fn check_deadline(deadline: Option<u32>) -> ApiResult<u32> {

@@ -22,6 +22,7 @@ mod apps;
 mod clusters;
 mod errors;
 mod events;
+mod ingress_ca;
 mod roles;
 mod sessions;
 mod templates;
@@ -253,7 +254,7 @@ async fn schemathesis_run(base: &str, token: &str, selection: &[&str]) -> String
             // hub, so they answer 503 by design. agent/tests/it/api.rs runs them with one.
             .args([
                 "--exclude-path-regex",
-                "/(registry-credentials|git-credentials|secret)$",
+                "/(registry-credentials|ingress-ca|git-credentials|secret)$",
             ])
             .args(selection)
             .arg("--report-dir")

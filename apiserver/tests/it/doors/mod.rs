@@ -10,13 +10,15 @@
 //!   reviews only from the kube-apiserver;
 //! - [`matrix`]: the shared role matrix through kubectl;
 //! - [`gitops`]: objects kept in Git and applied by Flux pass the same door;
-//! - [`fences`]: a member of another project cannot reach a project's objects.
+//! - [`fences`]: a member of another project cannot reach a project's objects;
+//! - [`ingress_ca`]: an ingress whose certificate the project's CA would issue needs the CA.
 
 use crate::common;
 
 mod authorship;
 mod fences;
 mod gitops;
+mod ingress_ca;
 mod matrix;
 mod refusals;
 

@@ -362,7 +362,12 @@ async fn the_same_bad_objects_are_refused_alike_through_rest_and_kubectl() {
     let said = |r: &Refusal| {
         let (state, _) = r.reason.split_once(" (").unwrap_or((&r.reason, ""));
         let (_, ways) = r.reason.rsplit_once("); ").unwrap_or(("", &r.reason));
-        (r.status, r.code.clone(), r.field.clone(), format!("{state} … {ways}"))
+        (
+            r.status,
+            r.code.clone(),
+            r.field.clone(),
+            format!("{state} … {ways}"),
+        )
     };
     assert_eq!(said(&kube), said(&rest), "{kube:?}");
     assert!(kube.reason.contains("Deployment/stuck-web"), "{kube:?}");

@@ -56,6 +56,7 @@ impl Tenant {
             cluster: "east".into(),
             namespace: namespace.into(),
             registry_secret: None,
+            ingress_ca: false,
             members: vec![],
             progress_deadline_seconds: 600,
             pod_security: None,

@@ -34,6 +34,8 @@ pub struct Layout {
     pub proxy_healthz_port: u16,
     pub proxy_metrics_port: u16,
     pub dns_ready_port: u16,
+    /// The ingress controller's health endpoint (on loopback).
+    pub ingress_ping_port: u16,
 }
 
 impl Layout {
@@ -330,6 +332,7 @@ mod tests {
             proxy_healthz_port: 10256,
             proxy_metrics_port: 10249,
             dns_ready_port: 8181,
+            ingress_ping_port: 8182,
         }
     }
 

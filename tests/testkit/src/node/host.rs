@@ -34,6 +34,8 @@ pub struct NodeBinaries {
     pub local_path: PathBuf,
     pub helper_archive: PathBuf,
     pub helper_image: String,
+    /// The ingress controller, Traefik (tools/build-k8s-bins.sh).
+    pub ingress: PathBuf,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     /// The pod sandbox image's OCI archive (tools/build-pause.sh) and its name.
@@ -111,6 +113,7 @@ impl NodeBinaries {
         let coredns_version = pinned_version("COREDNS_VERSION").unwrap_or("unknown");
         let local_path_version = pinned_version("LOCAL_PATH_VERSION").unwrap_or("unknown");
         let testbox = pinned_version("TESTBOX_VERSION").unwrap_or("unknown");
+        let traefik_version = pinned_version("TRAEFIK_VERSION").unwrap_or("unknown");
         let found = Self {
             kubelet: k8s.join("kubelet"),
             kube_proxy: k8s.join("kube-proxy"),
@@ -129,6 +132,9 @@ impl NodeBinaries {
                 .join("images")
                 .join(format!("testbox-{testbox}.oci.tar")),
             helper_image: format!("localhost/kubenest/testbox:{testbox}"),
+            ingress: std::env::var_os("KUBENEST_TRAEFIK_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| cache.join("traefik").join(traefik_version).join("traefik")),
             containerd: find("containerd")?,
             ctr: find("ctr")?,
             pause_archive: cache.join("images").join(format!("pause-{pause}.oci.tar")),
@@ -139,6 +145,7 @@ impl NodeBinaries {
             &found.kube_proxy,
             &found.coredns,
             &found.local_path,
+            &found.ingress,
             &found.helper_archive,
             &found.pause_archive,
         ] {

@@ -20,6 +20,7 @@
 
 mod config;
 mod host;
+mod ingress;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use kube::Api;
 
 pub use config::{BRIDGE, GATEWAY, SUBNET};
 pub use host::{LOCK_FILE, NodeBinaries, STATE_DIR};
+pub use ingress::{INGRESS_CLASS, INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT};
 
 use crate::pki::{NodeIdentity, Pki};
 use crate::process::{ManagedProcess, tail};
@@ -123,6 +125,7 @@ impl RealNode {
             proxy_healthz_port: wait::free_port()?,
             proxy_metrics_port: wait::free_port()?,
             dns_ready_port: wait::free_port()?,
+            ingress_ping_port: wait::free_port()?,
         };
         let turn = turn().await?;
         let guard_log = dir.join("node-guard.log");
@@ -314,7 +317,8 @@ impl RealNode {
         self.spawn("coredns", dns)?;
 
         self.wait_ready(client).await?;
-        self.start_storage(client, admin_kubeconfig).await
+        self.start_storage(client, admin_kubeconfig).await?;
+        self.start_ingress(client, admin_kubeconfig).await
     }
 
     /// PersistentVolumeClaims on this node: Rancher's local-path provisioner as a host process
@@ -324,41 +328,10 @@ impl RealNode {
     /// host folder takes no `fsGroup` and the addons run as users of their own.
     async fn start_storage(&self, client: &kube::Client, admin: &Path) -> Result<(), Error> {
         self.import_image(&self.bins.helper_archive).await?;
-        let apply = |object: serde_json::Value| {
-            let client = client.clone();
-            async move {
-                let object: kube::api::DynamicObject = serde_json::from_value(object)
-                    .map_err(|e| Error::Process(format!("a storage object: {e}")))?;
-                let types = object.types.clone().unwrap_or_default();
-                let (group, version) = types
-                    .api_version
-                    .split_once('/')
-                    .unwrap_or(("", types.api_version.as_str()));
-                let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
-                let (resource, caps) = kube::discovery::pinned_kind(&client, &gvk)
-                    .await
-                    .map_err(|e| Error::Process(format!("discover {}: {e}", types.kind)))?;
-                let name = object.metadata.name.clone().unwrap_or_default();
-                let api: Api<kube::api::DynamicObject> =
-                    match (caps.scope, object.metadata.namespace.as_deref()) {
-                        (kube::discovery::Scope::Namespaced, Some(ns)) => {
-                            Api::namespaced_with(client, ns, &resource)
-                        }
-                        _ => Api::all_with(client, &resource),
-                    };
-                api.patch(
-                    &name,
-                    &kube::api::PatchParams::apply("kubenest-testkit").force(),
-                    &kube::api::Patch::Apply(&object),
-                )
-                .await
-                .map_err(|e| Error::Process(format!("apply {} {name}: {e}", types.kind)))
-            }
-        };
         let volumes = self.layout.state.join("volumes");
         std::fs::create_dir_all(&volumes).map_err(|e| Error::io("the volumes folder", e))?;
         for object in config::storage_objects() {
-            apply(object).await?;
+            apply(client, object).await?;
         }
         let settings = self.write("local-path.json", &config::local_path(&volumes))?;
         let helper = self.write(
@@ -460,4 +433,35 @@ impl Drop for RealNode {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Applies `object` (server-side, forced, as the kit) through `client`.
+async fn apply(client: &kube::Client, object: serde_json::Value) -> Result<(), Error> {
+    let object: kube::api::DynamicObject = serde_json::from_value(object)
+        .map_err(|e| Error::Process(format!("a node object: {e}")))?;
+    let types = object.types.clone().unwrap_or_default();
+    let (group, version) = types
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", types.api_version.as_str()));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &types.kind);
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(|e| Error::Process(format!("discover {}: {e}", types.kind)))?;
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let api: Api<kube::api::DynamicObject> =
+        match (caps.scope, object.metadata.namespace.as_deref()) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), ns, &resource)
+            }
+            _ => Api::all_with(client.clone(), &resource),
+        };
+    api.patch(
+        &name,
+        &kube::api::PatchParams::apply("kubenest-testkit").force(),
+        &kube::api::Patch::Apply(&object),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| Error::Process(format!("apply {} {name}: {e}", types.kind)))
 }
