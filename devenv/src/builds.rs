@@ -3,7 +3,10 @@
 //! HTTPS (one account) holding a sample repository whose Dockerfile builds on the demo image.
 //! The cluster's agent builds with the builder image and pushes under `<registry>/builds`; the
 //! tour builds the sample (step 10) with the project's registry credentials and the App's Git
-//! credentials, set through the API. Everything listens on the address pods reach the host on.
+//! credentials, set through the API. The registry also serves a sample Helm chart ([`HELLO`],
+//! OCI, at [`BuildSite::chart_repository`]), which the agent may pull from there
+//! (`--chart-sources`) and the tour runs as a chart workload, paused and resumed (step 11).
+//! Everything listens on the address pods reach the host on.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -17,6 +20,57 @@ const GIT_USER: &str = "kubenest";
 /// The version the sample's image reports (its Dockerfile sets `DEMO_VERSION`).
 pub const SAMPLE_VERSION: &str = "built-from-git";
 
+/// The sample chart: the demo web app as a Deployment (its image a value) beside a CronJob, so
+/// that pausing it has something to scale and something to suspend.
+pub const HELLO: [(&str, &str); 3] = [
+    (
+        "Chart.yaml",
+        "apiVersion: v2\nname: hello\nversion: 0.1.0\n",
+    ),
+    (
+        "values.yaml",
+        "image: localhost/kubenest/demo:0.1.0\nreplicas: 2\n",
+    ),
+    (
+        "templates/all.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "{{ .Release.Name }}"}
+spec:
+  replicas: {{ .Values.replicas }}
+  selector: {matchLabels: {app: "{{ .Release.Name }}"}}
+  template:
+    metadata: {labels: {app: "{{ .Release.Name }}"}}
+    spec:
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+      containers:
+      - name: web
+        image: "{{ .Values.image }}"
+        imagePullPolicy: IfNotPresent
+        ports: [{containerPort: 8080}]
+        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: "{{ .Release.Name }}-report"}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+          containers:
+          - name: report
+            image: "{{ .Values.image }}"
+            imagePullPolicy: IfNotPresent
+            args: ["--help"]
+            securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+"#,
+    ),
+];
+
 /// The registry, the Git server and their CA, for as long as `make dev` runs.
 pub struct BuildSite {
     ca: ServerCa,
@@ -24,6 +78,8 @@ pub struct BuildSite {
     git: GitServer,
     git_password: String,
     sample: String,
+    /// Where the sample chart is (`oci://<registry>/charts`).
+    chart_repository: String,
 }
 
 impl std::fmt::Debug for BuildSite {
@@ -65,13 +121,21 @@ impl BuildSite {
             "a sample to build",
         )?;
         let sample = git.url("sample");
+        let package = kubenest_testkit::package_chart("hello", &HELLO, dir)?;
+        let chart_repository = registry.push_chart(&package)?;
         Ok(Self {
             ca,
             registry,
             git,
             git_password,
             sample,
+            chart_repository,
         })
+    }
+
+    /// Where the sample chart [`HELLO`] is.
+    pub fn chart_repository(&self) -> &str {
+        &self.chart_repository
     }
 
     /// The agent's settings: the builder image, where it pushes, the CA it trusts.
@@ -83,6 +147,8 @@ impl BuildSite {
             ),
             format!("--build-push-prefix={}/builds", self.registry.address()),
             format!("--private-ca-file={}", self.ca.path.display()),
+            // The registry is on the cluster's own network: charts may come from it.
+            format!("--chart-sources={}", self.chart_repository),
         ]
     }
 
@@ -108,6 +174,7 @@ impl BuildSite {
         writeln!(out, "KUBENEST_GIT_USERNAME={GIT_USER}")?;
         writeln!(out, "KUBENEST_GIT_PASSWORD={}", self.git_password)?;
         writeln!(out, "KUBENEST_GIT_SAMPLE={}", self.sample)?;
+        writeln!(out, "KUBENEST_CHART_REPOSITORY={}", self.chart_repository)?;
         Ok(())
     }
 }

@@ -108,7 +108,7 @@ pub async fn ask(
 }
 
 /// The tour's project on `edge`: (its id, the cluster's kubeconfig, its namespace).
-async fn edge_project(
+pub(super) async fn edge_project(
     client: &mut api::Client,
     env: &DevEnv,
     edge: &str,
@@ -129,7 +129,7 @@ async fn edge_project(
 }
 
 /// Deletes App `name` (`app_id`) and waits until it is gone from `edge`.
-async fn deleted(
+pub(super) async fn deleted(
     client: &mut api::Client,
     app_id: &str,
     name: &str,

@@ -33,6 +33,8 @@ pub struct BuildEnv {
     pub sample: String,
     pub git_username: String,
     pub git_password: String,
+    /// The sample chart's repository (`oci://…`), if `make dev` serves one.
+    pub chart_repository: Option<String>,
 }
 
 impl DevEnv {
@@ -96,6 +98,7 @@ fn build_env(get: &impl Fn(&str) -> anyhow::Result<String>) -> Option<BuildEnv> 
         sample: get("KUBENEST_GIT_SAMPLE").ok()?,
         git_username: get("KUBENEST_GIT_USERNAME").ok()?,
         git_password: get("KUBENEST_GIT_PASSWORD").ok()?,
+        chart_repository: get("KUBENEST_CHART_REPOSITORY").ok(),
     })
 }
 
@@ -131,6 +134,11 @@ mod tests {
              KUBENEST_GIT_USERNAME=g\nKUBENEST_GIT_PASSWORD=q\n"
         ))
         .unwrap();
-        assert_eq!(builds.builds.unwrap().registry, "10.0.0.1:5000");
+        let builds = builds.builds.unwrap();
+        assert_eq!(builds.registry, "10.0.0.1:5000");
+        assert_eq!(
+            builds.chart_repository, None,
+            "an older make dev serves no chart"
+        );
     }
 }

@@ -8,7 +8,8 @@
 //! Service's port changed behind kubenest's back, each drift reported on the event stream and
 //! healed; pause and resume; on a
 //! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]), and
-//! HTTPS through the node's ingress controller with a certificate from the project's CA; delete.
+//! HTTPS through the node's ingress controller with a certificate from the project's CA; a Git
+//! workload built there; a Helm chart workload paused and resumed there ([`chart`]); delete.
 //! Every step checks the workload cluster itself too, not only what the API says.
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use serde_json::{Value, json};
 use kubenest_cli::api;
 use kubenest_cli::cmd::{Table, text};
 
+mod chart;
 pub mod demo;
 mod env;
 mod events;
@@ -387,6 +389,13 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         if let Some(builds) = &env.builds {
             demo::built_from_git(&mut client, env, edge, image, builds, &projects, out).await?;
             next += 1;
+            // 11. A chart workload from its registry, paused and resumed.
+            if let Some(repository) = &builds.chart_repository {
+                let step = (next, edge.as_str());
+                chart::paused_and_resumed(&mut client, env, step, repository, &projects, out)
+                    .await?;
+                next += 1;
+            }
         }
     }
 
