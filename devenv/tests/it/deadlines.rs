@@ -264,19 +264,8 @@ fn changes_made_while_the_link_is_cut_past_the_deadline_arrive_and_the_latest_ru
         converged(&mut f, "west", &namespace, &[first]).await;
 
         f.system.set_link("west", LinkMode::Drop).unwrap();
-        let west = f.cluster_id("west");
-        eventually(
-            "west reported disconnected",
-            Duration::from_secs(60),
-            async || {
-                admin
-                    .get(&format!("/api/v1/clusters/{west}"))
-                    .await
-                    .unwrap()["state"]
-                    == "disconnected"
-            },
-        )
-        .await;
+        f.cluster_state("west", "disconnected", Duration::from_secs(60))
+            .await;
         common::change_image(&mut admin, &id, "nginx:1.28").await;
         common::change_image(&mut admin, &id, "nginx:1.29").await;
         // Past the deadline the delay is named; nothing is final, the intent stays.

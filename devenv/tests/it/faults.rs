@@ -195,19 +195,8 @@ fn addon_project_and_deletion_changes_made_while_a_link_is_cut_arrive_once() {
         converged(&mut f, "west", &namespace, &[running]).await;
 
         f.system.set_link("west", LinkMode::Drop).unwrap();
-        let west = f.cluster_id("west");
-        eventually(
-            "west reported disconnected",
-            Duration::from_secs(60),
-            async || {
-                admin
-                    .get(&format!("/api/v1/clusters/{west}"))
-                    .await
-                    .unwrap()["state"]
-                    == "disconnected"
-            },
-        )
-        .await;
+        f.cluster_state("west", "disconnected", Duration::from_secs(60))
+            .await;
         change_memory(&mut admin, &kept, "96Mi").await;
         let added = install(&mut admin, &project, "cut-added").await;
         for path in [

@@ -138,19 +138,8 @@ fn changes_made_while_an_agents_link_is_stalled_and_cut_arrive_once() {
             .delete(&format!("/api/v1/apps/{removed}"))
             .await
             .unwrap();
-        let west = f.cluster_id("west");
-        eventually(
-            "west reported disconnected",
-            Duration::from_secs(60),
-            async || {
-                admin
-                    .get(&format!("/api/v1/clusters/{west}"))
-                    .await
-                    .unwrap()["state"]
-                    == "disconnected"
-            },
-        )
-        .await;
+        f.cluster_state("west", "disconnected", Duration::from_secs(60))
+            .await;
         tokio::time::sleep(Duration::from_secs(15)).await;
         f.system.set_link("west", LinkMode::Pass).unwrap();
 
@@ -175,14 +164,7 @@ fn changes_made_while_an_agents_link_is_stalled_and_cut_arrive_once() {
         )
         .await;
         gone(&f, "west", &namespace, &removed, "l-removed").await;
-        eventually("west connected again", CONVERGE, async || {
-            admin
-                .get(&format!("/api/v1/clusters/{west}"))
-                .await
-                .unwrap()["state"]
-                == "connected"
-        })
-        .await;
+        f.cluster_state("west", "connected", CONVERGE).await;
     });
 }
 

@@ -129,6 +129,16 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Waits until the API says `cluster` is in `state` (`connected`, `disconnected`).
+    pub async fn cluster_state(&self, cluster: &str, state: &str, within: Duration) {
+        let mut admin = self.admin().await;
+        let path = format!("/api/v1/clusters/{}", self.cluster_id(cluster));
+        eventually(&format!("{cluster} reported {state}"), within, async || {
+            admin.get(&path).await.unwrap()["state"] == state
+        })
+        .await;
+    }
+
     /// Fails with the end of every program's log when something has exited.
     pub fn check_running(&mut self) {
         if let Err(e) = self.system.check_running() {
