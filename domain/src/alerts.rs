@@ -6,8 +6,8 @@
 //!   condition) raises `heartbeat_missed`; its next report ends it.
 //! - An App that failed its progress deadline raises `progress_deadline_exceeded`: phase
 //!   `Failed` with `Ready` reason `ProgressDeadlineExceeded` (the controllers' deadline), or with
-//!   a workload whose own deadline passed (the agent's `blocked_sync` drift observing
-//!   `ProgressDeadlineExceeded`). It ends when the App runs again (phase `Running`), not merely
+//!   a workload past its deadline (the agent's `blocked_sync` drift: a Deployment observing
+//!   `ProgressDeadlineExceeded`, or any workload still not ready at the App's deadline). It ends when the App runs again (phase `Running`), not merely
 //!   when a new rollout starts.
 //! - An App, standalone addon or Project whose deletion did not finish within its progress
 //!   deadline (`Ready=False` of reason `DeletionDeadlineExceeded`, see
@@ -133,10 +133,13 @@ pub fn app_signal(status: Option<&AppStatus>) -> Signal {
         return Signal::Keep;
     };
     let ready = status.conditions.iter().find(|c| c.type_ == READY);
+    // `blocked_sync` is a workload past a deadline: its own (observed
+    // `ProgressDeadlineExceeded`) or, for kinds without one, the App's.
     let workload_deadline = status.sync.as_ref().is_some_and(|s| {
-        s.drift_details
-            .iter()
-            .any(|d| d.observed == PROGRESS_DEADLINE_EXCEEDED)
+        s.drift_class.as_deref() == Some("blocked_sync")
+            || s.drift_details
+                .iter()
+                .any(|d| d.observed == PROGRESS_DEADLINE_EXCEEDED)
     });
     match (status.phase.as_deref(), ready) {
         (Some("Failed"), Some(ready))
@@ -255,6 +258,19 @@ mod tests {
         assert!(
             matches!(app_signal(Some(&stuck)), Signal::Raise(_)),
             "a workload past its own deadline"
+        );
+        if let Some(sync) = stuck.sync.as_mut() {
+            sync.drift_details[0] = kubenest_crds::app::DriftDetail {
+                resource: "DaemonSet/shop-node".into(),
+                field: "status".into(),
+                desired: "ready".into(),
+                observed: "0 of 1 daemon pods ready".into(),
+                manager: None,
+            };
+        }
+        assert!(
+            matches!(app_signal(Some(&stuck)), Signal::Raise(_)),
+            "a workload without a deadline of its own, past the App's"
         );
         let running = app_signal(Some(&app("Running", "Running")));
         assert!(!open_after(true, &running));

@@ -93,6 +93,12 @@ pub struct AddonOutcome {
     pub git_error: Option<String>,
     /// Fields another manager had changed, applied back by this pass.
     pub drift: Vec<wire::DriftDetail>,
+    /// Rollouts of the chart's Deployments that missed their progress deadline
+    /// (`blocked_sync`).
+    pub blocked: Vec<wire::DriftDetail>,
+    /// The chart's workload objects not ready yet: `blocked_sync` once the App's progress
+    /// deadline passes ([`drift::stalled`]).
+    pub stalled: Vec<wire::DriftDetail>,
 }
 
 /// The export Secret's values: the password kept from before (or generated now) and every
@@ -249,6 +255,8 @@ async fn apply_rendered(
         .collect();
     let mut applied = Vec::new();
     let mut drifted = Vec::new();
+    let mut blocked = Vec::new();
+    let mut stalled = Vec::new();
     for (mut object, idle) in rendered.into_iter().zip(idle) {
         let Some(id) = id_of(&object) else { continue };
         object["metadata"]["namespace"] = target.namespace.into();
@@ -281,12 +289,21 @@ async fn apply_rendered(
             drifted.extend(found);
             ctx.applier.restore(&object).await?
         };
+        let stuck = (id.1 == "Deployment")
+            .then(|| drift::blocked(&live))
+            .flatten();
         let judged = if id.1 == "Service" {
             let slices = ctx.applier.endpoint_slices(target.namespace, &id.2).await?;
             Some(readiness::service(&live, &slices, idle))
         } else {
-            readiness::object(&id.1, &live, target.paused)
+            readiness::object(&id.1, &live, target.paused).map(|mut judged| {
+                if stuck.is_some() {
+                    "the rollout exceeded its progress deadline".clone_into(&mut judged.message);
+                }
+                judged
+            })
         };
+        blocked.extend(stuck);
         if let Some(judged) = judged {
             ready &= judged.ready;
             ready_replicas += judged.ready_replicas;
@@ -296,6 +313,9 @@ async fn apply_rendered(
             } else {
                 &mut waiting
             };
+            if !judged.ready {
+                stalled.extend(drift::stalled(&id.1, &id.2, &judged.message));
+            }
             if !judged.ready && first.is_empty() {
                 *first = format!("{} {}: {}", id.1, id.2, judged.message);
             }
@@ -336,6 +356,8 @@ async fn apply_rendered(
         git_commit,
         git_error,
         drift: drifted,
+        blocked,
+        stalled,
     })
 }
 

@@ -21,6 +21,8 @@ pub struct Pass {
     pub exports: Vec<wire::PublishedExport>,
     pub drift: Vec<wire::DriftDetail>,
     pub blocked: Vec<wire::DriftDetail>,
+    /// Workload objects not ready yet: `blocked_sync` once the App's deadline passes.
+    pub stalled: Vec<wire::DriftDetail>,
     pub ingress: Option<String>,
     /// Why the GitOps repository could not be written for an addon component, if it could not.
     pub gitops_error: Option<String>,
@@ -54,6 +56,7 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
         exports: Vec::new(),
         drift: plan.drift.clone(),
         blocked: Vec::new(),
+        stalled: Vec::new(),
         ingress: None,
         gitops_error: None,
         failed: false,
@@ -70,6 +73,8 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                 }
                 // Found before the chart's objects were applied, and applied back.
                 pass.drift.extend(outcome.drift.iter().cloned());
+                pass.blocked.extend(outcome.blocked.iter().cloned());
+                pass.stalled.extend(outcome.stalled.iter().cloned());
                 if step.kind == Kind::Addon {
                     pass.exports.push(outcome.export.clone());
                 } else {
@@ -125,6 +130,9 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                             Some(_) => "the rollout exceeded its progress deadline".to_owned(),
                             None => workload.message,
                         };
+                        if !workload.ready {
+                            pass.stalled.extend(drift::stalled(&id.1, &id.2, &message));
+                        }
                         pass.blocked.extend(blocked);
                     }
                     if id.1 == "Ingress" {

@@ -65,14 +65,22 @@ pub fn decide(facts: &Facts<'_>, pass: Pass) -> Decision {
 
     let deadline = new.rollout_started_at.unwrap_or(now)
         + chrono::Duration::seconds(i64::from(deploy.progress_deadline_seconds));
+    let expired = now > deadline;
+    // Past the App's deadline, a workload still not ready is blocked too: most kinds have no
+    // progress deadline of their own to say so.
+    let blocked = if pass.blocked.is_empty() && expired && !deploy.paused {
+        pass.stalled
+    } else {
+        pass.blocked
+    };
     let tally = Tally {
         rejected: facts.rejection.is_some(),
         failed: pass.failed,
-        blocked: !pass.blocked.is_empty(),
+        blocked: !blocked.is_empty(),
         all_ready: pass.all_ready,
         workloads_at_zero: pass.workloads_at_zero,
         paused: deploy.paused,
-        expired: now > deadline,
+        expired,
     };
     let phase = phase(&tally);
     new.phase = Some(phase_name(phase).into());
@@ -82,8 +90,8 @@ pub fn decide(facts: &Facts<'_>, pass: Pass) -> Decision {
     new.gitops_error = pass.gitops_error;
 
     // Drift: blocked_sync wins; recoverable drift was healed by the apply.
-    let (class, details) = if !pass.blocked.is_empty() {
-        (Some("blocked_sync"), pass.blocked)
+    let (class, details) = if !blocked.is_empty() {
+        (Some("blocked_sync"), blocked)
     } else if !pass.drift.is_empty() {
         (Some("recoverable"), pass.drift)
     } else {
@@ -237,6 +245,8 @@ mod tests {
             git_commit: None,
             git_error: None,
             drift: Vec::new(),
+            blocked: Vec::new(),
+            stalled: Vec::new(),
         }))]
     }
 
@@ -267,6 +277,49 @@ mod tests {
             "replicas still asked for"
         );
         assert_eq!(phase(chart_outcome(true, 0)).as_deref(), Some("Paused"));
+    }
+
+    #[test]
+    fn a_chart_workload_still_waiting_past_the_apps_deadline_is_blocked_naming_it() {
+        let chart = json!([{"kind": "workload", "name": "web", "replicas": 1, "source": {
+            "type": "helm",
+            "chart": {"repository": "https://charts.example", "name": "web", "version": "0.1.0"},
+            "values": {}}}]);
+        let held = held(chart);
+        let waiting = |started: chrono::DateTime<chrono::Utc>| {
+            let old = StackDeployStatus {
+                observed_revision: Some("r1".into()),
+                rollout_started_at: Some(started),
+                ..StackDeployStatus::default()
+            };
+            let facts = facts(&held, old);
+            let plan = plan(&facts);
+            let mut answers = chart_outcome(false, 0);
+            let Answer::Chart(Ok(outcome)) = &mut answers[0] else {
+                unreachable!()
+            };
+            outcome.stalled = Vec::from_iter(crate::drift::stalled(
+                "DaemonSet",
+                "web-node",
+                "0 of 1 ready",
+            ));
+            decide(&facts, assess(&plan, &answers, false))
+        };
+        let now = chrono::Utc::now();
+        let early = waiting(now);
+        assert_eq!(early.status.phase.as_deref(), Some("Deploying"));
+        assert!(
+            early.drift.is_none(),
+            "within the deadline, waiting is not blocked"
+        );
+
+        let late = waiting(now - chrono::Duration::seconds(120));
+        assert_eq!(late.status.phase.as_deref(), Some("Failed"));
+        let drift = late.drift.expect("blocked_sync reported");
+        assert_eq!(drift.class, wire::DriftClass::BlockedSync);
+        assert_eq!(drift.details[0].resource, "DaemonSet/web-node");
+        assert_eq!(drift.details[0].observed, json!("0 of 1 ready"));
+        assert_eq!(late.status.drift_class.as_deref(), Some("blocked_sync"));
     }
 
     #[test]

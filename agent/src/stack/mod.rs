@@ -7,7 +7,9 @@
 //! applying, so a change behind the agent's back is reported with its manager and then healed),
 //! then pruning of whatever the revision no longer renders, then the phase: `Running` when every
 //! component is ready, `Paused` when workloads are at zero, `Failed` when a component fails, a
-//! rollout misses its progress deadline, or the StackDeploy is refused; `Deploying` otherwise.
+//! rollout misses its progress deadline (`blocked_sync`: a Deployment's own, or the App's for
+//! any workload object still not ready then), or the StackDeploy is refused; `Deploying`
+//! otherwise.
 //!
 //! A pass is fetch → plan → roll out → decide → write:
 //! - `facts`: what the pass knows before it writes anything (the status this process last

@@ -20,7 +20,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Secret};
 use kube::api::Api;
 use kubenest_agent::egress::Egress;
-use kubenest_contracts::{self as wire, AppPhase};
+use kubenest_contracts::{self as wire, AppPhase, Message};
 use kubenest_domain::sources::AllowList;
 use kubenest_testkit::{ChartRepository, Registry, ServerCa};
 use serde_json::{Value, json};
@@ -84,11 +84,14 @@ kind: Deployment
 metadata: {name: "{{ .Release.Name }}-web"}
 spec:
   replicas: 2
+  {{- with .Values.deadline }}
+  progressDeadlineSeconds: {{ . }}
+  {{- end }}
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
     spec:
-      containers: [{name: web, image: "nginx:1.27"}]
+      containers: [{name: web, image: "{{ .Values.image | default "nginx:1.27" }}"}]
 ---
 apiVersion: v1
 kind: Service
@@ -105,7 +108,7 @@ spec:
   template:
     metadata: {labels: {app: node}}
     spec:
-      containers: [{name: node, image: "busybox:1.36"}]
+      containers: [{name: node, image: "{{ .Values.nodeImage | default "busybox:1.36" }}"}]
 ---
 apiVersion: batch/v1
 kind: CronJob
@@ -804,4 +807,76 @@ async fn a_charts_claims_services_daemons_and_cron_jobs_are_judged_and_paused_wi
         .await;
     assert_ne!(unserved.phase, AppPhase::Running, "{unserved:?}");
     assert!(!unserved.components[0].ready, "{unserved:?}");
+}
+
+/// A chart's Deployment whose rollout misses its progress deadline is `blocked_sync`: reported
+/// as drift naming the Deployment, and the App `Failed` saying why, long before the App's own
+/// deadline; a DaemonSet still waiting at the App's deadline is `blocked_sync` too.
+#[tokio::test]
+async fn a_chart_workload_past_its_progress_deadline_is_blocked_sync_and_fails_the_app() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "stuck").await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "site", &project, &namespace);
+    let values = json!({"image": "kubenest-test/web:never-ready", "deadline": 10});
+    f.backend
+        .accept(works_app_with(app.clone(), "r1", values, false))
+        .await;
+    let blocked = f
+        .backend
+        .wait_for("blocked_sync from the chart", LONG, |m| match m {
+            Message::DriftReport(r)
+                if r.app_id.as_str() == id && r.class == wire::DriftClass::BlockedSync =>
+            {
+                Some(r.clone())
+            }
+            _ => None,
+        })
+        .await;
+    assert_eq!(blocked.details[0].resource, "Deployment/site-web-web");
+    assert_eq!(
+        blocked.details[0].observed,
+        json!("ProgressDeadlineExceeded")
+    );
+    let failed = f
+        .backend
+        .app_status("the chart App Failed", LONG, &id, |s| {
+            s.phase == AppPhase::Failed
+        })
+        .await;
+    let message = &failed.components[0].message;
+    assert!(
+        message.contains("Deployment site-web-web: the rollout exceeded its progress deadline"),
+        "{failed:?}"
+    );
+
+    // A DaemonSet has no progress deadline of its own: the App's is its.
+    let values = json!({"nodeImage": "kubenest-test/node:never-ready"});
+    let mut deploy = works_app_with(app, "r2", values, false);
+    deploy.progress_deadline_seconds = 15;
+    f.backend.accept(deploy).await;
+    let blocked = f
+        .backend
+        .wait_for(
+            "blocked_sync from the chart's DaemonSet",
+            LONG,
+            |m| match m {
+                Message::DriftReport(r)
+                    if r.app_id.as_str() == id
+                        && r.revision.as_str() == "r2"
+                        && r.class == wire::DriftClass::BlockedSync =>
+                {
+                    Some(r.clone())
+                }
+                _ => None,
+            },
+        )
+        .await;
+    assert_eq!(blocked.details[0].resource, "DaemonSet/site-web-node");
+    assert_eq!(blocked.details[0].field, "status");
+    f.backend
+        .app_status("r2 Failed past its deadline", LONG, &id, |s| {
+            s.observed_revision == "r2" && s.phase == AppPhase::Failed
+        })
+        .await;
 }
