@@ -163,6 +163,11 @@ pub struct AddonReleaseStatus {
     /// regardless).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gitops_error: Option<String>,
+    /// Fields another manager had changed, applied back by the last pass (reported once, then
+    /// cleared by the next pass).
+    #[serde(default)]
+    #[schemars(schema_with = "opaque_list")]
+    pub drift: Vec<wire::DriftDetail>,
 }
 
 /// What the AddonRelease controller writes into the status after a pass (the whole status, each
@@ -175,6 +180,7 @@ pub struct AddonReleaseObserved<'a> {
     pub message: &'a str,
     pub git_commit: Option<&'a str>,
     pub gitops_error: Option<&'a str>,
+    pub drift: &'a [wire::DriftDetail],
 }
 
 /// An image build from Git.
@@ -276,13 +282,15 @@ mod tests {
                 message: "",
                 git_commit: None,
                 gitops_error: None,
+                drift: &[],
             },
         };
-        // What the controllers wrote with `json!` before they were typed.
+        // What the controllers wrote with `json!` before they were typed; a drift healed is
+        // cleared by the empty list.
         assert_eq!(
             serde_json::to_value(&release).unwrap(),
             json!({"status": {"phase": "Installing", "observedRevision": 2, "message": "",
-                              "gitCommit": null, "gitopsError": null}})
+                              "gitCommit": null, "gitopsError": null, "drift": []}})
         );
         let build = StatusPatch {
             status: BuildRequestProgress {

@@ -220,6 +220,11 @@ pub struct AddonStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub gitops_error: Option<String>,
+    /// Fields of the addon's objects another manager had changed, found and applied back by
+    /// the pass that reports this (each reported once; the next report clears them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128))]
+    pub drift: Vec<DriftDetail>,
     pub observed_at: DateTime<Utc>,
 }
 

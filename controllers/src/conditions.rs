@@ -73,6 +73,61 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
+/// Sets `Synced` from the drift the agent last reported (an App's or a standalone addon's):
+/// `BlockedSync` while the cluster cannot converge, `DriftDetected` naming the fields another
+/// manager changed (the agent applies them back), `InSync` otherwise.
+pub fn synced(conditions: &mut Vec<Condition>, sync: &kubenest_crds::app::Sync, generation: i64) {
+    let fields = || {
+        let named: Vec<String> = sync
+            .drift_details
+            .iter()
+            .take(3)
+            .map(|d| {
+                let by = d.manager.as_deref().map(|m| format!(", by {m}"));
+                format!(
+                    "{} {} (desired {}, observed {}{})",
+                    d.resource,
+                    d.field,
+                    d.desired,
+                    d.observed,
+                    by.unwrap_or_default()
+                )
+            })
+            .collect();
+        let more = sync.drift_details.len().saturating_sub(named.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("{}{more}", named.join("; "))
+    };
+    let (ok, reason, message) = match (sync.drift_detected, sync.drift_class.as_deref()) {
+        (_, Some("blocked_sync")) => (
+            false,
+            "BlockedSync",
+            format!(
+                "the cluster cannot converge: {}; changes are refused until it clears",
+                fields()
+            ),
+        ),
+        (true, _) => (
+            false,
+            "DriftDetected",
+            format!(
+                "changed on the cluster: {}; the agent is re-applying them",
+                fields()
+            ),
+        ),
+        (false, _) => (
+            true,
+            "InSync",
+            "the cluster matches the desired state".to_owned(),
+        ),
+    };
+    set(conditions, SYNCED, ok, reason, message, Some(generation));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +145,43 @@ mod tests {
         assert_eq!(conditions[0].status, "True");
         assert!(remove(&mut conditions, READY));
         assert!(conditions.is_empty());
+    }
+
+    #[test]
+    fn synced_names_the_drifted_fields_and_who_changed_them() {
+        use kubenest_crds::app::{DriftDetail, Sync};
+        let detail = |n: u32| DriftDetail {
+            resource: format!("Service/cache-{n}"),
+            field: "spec.ports[0].port".into(),
+            desired: "6379".into(),
+            observed: "6380".into(),
+            manager: Some("kubectl-edit".into()),
+        };
+        let mut conditions = Vec::new();
+        let drifted = Sync {
+            drift_detected: true,
+            drift_class: Some("recoverable".into()),
+            drift_details: (0..5).map(detail).collect(),
+        };
+        synced(&mut conditions, &drifted, 3);
+        let condition = get(&conditions, SYNCED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "DriftDetected")
+        );
+        assert!(
+            condition.message.starts_with(
+                "changed on the cluster: Service/cache-0 spec.ports[0].port (desired 6379, \
+                 observed 6380, by kubectl-edit); "
+            ) && condition.message.contains("and 2 more"),
+            "{}",
+            condition.message
+        );
+        synced(&mut conditions, &Sync::default(), 3);
+        let condition = get(&conditions, SYNCED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("True", "InSync")
+        );
     }
 }

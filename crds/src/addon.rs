@@ -138,6 +138,10 @@ pub struct AddonInstanceStatus {
     /// The progress deadline's clock of `revision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<ProgressClock>,
+    /// Drift the agent last reported: fields of the addon's objects another manager changed,
+    /// which it applied back (`recoverable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::app::Sync>,
     #[serde(default)]
     pub conditions: Vec<Condition>,
 }

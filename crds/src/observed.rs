@@ -105,7 +105,7 @@ pub struct ProjectRefused {
 }
 
 /// An AddonInstance's status from an `addon.status` event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AddonObserved {
     pub observed_revision: u32,
@@ -115,6 +115,9 @@ pub struct AddonObserved {
     pub git_commit: Option<String>,
     /// Why the agent could not write the addon's GitOps folder, if it could not.
     pub gitops_error: Option<String>,
+    /// The fields the agent found changed by another manager and applied back, as the report
+    /// carried them (none: in sync).
+    pub sync: ObservedSync,
 }
 
 /// The agent's refusal of an `addon.apply`: that revision failed, with why.
@@ -305,9 +308,15 @@ mod tests {
                 export_secret: None,
                 git_commit: None,
                 gitops_error: None,
+                sync: ObservedSync {
+                    drift_detected: false,
+                    drift_class: None,
+                    drift_details: Vec::new(),
+                },
             }),
             json!({"observedRevision": 2, "clusterPhase": "Ready", "message": "",
-                   "exportSecret": null, "gitCommit": null, "gitopsError": null})
+                   "exportSecret": null, "gitCommit": null, "gitopsError": null,
+                   "sync": {"driftDetected": false, "driftClass": null, "driftDetails": []}})
         );
         assert_eq!(
             value(&AddonRefused {

@@ -7,17 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use kubenest_contracts as wire;
 use kubenest_crds::names::{finalizers, labels};
 
 use super::{AddonError, AddonTarget, forget};
 use crate::apply::{Remaining, describe};
 use crate::context::Context;
-use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch};
+use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch, addon_release_name};
 use crate::memory::{FullPasses, LeftBehind};
 use crate::render::object_name;
 
@@ -44,6 +45,7 @@ pub fn release_status(release: &AddonRelease) -> Option<wire::AddonStatus> {
         }),
         git_commit: status.git_commit.clone(),
         gitops_error: status.gitops_error.clone(),
+        drift: status.drift.clone(),
         observed_at: chrono::Utc::now(),
     })
 }
@@ -76,6 +78,7 @@ impl Releases {
             export: None,
             git_commit: None,
             gitops_error: None,
+            drift: Vec::new(),
             observed_at: chrono::Utc::now(),
         });
     }
@@ -117,6 +120,7 @@ async fn reconcile(
             export: None,
             git_commit: None,
             gitops_error: None,
+            drift: Vec::new(),
             observed_at: chrono::Utc::now(),
         });
         kubenest_runtime::finalizer::release(
@@ -158,16 +162,18 @@ async fn reconcile(
         force: releases.passes.due(apply.addon.addon_id.as_str()),
         paused: false,
     };
-    let (phase, message, commit, git_error, keep) = match super::apply(ctx, &target).await {
+    let (phase, message, commit, git_error, keep, drift) = match super::apply(ctx, &target).await {
         Ok(outcome) => {
-            for detail in &outcome.drift {
-                tracing::info!(
-                    addon = apply.addon.name.as_str(),
-                    resource = %detail.resource,
-                    field = %detail.field,
-                    manager = detail.manager.as_deref().unwrap_or_default(),
-                    "drift applied back"
-                );
+            // Told on each drifted object, as for an App's: found by whom, and applied back.
+            let on = release.object_ref(&());
+            let told = crate::stack::events::drift_events(
+                namespace,
+                &on,
+                wire::DriftClass::Recoverable,
+                &outcome.drift,
+            );
+            for (reference, event) in told {
+                ctx.events.emit_to(&reference, [event]);
             }
             (
                 if outcome.ready { "Ready" } else { "Installing" },
@@ -175,9 +181,10 @@ async fn reconcile(
                 outcome.git_commit,
                 outcome.git_error,
                 Some(outcome.objects),
+                outcome.drift,
             )
         }
-        Err(error) => ("Failed", error.to_string(), None, None, None),
+        Err(error) => ("Failed", error.to_string(), None, None, None, Vec::new()),
     };
     if let Some(keep) = &keep {
         ctx.applier.prune(namespace, &selector, keep).await?;
@@ -189,6 +196,7 @@ async fn reconcile(
             message: &message,
             git_commit: commit.as_deref(),
             gitops_error: git_error.as_deref(),
+            drift: &drift,
         },
     };
     let old = release.status.clone().unwrap_or_default();
@@ -196,7 +204,8 @@ async fn reconcile(
         || old.observed_revision != Some(apply.revision)
         || old.message != message
         || old.git_commit != commit
-        || old.gitops_error != git_error;
+        || old.gitops_error != git_error
+        || old.drift != drift;
     if changed {
         let updated = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
@@ -206,6 +215,8 @@ async fn reconcile(
         }
     }
     Ok(match phase {
+        // Drift just healed: look again soon, to report it cleared.
+        _ if !drift.is_empty() => Action::requeue(Duration::from_millis(500)),
         // A record not written is tried again soon, though the addon runs.
         "Ready" if git_error.is_some() => Action::requeue(Duration::from_secs(10)),
         "Ready" => Action::requeue(Duration::from_secs(60)),
@@ -218,10 +229,30 @@ fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _: Arc<Releases
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Runs the AddonRelease controller until `shutdown`.
+/// The AddonRelease of an object labelled with a standalone addon's id.
+fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef<AddonRelease>> {
+    let addon = labels.get(labels::ADDON_ID)?;
+    Some(ObjectRef::new(&addon_release_name(addon)).within(namespace))
+}
+
+/// Runs the AddonRelease controller until `shutdown`. It is woken by its AddonReleases and by
+/// the [`WAKING`](crate::stack::WAKING) objects of their addons as the applier's caches see
+/// them change, so a field changed by hand is reported and put back at once.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
-    Controller::new(releases, watcher::Config::default())
+    let mut controller = Controller::new(releases, watcher::Config::default());
+    for (api_version, kind) in crate::stack::WAKING {
+        let Some((resource, changes)) = ctx.applier.changes(api_version, kind) else {
+            continue;
+        };
+        let namespace = ctx.namespace.clone();
+        controller = controller.watches_stream_with(
+            changes.map(Ok),
+            move |o: DynamicObject| owner(&namespace, o.labels()),
+            resource,
+        );
+    }
+    controller
         .graceful_shutdown_on(shutdown)
         .run(
             crate::metrics::metrics()

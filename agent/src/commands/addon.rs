@@ -116,6 +116,7 @@ pub(super) async fn addon_delete(
                 export: None,
                 git_commit: None,
                 gitops_error: None,
+                drift: Vec::new(),
                 observed_at: chrono::Utc::now(),
             });
             Ok(())

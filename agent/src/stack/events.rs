@@ -100,16 +100,18 @@ fn drifted(namespace: &str, resource: &str) -> Option<ObjectReference> {
     })
 }
 
-/// The Events of a drift report, each on the drifted object (with the StackDeploy as the
-/// related object): found, with the field and the manager that changed it; and applied back
-/// when recoverable, or blocked.
+/// The Events of drift of `class` (an App's report, or a standalone addon's), each on the
+/// drifted object with `owner` (its StackDeploy or AddonRelease) as the related object: found,
+/// with the field and the manager that changed it; and applied back when recoverable, or
+/// blocked.
 pub fn drift_events(
     namespace: &str,
-    stack_deploy: &ObjectReference,
-    report: &wire::DriftReport,
+    owner: &ObjectReference,
+    class: wire::DriftClass,
+    details: &[wire::DriftDetail],
 ) -> Vec<(ObjectReference, Event)> {
     let mut out = Vec::new();
-    for detail in &report.details {
+    for detail in details {
         let Some(reference) = drifted(namespace, &detail.resource) else {
             continue;
         };
@@ -122,7 +124,7 @@ pub fn drift_events(
             "{} changed{by}: desired {}, found {}",
             detail.field, detail.desired, detail.observed
         );
-        let related = Some(stack_deploy.clone());
+        let related = Some(owner.clone());
         out.push((
             reference.clone(),
             Event {
@@ -130,7 +132,7 @@ pub fn drift_events(
                 ..event(EventType::Warning, reasons::DRIFT_DETECTED, found, "Drift")
             },
         ));
-        let (type_, reason, note) = match report.class {
+        let (type_, reason, note) = match class {
             wire::DriftClass::Recoverable => (
                 EventType::Normal,
                 reasons::DRIFT_HEALED,
@@ -218,7 +220,12 @@ mod tests {
             }],
             observed_at: chrono::Utc::now(),
         };
-        let events = drift_events("shop", &ObjectReference::default(), &report);
+        let events = drift_events(
+            "shop",
+            &ObjectReference::default(),
+            report.class,
+            &report.details,
+        );
         assert_eq!(events.len(), 2);
         let (on, found) = &events[0];
         assert_eq!(

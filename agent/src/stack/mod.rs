@@ -30,7 +30,7 @@
 mod assess;
 mod cleanup;
 mod decide;
-mod events;
+pub(crate) mod events;
 mod facts;
 mod plan;
 mod rollout;
@@ -205,9 +205,12 @@ async fn write(
     }
     if let Some(drift) = decision.drift {
         let on = held.object_ref(&());
-        for (reference, event) in
-            events::drift_events(held.spec.deploy.app.namespace.as_str(), &on, &drift)
-        {
+        for (reference, event) in events::drift_events(
+            held.spec.deploy.app.namespace.as_str(),
+            &on,
+            drift.class,
+            &drift.details,
+        ) {
             ctx.events.emit_to(&reference, [event]);
         }
         ctx.reporter.report(drift);
@@ -226,9 +229,10 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
     Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
 }
 
-/// The kinds of an App's objects whose changes wake its StackDeploy: a rollout's progress, a
-/// field changed by hand, an Ingress given its address.
-const WAKING: [(&str, &str); 5] = [
+/// The kinds of an App's (or a standalone addon's) objects whose changes wake its StackDeploy
+/// (its AddonRelease): a rollout's progress, a field changed by hand, an Ingress given its
+/// address.
+pub(crate) const WAKING: [(&str, &str); 5] = [
     ("apps/v1", "Deployment"),
     ("apps/v1", "StatefulSet"),
     ("v1", "Service"),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common::{Backend, app_ref, eventually, project, reference_app, web_app};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kubenest_agent::crd::StackDeploy;
 use kubenest_contracts::{self as wire, AppPhase, Message, RejectReason};
@@ -281,7 +281,6 @@ async fn an_app_with_postgres_and_a_web_workload_runs_wired_to_the_dsn_and_commi
 /// field, values and manager, and applied back.
 #[tokio::test]
 async fn a_service_changed_by_hand_is_reported_as_drift_and_healed() {
-    use k8s_openapi::api::core::v1::Service;
     let f = fixture();
     let (project, namespace) = project(&f.backend, "svcdrift").await;
     let id = uuid::Uuid::new_v4().to_string();
@@ -801,6 +800,53 @@ async fn a_standalone_addon_keeps_its_revisions_commits_each_and_rolls_back() {
             .unwrap()
             .contains("128Mi")
     );
+
+    // A port changed behind the agent's back is reported with who changed it, at once (not at
+    // the next full pass), put back, and then reported cleared.
+    let services = Api::<Service>::namespaced(f.east.client().await.unwrap(), &namespace);
+    services
+        .patch(
+            "sessions",
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&json!({"spec": {"ports": [
+                {"name": "redis", "port": 6380, "targetPort": 6379, "protocol": "TCP"}]}})),
+        )
+        .await
+        .unwrap();
+    let id = addon.addon_id.clone();
+    let drifted = f
+        .backend
+        .wait_for("the addon's drift", Duration::from_secs(30), |m| match m {
+            Message::AddonStatus(s) if s.addon_id == id && !s.drift.is_empty() => Some(s.clone()),
+            _ => None,
+        })
+        .await;
+    let detail = &drifted.drift[0];
+    assert_eq!(
+        (detail.resource.as_str(), detail.field.as_str()),
+        ("Service/sessions", "spec.ports"),
+        "{detail:?}"
+    );
+    assert_eq!(detail.manager.as_deref(), Some("kubectl-edit"));
+    assert_eq!(detail.observed[0]["port"], 6380);
+    assert_eq!(detail.desired[0]["port"], 6379);
+    eventually("the addon's Service healed", LONG, async || {
+        let live = services.get("sessions").await.unwrap();
+        live.spec.unwrap().ports.unwrap()[0].port == 6379
+    })
+    .await;
+    let of_addon = |drifted: bool| {
+        let id = id.clone();
+        move |m: &Message| matches!(m, Message::AddonStatus(s) if s.addon_id == id && s.drift.is_empty() != drifted)
+    };
+    let found = f.backend.events().iter().position(of_addon(true)).unwrap();
+    eventually("the addon's drift reported cleared", LONG, async || {
+        f.backend.events()[found..].iter().any(of_addon(false))
+    })
+    .await;
 
     // A stale revision is refused; rolling back to 1 restores its values as revision 3.
     let stale = f

@@ -1,14 +1,16 @@
 // Standalone addons: installing one from the catalog into a project, the list, and one with
-// its revisions, a change of values or version, and rollback; both pages reload on the
-// stream's `addon.changed` events (spec, phase or revision changed).
-import { useState, type FormEvent } from "react";
+// its revisions, a change of values or version, rollback, and its drift; both pages reload on
+// the stream's `addon.changed` events (spec, phase or revision changed), the addon's page on
+// its `addon.drift` events too, which it lists as they come.
+import { useMemo, useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { api, ok, ApiFailure } from "../api/client";
 import { useAccount, useOrgRole } from "../account";
 import { useLoad } from "../load";
-import { useNewestEvent } from "../live/store";
+import { useNewestEvent, useStore } from "../live/store";
 import { canWrite } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
+import { Drift, describeDrift } from "../components/Drift";
 import { ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function Addons() {
@@ -145,8 +147,10 @@ function Change({ id, version, values, onChanged }: { id: string; version?: stri
 export function AddonDetail() {
   const { id = "" } = useParams();
   const role = useOrgRole();
-  const changed = useNewestEvent((e) => e.kind === "addon.changed" && e.addon_id === id);
+  const changed = useNewestEvent((e) => (e.kind === "addon.changed" || e.kind === "addon.drift") && e.addon_id === id);
   const addon = useLoad(async () => ok(await api.GET("/api/v1/addon-instances/{id}", { params: { path: { id } } })), [id, changed]);
+  const allEvents = useStore((s) => s.events);
+  const drifts = useMemo(() => allEvents.filter((e) => e.kind === "addon.drift" && e.addon_id === id), [allEvents, id]);
   const [failure, setFailure] = useState<Error>();
   const a = addon.data;
   if (!a) return <Missing title="Addon" error={addon.error} />;
@@ -164,6 +168,16 @@ export function AddonDetail() {
         <dt>Exports Secret</dt>
         <dd>{a.export_secret ?? "not yet"}</dd>
       </dl>
+      <Drift sync={a.sync} />
+      {drifts.length > 0 && (
+        <ol className="timeline" data-testid="addon-drift-events" aria-live="polite" aria-label="Drift of this addon" tabIndex={0}>
+          {[...drifts].reverse().map((e) => (
+            <li key={e.id}>
+              <When at={e.at} /> {describeDrift(e)}
+            </li>
+          ))}
+        </ol>
+      )}
       {canWrite(role) && <Change key={`${a.version}/${JSON.stringify(a.values)}`} id={id} version={a.version} values={a.values} onChanged={addon.reload} />}
       <ErrorNote error={failure} />
       <h2>Revisions</h2>

@@ -8,6 +8,7 @@ import { useLoad } from "../load";
 import { store, useStore, type LiveEvent } from "../live/store";
 import { canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
+import { Drift, describeDrift } from "../components/Drift";
 import { History } from "../components/History";
 import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
@@ -119,7 +120,7 @@ export function AppDetail() {
           ))}
         </tbody>
       </table>
-      <Drift app={app} />
+      <Drift sync={app.sync} />
       <h2>Timeline</h2>
       <Timeline events={events} />
       <h2>History</h2>
@@ -173,43 +174,14 @@ function Components({ app }: { app: App }) {
   );
 }
 
-function Drift({ app }: { app: App }) {
-  if (!app.sync.drift_detected) return <p data-testid="drift">In sync with the cluster.</p>;
-  return (
-    <section data-testid="drift" aria-label="Drift">
-      <h2>Drift{app.sync.drift_class ? ` (${app.sync.drift_class})` : ""}</h2>
-      <table>
-        <Head columns={["Resource", "Field", "Desired", "Observed", "Changed by"]} />
-        <tbody>
-          {app.sync.drift_details.map((d) => (
-            <tr key={`${d.resource}/${d.field}`}>
-              <td>{d.resource}</td>
-              <td>
-                <code>{d.field}</code>
-              </td>
-              <td>{d.desired}</td>
-              <td>{d.observed}</td>
-              <td>{d.manager ?? "unknown"}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </section>
-  );
-}
-
 function describe(e: LiveEvent): string {
   switch (e.kind) {
     case "app.phase":
       return `phase ${String(e.previous ?? "none")} → ${String(e.phase)}${e.message ? `: ${String(e.message)}` : ""}`;
     case "deployment":
       return `deployment ${String(e.deployment_id ?? "")} (revision ${String(e.revision ?? "").slice(0, 12)})`;
-    case "app.drift": {
-      if (!e.drift_detected) return "drift healed";
-      const details = (e.drift_details as App["sync"]["drift_details"] | undefined) ?? [];
-      const fields = details.map((d) => `${d.resource} ${d.field} desired ${d.desired} observed ${d.observed} by ${d.manager ?? "unknown"}`);
-      return `drift detected${fields.length ? `: ${fields.join("; ")}` : ""}`;
-    }
+    case "app.drift":
+      return describeDrift(e);
     case "alert":
       return `alert ${String(e.alert ?? "")} ${String(e.state ?? "")}${e.message ? `: ${String(e.message)}` : ""}`;
     default:

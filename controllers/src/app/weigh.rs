@@ -163,7 +163,9 @@ pub fn conclude(old: &AppStatus, mut status: AppStatus, pass: &Pass<'_>) -> Conc
         ),
         _ => conditions::remove(&mut status.conditions, PROGRESSING),
     };
-    sync_condition(&mut status, pass.generation);
+    if let Some(sync) = &status.sync {
+        conditions::synced(&mut status.conditions, sync, pass.generation);
+    }
     let requeue = match (pass.retry, assessment.outcome) {
         // A command still to be (re-)sent, even for an App that has settled: a snapshot said
         // the cluster lost it while the last send's backoff ran.
@@ -186,44 +188,6 @@ pub fn conclude(old: &AppStatus, mut status: AppStatus, pass: &Pass<'_>) -> Conc
         changed,
         requeue,
     }
-}
-
-/// The `Synced` condition from the drift the agent reported.
-fn sync_condition(status: &mut AppStatus, generation: i64) {
-    let Some(sync) = status.sync.clone() else {
-        return;
-    };
-    let (ok, reason, message) = match (sync.drift_detected, sync.drift_class.as_deref()) {
-        (_, Some("blocked_sync")) => (
-            false,
-            "BlockedSync",
-            format!(
-                "the cluster cannot converge ({} field(s)); changes are refused until it clears",
-                sync.drift_details.len()
-            ),
-        ),
-        (true, _) => (
-            false,
-            "DriftDetected",
-            format!(
-                "{} field(s) changed on the cluster; the agent is re-applying them",
-                sync.drift_details.len()
-            ),
-        ),
-        (false, _) => (
-            true,
-            "InSync",
-            "the cluster matches the desired state".to_owned(),
-        ),
-    };
-    conditions::set(
-        &mut status.conditions,
-        conditions::SYNCED,
-        ok,
-        reason,
-        message,
-        Some(generation),
-    );
 }
 
 /// The status of an App whose spec cannot be built: `Failed`, not ready, nothing in progress.

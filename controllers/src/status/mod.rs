@@ -199,7 +199,17 @@ impl Router {
                     export_secret: status.export.map(|e| e.secret.as_str().to_owned()),
                     git_commit: status.git_commit,
                     gitops_error: status.gitops_error,
+                    sync: ObservedSync {
+                        drift_detected: !status.drift.is_empty(),
+                        drift_class: (!status.drift.is_empty()).then(|| "recoverable".into()),
+                        drift_details: status.drift.iter().map(drift_detail).collect(),
+                    },
                 };
+                // Told once per report, as `kubectl describe addoninstance` shows it: the agent
+                // applied it back already, and its next report clears `sync`.
+                self.plane
+                    .events
+                    .emit(&*addon, status.drift.iter().map(drift_event));
                 patch_status(client, &*addon, &observed).await
             }
             Message::CommandAccepted(accepted) => {
@@ -297,18 +307,7 @@ impl Router {
         let Some(app) = self.caches.app_on(cluster_id, report.app_id.as_str()) else {
             return self.stray(cluster_id, "drift.report");
         };
-        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-        let details: Vec<DriftDetail> = report
-            .details
-            .iter()
-            .map(|d| DriftDetail {
-                resource: d.resource.clone(),
-                field: d.field.clone(),
-                desired: text(&d.desired),
-                observed: text(&d.observed),
-                manager: d.manager.clone(),
-            })
-            .collect();
+        let details: Vec<DriftDetail> = report.details.iter().map(drift_detail).collect();
         let blocked = report.class == wire::DriftClass::BlockedSync;
         let detected = blocked || !details.is_empty();
         let drift = AppDrift {
@@ -350,5 +349,34 @@ impl Router {
         {
             tracing::warn!(%cluster_id, app_id = %orphan.app_id, "the cluster holds an App that no longer exists");
         }
+    }
+}
+
+/// A drifted field as a status shows it: values as text (a string as it is, anything else as
+/// JSON).
+fn drift_detail(d: &wire::DriftDetail) -> DriftDetail {
+    let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    DriftDetail {
+        resource: d.resource.clone(),
+        field: d.field.clone(),
+        desired: text(&d.desired),
+        observed: text(&d.observed),
+        manager: d.manager.clone(),
+    }
+}
+
+/// The Event of a field another manager changed, which the agent applied back.
+fn drift_event(d: &wire::DriftDetail) -> kubenest_runtime::events::Event {
+    let d = drift_detail(d);
+    let by = d.manager.map(|m| format!(" by {m}")).unwrap_or_default();
+    kubenest_runtime::events::Event {
+        type_: kubenest_runtime::events::EventType::Warning,
+        reason: kubenest_crds::names::reasons::DRIFT_DETECTED.into(),
+        note: Some(format!(
+            "{} {} changed on the cluster{by} (desired {}, found {}); applied back",
+            d.resource, d.field, d.desired, d.observed
+        )),
+        action: "Drift".into(),
+        secondary: None,
     }
 }

@@ -18,10 +18,11 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    CONVERGE, Expect, converged, converged_as, eventually, fixture, gone, run, simple_app,
+    CONVERGE, Expect, converged, converged_as, events_until, eventually, fixture, gone, run,
+    simple_app,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kubenest_cli::api::Client;
 use kubenest_crds::addon::AddonInstance;
@@ -80,26 +81,6 @@ async fn create_with_deadline(
     body["progress_deadline_seconds"] = json!(deadline);
     let app = admin.post("/api/v1/apps", &body).await.unwrap();
     app["id"].as_str().unwrap().to_owned()
-}
-
-/// The Kubernetes Events matching `fields` in any namespace, once one has `reason`.
-async fn events_until(client: &kube::Client, fields: &str, reason: &str) -> Vec<CoreEvent> {
-    let events: Api<CoreEvent> = Api::all(client.clone());
-    let mut found = Vec::new();
-    eventually(
-        &format!("an Event {reason} on {fields}"),
-        Duration::from_secs(30),
-        async || {
-            found = events
-                .list(&ListParams::default().fields(fields))
-                .await
-                .unwrap()
-                .items;
-            found.iter().any(|e| e.reason.as_deref() == Some(reason))
-        },
-    )
-    .await;
-    found
 }
 
 #[test]

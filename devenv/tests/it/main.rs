@@ -7,6 +7,7 @@
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)] // a test fails by panicking
 
+mod addon_drift;
 mod addons_real;
 mod common;
 mod control_plane;

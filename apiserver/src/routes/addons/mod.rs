@@ -120,6 +120,9 @@ pub struct InstanceResponse {
     /// Why the agent could not write the addon's folder to the cluster's GitOps repository
     /// (the addon runs regardless; an alert is open meanwhile).
     pub gitops_error: Option<String>,
+    /// Fields of the addon's objects another manager changed, as the agent last reported them
+    /// (it applies them back, then reports the addon in sync).
+    pub sync: crate::routes::apps::SyncView,
     pub created_at: Option<String>,
     /// Seconds an install or change may take to become ready.
     pub progress_deadline_seconds: u32,
@@ -153,6 +156,7 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
         export_secret: status.export_secret,
         git_commit: status.git_commit,
         gitops_error: status.gitops_error,
+        sync: status.sync.unwrap_or_default().into(),
         created_at: k8s::created(addon),
         progress_deadline_seconds: addon.spec.progress_deadline_seconds,
         revisions: None,

@@ -31,7 +31,7 @@ pub struct DriftView {
     pub manager: Option<String>,
 }
 
-/// Drift between what the App says and what runs.
+/// Drift between what an App (or a standalone addon) says and what runs.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SyncView {
     pub drift_detected: bool,
@@ -39,6 +39,26 @@ pub struct SyncView {
     /// clears).
     pub drift_class: Option<String>,
     pub drift_details: Vec<DriftView>,
+}
+
+impl From<kubenest_crds::app::Sync> for SyncView {
+    fn from(sync: kubenest_crds::app::Sync) -> Self {
+        SyncView {
+            drift_detected: sync.drift_detected,
+            drift_class: sync.drift_class,
+            drift_details: sync
+                .drift_details
+                .into_iter()
+                .map(|d| DriftView {
+                    resource: d.resource,
+                    field: d.field,
+                    desired: d.desired,
+                    observed: d.observed,
+                    manager: d.manager,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// An App.
@@ -124,21 +144,7 @@ pub(super) fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
                 message: c.message.clone(),
             })
             .collect(),
-        sync: SyncView {
-            drift_detected: sync.drift_detected,
-            drift_class: sync.drift_class,
-            drift_details: sync
-                .drift_details
-                .into_iter()
-                .map(|d| DriftView {
-                    resource: d.resource,
-                    field: d.field,
-                    desired: d.desired,
-                    observed: d.observed,
-                    manager: d.manager,
-                })
-                .collect(),
-        },
+        sync: sync.into(),
         revision: status.revision,
         observed_revision: status.observed_revision,
         deployment_id: status.deployment_id,

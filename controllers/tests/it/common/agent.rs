@@ -369,6 +369,7 @@ impl Agent {
                     export: None,
                     git_commit: None,
                     gitops_error: None,
+                    drift: Vec::new(),
                     observed_at: chrono::Utc::now(),
                 }));
             }
@@ -382,6 +383,7 @@ impl Agent {
                     export: None,
                     git_commit: None,
                     gitops_error: None,
+                    drift: Vec::new(),
                     observed_at: chrono::Utc::now(),
                 }));
             }

@@ -343,3 +343,27 @@ pub fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     )
 }
+
+/// The Kubernetes Events matching `fields` in any namespace, once one has `reason`.
+pub async fn events_until(
+    client: &kube::Client,
+    fields: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(client.clone());
+    let mut found = Vec::new();
+    eventually(
+        &format!("an Event {reason} on {fields}"),
+        Duration::from_secs(30),
+        async || {
+            found = events
+                .list(&kube::api::ListParams::default().fields(fields))
+                .await
+                .unwrap()
+                .items;
+            found.iter().any(|e| e.reason.as_deref() == Some(reason))
+        },
+    )
+    .await;
+    found
+}
