@@ -2,7 +2,6 @@
 //! CERTIFICATE that is a CA, valid now, and one PEM private key that rcgen can sign with and
 //! whose public key is the certificate's. Refusals name the field and never quote the key.
 
-use base64::Engine as _;
 use x509_parser::certificate::X509Certificate;
 
 use crate::error::{ApiError, ApiResult};
@@ -39,76 +38,41 @@ pub struct Certificate {
     pub not_after: String,
 }
 
-/// One PEM block: its label and what its base64 body decodes to.
-struct Block {
-    label: String,
-    der: Vec<u8>,
-}
-
-impl Block {
-    /// The block as PEM, 64 characters a line.
-    fn pem(&self) -> String {
-        let body = base64::engine::general_purpose::STANDARD.encode(&self.der);
-        let mut pem = format!("-----BEGIN {}-----\n", self.label);
-        for line in body.as_bytes().chunks(64) {
-            pem.push_str(&String::from_utf8_lossy(line));
-            pem.push('\n');
-        }
-        pem.push_str(&format!("-----END {}-----\n", self.label));
-        pem
-    }
-}
-
 /// The PEM blocks of `text` (text between blocks is ignored, as RFC 7468 allows), or why it is
 /// no PEM. The reasons never quote the text.
-fn blocks(text: &str) -> Result<Vec<Block>, String> {
-    let mut found = Vec::new();
-    let mut open: Option<(String, String)> = None;
-    for line in text.lines().map(str::trim) {
-        match &mut open {
-            None => {
-                if let Some(label) = line
-                    .strip_prefix("-----BEGIN ")
-                    .and_then(|l| l.strip_suffix("-----"))
-                {
-                    open = Some((label.to_owned(), String::new()));
-                }
-            }
-            Some((label, body)) => {
-                if let Some(end) = line
-                    .strip_prefix("-----END ")
-                    .and_then(|l| l.strip_suffix("-----"))
-                {
-                    if end != label {
-                        return Err(format!("a BEGIN {label} block ends with END {end}"));
-                    }
-                    let der = base64::engine::general_purpose::STANDARD
-                        .decode(body.as_bytes())
-                        .map_err(|_| format!("the body of the {label} block is not base64"))?;
-                    found.push(Block {
-                        label: label.clone(),
-                        der,
-                    });
-                    open = None;
-                } else if line.contains(':') {
-                    return Err(format!(
-                        "the {label} block has headers (an encrypted legacy key?): give it \
-                         unencrypted, e.g. `openssl pkey -in key.pem`"
-                    ));
-                } else {
-                    body.push_str(line);
-                }
-            }
+fn blocks(text: &str) -> Result<Vec<pem::Pem>, String> {
+    // The crate skips a BEGIN without its END; said here rather than "no PEM block".
+    if text.matches("-----BEGIN ").count() > text.matches("-----END ").count() {
+        return Err("a PEM block has no END line".into());
+    }
+    let found = pem::parse_many(text).map_err(|error| match error {
+        pem::PemError::MismatchedTags(begin, end) => {
+            format!("a BEGIN {begin} block ends with END {end}")
         }
+        pem::PemError::InvalidData(_) => "the body of a PEM block is not base64".into(),
+        pem::PemError::InvalidHeader(_) => "a PEM block has malformed headers".into(),
+        _ => "malformed PEM".into(),
+    })?;
+    if let Some(block) = found.iter().find(|b| b.headers().iter().next().is_some()) {
+        return Err(format!(
+            "the {} block has headers (an encrypted legacy key?): give it unencrypted, e.g. \
+             `openssl pkey -in key.pem`",
+            block.tag()
+        ));
     }
-    match open {
-        Some((label, _)) => Err(format!("the {label} block has no END line")),
-        None => Ok(found),
-    }
+    Ok(found)
+}
+
+/// A block as PEM, with `\n` line ends.
+fn encoded(block: &pem::Pem) -> String {
+    pem::encode_config(
+        block,
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+    )
 }
 
 /// The one block of `text`, or a 422 on `field` saying what is wrong with it.
-fn one_block(field: &str, text: &str, what: &str) -> ApiResult<Block> {
+fn one_block(field: &str, text: &str, what: &str) -> ApiResult<pem::Pem> {
     if text.len() > MAX_PEM_BYTES {
         return Err(ApiError::invalid(
             field,
@@ -137,18 +101,18 @@ fn rfc3339(seconds: i64) -> String {
 }
 
 /// The certificate of `block`, or a 422 on `certificate`.
-fn parse(block: &Block) -> ApiResult<X509Certificate<'_>> {
+fn parse(block: &pem::Pem) -> ApiResult<X509Certificate<'_>> {
     let field = "certificate";
-    if block.label != "CERTIFICATE" {
+    if block.tag() != "CERTIFICATE" {
         return Err(ApiError::invalid(
             field,
             format!(
                 "a {} block: the certificate is a CERTIFICATE block",
-                block.label
+                block.tag()
             ),
         ));
     }
-    match x509_parser::parse_x509_certificate(&block.der) {
+    match x509_parser::parse_x509_certificate(block.contents()) {
         Ok(([], certificate)) => Ok(certificate),
         Ok(_) => Err(ApiError::invalid(
             field,
@@ -218,19 +182,19 @@ fn check_ca(certificate: &X509Certificate<'_>, now: i64) -> ApiResult<()> {
 fn check_key(private_key: &str, certificate: &X509Certificate<'_>) -> ApiResult<String> {
     let field = "private_key";
     let block = one_block(field, private_key, "the CA's private key")?;
-    if !KEY_LABELS.contains(&block.label.as_str()) {
-        let why = if block.label.contains("ENCRYPTED") {
+    if !KEY_LABELS.contains(&block.tag()) {
+        let why = if block.tag().contains("ENCRYPTED") {
             "an encrypted key: give it unencrypted, e.g. `openssl pkey -in key.pem`".to_owned()
         } else {
             format!(
                 "a {} block: the key is a PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY block",
-                block.label
+                block.tag()
             )
         };
         return Err(ApiError::invalid(field, why));
     }
-    let key = rcgen::KeyPair::from_pem(&block.pem()).map_err(|_| {
-        let hint = if block.label == "PRIVATE KEY" {
+    let key = rcgen::KeyPair::from_pem(&encoded(&block)).map_err(|_| {
+        let hint = if block.tag() == "PRIVATE KEY" {
             ""
         } else {
             "; give it as PKCS#8, e.g. `openssl pkcs8 -topk8 -nocrypt -in key.pem`"
@@ -240,7 +204,7 @@ fn check_key(private_key: &str, certificate: &X509Certificate<'_>) -> ApiResult<
             format!(
                 "the {} block is no key kubenest can sign with (PKCS#8 ECDSA P-256 or \
                  P-384, Ed25519 or RSA){hint}",
-                block.label
+                block.tag()
             ),
         )
     })?;
@@ -270,7 +234,7 @@ pub fn check(certificate: &str, private_key: &str, now: i64) -> ApiResult<Checke
     check_ca(&parsed, now)?;
     let private_key = check_key(private_key, &parsed)?;
     Ok(CheckedCa {
-        certificate: block.pem(),
+        certificate: encoded(&block),
         private_key,
         about: about(&parsed),
     })
