@@ -137,3 +137,79 @@ async fn tls_without_a_certificate_is_refused_alike_until_the_project_has_an_ing
         .unwrap();
     assert!(tls().await);
 }
+
+/// A certificate's Secret name reaches a manifest: one DNS label of the App's own namespace,
+/// never a path, a flag, another namespace's Secret or one of kubenest's. Each such value is
+/// refused alike by REST and kubectl, naming `tls_secret`, and by the hub's door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_tls_secret_is_refused_at_every_door_naming_it() {
+    let (org, project, session, id) = setting("tlssecret").await;
+    let project_name = project["name"].as_str().unwrap();
+    let project_id = project["id"].as_str().unwrap();
+    let apps: Api<App> = Api::namespaced(as_user(&id).await, &format!("org-{org}"));
+    let field = "components[0].workload_spec.ingress.tls_secret";
+    let long = "a".repeat(64);
+    let hostile = [
+        "-x",
+        "--all",
+        "../ca",
+        "kube-system/tls",
+        "a/b",
+        "Upper",
+        "a.b",
+        "x\n",
+        "x\0y",
+        "",
+        long.as_str(),
+        "kubenest-ingress-ca",
+        "kubenest-exports",
+    ];
+    for value in hostile {
+        let (rest_tls, crd_tls) = with_ingress(
+            json!({"host": "shop.example.test", "tls": true, "tls_secret": value}),
+            json!({"host": "shop.example.test", "path": "/", "tls": true, "tlsSecret": value}),
+        );
+        let (status, body) = session
+            .post(
+                "/api/v1/apps",
+                json!({"project_id": project_id, "name": "shop", "components": rest_tls}),
+            )
+            .await;
+        let rest = rest_refusal(status, &body);
+        assert_eq!(
+            (rest.status, rest.field.as_deref()),
+            (422, Some(field)),
+            "REST took {value:?}: {body}"
+        );
+        let object = app_object("shop", project_name, crd_tls);
+        let kube = kube_refusal(
+            apps.create(&PostParams::default(), &object)
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(
+            (kube.status, kube.field.as_deref()),
+            (422, Some(field)),
+            "kubectl took {value:?}: {kube:?}"
+        );
+    }
+    assert!(apps.get_opt("shop").await.unwrap().is_none());
+    // The wire's own door: the same values in an `app.deploy` the hub and agent check.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../contracts/fixtures/app.deploy/pass/git-and-helm-sources.json"
+    );
+    let frame: Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    for value in hostile {
+        let mut payload = frame["payload"].clone();
+        payload["components"][0]["port"] = json!(8080);
+        payload["components"][0]["ingress"] =
+            json!({"host": "shop.example.test", "path": "/", "tls": true, "tls_secret": value});
+        let deploy: kubenest_contracts::AppDeploy = serde_json::from_value(payload).unwrap();
+        let refused = kubenest_domain::app::validate_deploy(&deploy).unwrap_err();
+        assert_eq!(
+            refused.pointer, "/components/0/ingress/tls_secret",
+            "the hub took {value:?}"
+        );
+    }
+}
