@@ -241,8 +241,9 @@ pub(crate) const WAKING: [(&str, &str); 5] = [
 ];
 
 /// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
-/// BuildRequests, and by the [`WAKING`] objects of their Apps as the applier's caches see them
-/// change (one watch of each kind serves both), so a field changed by hand is seen at once.
+/// BuildRequests, by the [`WAKING`] objects of their Apps as the applier's caches see them
+/// change (one watch of each kind serves both), so a field changed by hand is seen at once,
+/// and by their project's ingress CA.
 /// `apps` is shared with the command handlers.
 pub async fn run(
     ctx: Arc<Context>,
@@ -263,6 +264,26 @@ pub async fn run(
         controller = controller.watches_stream_with(
             changes.map(Ok),
             move |o: DynamicObject| owner(&namespace, o.labels()),
+            resource,
+        );
+    }
+    // The project's ingress CA is no App's object: a new one wakes every App of its namespace,
+    // so their certificates are issued from it now, not at their next full pass.
+    if let Some((resource, changes)) = ctx.applier.changes("v1", "Secret") {
+        let held = controller.store();
+        let ca_changes = changes.filter(|secret| {
+            std::future::ready(secret.metadata.name.as_deref() == Some(wire::INGRESS_CA_SECRET))
+        });
+        controller = controller.watches_stream_with(
+            ca_changes.map(Ok),
+            move |secret: DynamicObject| {
+                let namespace = secret.metadata.namespace.unwrap_or_default();
+                held.state()
+                    .iter()
+                    .filter(|s| s.spec.deploy.app.namespace.as_str() == namespace)
+                    .map(|s| ObjectRef::from_obj(&**s))
+                    .collect::<Vec<_>>()
+            },
             resource,
         );
     }

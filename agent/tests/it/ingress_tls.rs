@@ -8,7 +8,7 @@ use crate::agent::{LONG, fixture};
 use crate::common::{app_ref, project, secret_set};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::networking::v1::Ingress;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kubenest_contracts::{self as wire, AppPhase};
 use serde_json::json;
 
@@ -60,8 +60,8 @@ async fn an_ingress_waits_for_the_projects_ca_then_gets_a_certificate_issued_fro
         wire::SecretKind::Tls,
         &[("tls.crt", &ca), ("tls.key", &key.serialize_pem())],
     );
+    // The CA alone wakes the App: no revision is needed.
     f.backend.accept(set).await;
-    f.backend.accept(shop(app.clone(), "r2")).await;
     let ingresses: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
     let mut issued = None;
     crate::common::eventually("the certificate issued", LONG, async || {
@@ -88,11 +88,47 @@ async fn an_ingress_waits_for_the_projects_ca_then_gets_a_certificate_issued_fro
     let tls = ingress.spec.unwrap().tls.unwrap();
     assert_eq!(tls[0].secret_name.as_deref(), Some("shop-web-tls"));
 
-    // A later pass keeps the certificate as it is.
+    // A later pass keeps the certificate as it is. (kwok runs no ingress controller: the
+    // address is published as one would, so the App can be Running.)
+    let address = json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.8"}]}}});
+    ingresses
+        .patch_status("shop-web", &PatchParams::default(), &Patch::Merge(&address))
+        .await
+        .unwrap();
     f.backend.accept(shop(app, "r3")).await;
     f.backend
-        .app_status("r3 applied", LONG, &id, |s| s.observed_revision == "r3")
+        .app_status("r3 applied", LONG, &id, |s| {
+            s.observed_revision == "r3" && s.phase == AppPhase::Running
+        })
         .await;
     let kept = secrets.get("shop-web-tls").await.unwrap();
     assert_eq!(kept.data, issued.data, "not issued again");
+
+    // A new CA for the project: the Running App's certificate is issued from it at once, not
+    // at its next full pass (a minute away) or revision.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "tlsca second CA");
+    let second = params.self_signed(&key).unwrap().pem();
+    let set = secret_set(
+        &namespace,
+        wire::INGRESS_CA_SECRET,
+        None,
+        wire::SecretKind::Tls,
+        &[("tls.crt", &second), ("tls.key", &key.serialize_pem())],
+    );
+    f.backend.accept(set).await;
+    crate::common::eventually(
+        "the certificate issued from the new CA",
+        std::time::Duration::from_secs(20),
+        async || {
+            let now = secrets.get("shop-web-tls").await.unwrap();
+            let chain = String::from_utf8(now.data.unwrap()["tls.crt"].0.clone()).unwrap();
+            chain.trim_end().ends_with(second.trim_end())
+        },
+    )
+    .await;
 }
