@@ -116,6 +116,12 @@ pub struct StackDeployStatus {
     /// (the App runs regardless).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gitops_error: Option<String>,
+    /// The verification of the running revision ([`crate::verify`]), written by its own loop
+    /// and never by the StackDeploy controller's status writes (which skip it, so neither
+    /// overwrites the other).
+    #[serde(default, skip_serializing)]
+    #[schemars(schema_with = "opaque")]
+    pub verification: Option<serde_json::Value>,
 }
 
 /// A standalone addon on this cluster, with the revisions the agent has applied.

@@ -63,6 +63,7 @@ pub mod report;
 pub mod stack;
 pub mod uplink;
 pub mod validate;
+pub mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -197,6 +198,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         addon::run(ctx.clone(), stop()),
         build::run(ctx.clone(), stop()),
         pod_security::run(client.clone(), stop()),
+        verify::run(ctx.clone(), stop()),
     );
     Ok(())
 }

@@ -152,6 +152,7 @@ mod tests {
             OrganizationSpec {
                 display_name: "Acme".into(),
                 members: vec![member("vic", Role::Viewer)],
+                verification: None,
             },
         );
         let cluster = Cluster::new(

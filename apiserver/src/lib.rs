@@ -107,7 +107,10 @@ fn api_routes() -> ApiRouter<AppState> {
             put(session::set_password),
         )
         .api_route("/api/v1/orgs", get(orgs::list).post(orgs::create))
-        .api_route("/api/v1/orgs/{org}", get(orgs::get).delete(orgs::delete))
+        .api_route(
+            "/api/v1/orgs/{org}",
+            get(orgs::get).patch(orgs::patch).delete(orgs::delete),
+        )
         .api_route(
             "/api/v1/orgs/{org}/members",
             get(orgs::members).put(orgs::put_member),

@@ -5,6 +5,9 @@
 //! The mapping goes through JSON on purpose: the CRD types stay the single definition of what a
 //! valid App is, and free-form Helm `values` pass through untouched.
 
+pub mod verdict;
+pub mod verification;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -427,6 +430,18 @@ mod tests {
         assert_eq!(
             paths_of(schemars::schema_for!(AddonBody), true),
             paths_of(schemars::schema_for!(AddonComponent), false),
+        );
+        let verification: BTreeSet<String> = paths_of(
+            schemars::schema_for!(kubenest_crds::verification::VerificationSpec),
+            false,
+        )
+        .iter()
+        .map(|p| api_field(p))
+        .collect();
+        assert!(verification.contains("metrics.path"), "{verification:?}");
+        assert_eq!(
+            paths_of(schemars::schema_for!(verification::VerificationBody), false),
+            verification
         );
     }
 

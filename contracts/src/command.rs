@@ -70,6 +70,9 @@ pub struct AppDeploy {
     pub paused: bool,
     #[schemars(length(min = 1, max = 64))]
     pub components: Vec<Component>,
+    /// How the revision is judged once it runs ([`crate::Verification`]); none: it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::Verification>,
 }
 
 /// One component of an App.

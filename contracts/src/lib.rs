@@ -52,6 +52,7 @@ pub mod schemas;
 mod status;
 mod token;
 mod validate;
+mod verification;
 
 pub use checksum::{canonical_json, checksum_of};
 pub use command::*;
@@ -64,3 +65,4 @@ pub use token::{
     Claims, ClientType, HUB_AUDIENCE, Identity, TokenError, TokenSigner, TokenVerifier,
 };
 pub use validate::{Checked, FrameError, Limits, Validator};
+pub use verification::*;

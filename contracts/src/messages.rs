@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::command::*;
 use crate::control::*;
 use crate::status::*;
+use crate::verification::*;
 
 // The catalog below fixes it for every message type, so it lives here.
 /// Which way a frame travels.
@@ -101,6 +102,7 @@ catalog! {
     "project.status" => ProjectStatus(ProjectStatus), Status;
     "app.status" => AppStatus(AppStatus), Status;
     "drift.report" => DriftReport(DriftReport), Status;
+    "verification.result" => VerificationResult(VerificationResult), Status;
     "addon.status" => AddonStatus(AddonStatus), Status;
     "build.status" => BuildStatus(BuildStatus), Status;
     "log.lines" => LogLines(LogLines), Status;

@@ -19,6 +19,7 @@ use kube::{Resource, ResourceExt};
 use kubenest_crds::cluster::Cluster;
 use kubenest_domain::alerts::{
     AlertKind, Signal, app_signal, cluster_signal, deletion_signal, gitops_signal,
+    verification_signal,
 };
 use kubenest_store::{Alerts, NewAlert};
 use tokio_util::sync::CancellationToken;
@@ -181,6 +182,7 @@ fn subjects(caches: &Caches) -> Vec<Subject> {
             (AlertKind::ProgressDeadlineExceeded, app_signal(status)),
             (deletion, deletion_signal(conditions)),
             (gitops, gitops_signal(gitops_error)),
+            (AlertKind::VerificationFailed, verification_signal(status)),
         ] {
             subjects.extend(in_project(caches, &*app, project, (kind, "app"), signal));
         }

@@ -1,6 +1,6 @@
 //! The controllers' caches: reflector stores of the objects every controller and the status
-//! router look up (Apps, Projects, AddonInstances, Clusters, organization namespaces and
-//! AddonDefinitions), and the lookups across them (which cluster an object lives on).
+//! router look up (Apps, Projects, AddonInstances, Clusters, organization namespaces,
+//! AddonDefinitions and Organizations), and the lookups across them (which cluster an object lives on).
 //!
 //! This is the bottom floor of the controllers' shared layer: [`crate::placement`],
 //! [`crate::plane`] and the status router read it; it reads none of them.
@@ -17,6 +17,7 @@ use kubenest_crds::addon::{AddonDefinition, AddonInstance};
 use kubenest_crds::app::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::names::labels;
+use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
@@ -32,6 +33,8 @@ pub struct Caches {
     /// Organization namespaces (labelled with their organization).
     pub namespaces: Store<Namespace>,
     pub definitions: Store<AddonDefinition>,
+    /// Organizations, for their defaults (an App's verification).
+    pub organizations: Store<Organization>,
 }
 
 impl std::fmt::Debug for Caches {
@@ -124,6 +127,7 @@ impl Caches {
                 shutdown,
             ),
             definitions: cache(Api::all(client.clone()), all(), shutdown),
+            organizations: cache(Api::all(client.clone()), all(), shutdown),
         };
         let _ = tokio::join!(
             caches.apps.wait_until_ready(),
@@ -132,8 +136,14 @@ impl Caches {
             caches.clusters.wait_until_ready(),
             caches.namespaces.wait_until_ready(),
             caches.definitions.wait_until_ready(),
+            caches.organizations.wait_until_ready(),
         );
         (caches, app_stream)
+    }
+
+    /// Organization `name`, as the cache holds it.
+    pub fn organization(&self, name: &str) -> Option<Arc<Organization>> {
+        self.organizations.get(&ObjectRef::new(name))
     }
 
     /// The Apps of project `project` in `namespace`.

@@ -18,6 +18,8 @@
 //!   `rejected`);
 //! - `revision_confirmation_seconds{outcome}`: from a deployment's row (its revision's start)
 //!   to its outcome once the agent reported it (`succeeded`, `failed`);
+//! - verified deployments: `verification_verdicts_total{verdict}` and
+//!   `automatic_rollbacks_total` (after a failed verification);
 //! - Kubernetes Events: `events_total{reason, type}`, `events_dropped_total`,
 //!   `events_failed_total` ([`kubenest_runtime::events`]);
 //! - `hub_replicas_connected`, and the history store's pool (`db_connections{state}`,
@@ -61,6 +63,11 @@ pub struct AnswerLabel {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerdictLabel {
+    pub verdict: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
@@ -82,6 +89,10 @@ pub struct Metrics {
     pub command_answers: Family<AnswerLabel, Counter>,
     pub revision_confirmation: Family<OutcomeLabel, Histogram, fn() -> Histogram>,
     pub hub_replicas_connected: Gauge,
+    /// Verdicts on verified revisions, by verdict.
+    pub verdicts: Family<VerdictLabel, Counter>,
+    /// Rollbacks kubenest made after a failed verification.
+    pub automatic_rollbacks: Counter,
     pub pool: PoolGauges,
     /// The Kubernetes Events written (`events_total{reason, type}`, dropped, failed).
     pub events: EventMetrics,
@@ -117,6 +128,8 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     commands_acked: Family::default(),
     commands_unrouted: Family::default(),
     commands_resent: Family::default(),
+    verdicts: Family::default(),
+    automatic_rollbacks: Counter::default(),
     command_answers: Family::default(),
     revision_confirmation: Family::new_with_constructor(confirmation_histogram),
     hub_replicas_connected: Gauge::default(),
@@ -234,6 +247,16 @@ pub fn admin(client: &kube::Client, history: &History) -> Admin {
         "queue_depth",
         "Items waiting in a work queue, by queue",
         metrics.queue_depth.clone(),
+    );
+    registry.register(
+        "verification_verdicts",
+        "Verdicts on verified revisions, by verdict (Passed, Failed, Inconclusive)",
+        metrics.verdicts.clone(),
+    );
+    registry.register(
+        "automatic_rollbacks",
+        "Rollbacks kubenest made by itself after a revision failed its verification",
+        metrics.automatic_rollbacks.clone(),
     );
     registry.register(
         "commands_sent",

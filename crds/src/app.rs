@@ -55,6 +55,9 @@ pub struct AppSpec {
     /// Paused Apps keep their spec with every workload scaled to zero.
     #[serde(default)]
     pub paused: bool,
+    /// How each revision is judged once it runs; unset: the organization's default, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verification::VerificationSpec>,
 }
 
 /// One component: exactly one of `workload` or `addon`.
@@ -288,6 +291,10 @@ pub struct AppStatus {
     /// The last revision the agent stored durably (`command.accepted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accepted_revision: Option<String>,
+    /// The verdict on the last revision verified (`spec.verification`), and what was done
+    /// with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verification::VerificationStatus>,
     /// The agent's refusal of the current revision, with the reason and field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejection: Option<Rejection>,

@@ -21,6 +21,7 @@ pub mod observed;
 pub mod organization;
 pub mod project;
 pub mod template;
+pub mod verification;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

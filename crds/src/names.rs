@@ -51,6 +51,9 @@ pub mod annotations {
     pub const REDEPLOY: &str = "kubenest.io/redeploy";
     /// A rollback request: the deployment (App) or revision (addon) to restore.
     pub const ROLLBACK_TO: &str = "kubenest.io/rollback-to";
+    /// Why kubenest asked for a rollback itself (a failed verification); recorded on the
+    /// rollback's history row.
+    pub const ROLLBACK_REASON: &str = "kubenest.io/rollback-reason";
     /// The deployment a restored spec came from.
     pub const RESTORED_FROM: &str = "kubenest.io/restored-from";
     /// On the workload cluster: the hash of the desired object last applied.

@@ -57,6 +57,12 @@ pub struct ObservedSync {
     pub drift_details: Vec<DriftDetail>,
 }
 
+/// The agent's verdict on an App's revision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AppVerified {
+    pub verification: crate::verification::VerificationStatus,
+}
+
 /// The agent's refusal of an App's `app.deploy`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AppRejected {

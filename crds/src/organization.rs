@@ -40,6 +40,9 @@ pub struct OrganizationSpec {
     #[serde(default)]
     #[schemars(length(max = 1000))]
     pub members: Vec<Member>,
+    /// The verification of the organization's Apps that set none of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::verification::VerificationSpec>,
 }
 
 /// What the Organization controller observed.

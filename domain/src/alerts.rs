@@ -13,6 +13,9 @@
 //!   deadline (`Ready=False` of reason `DeletionDeadlineExceeded`, see
 //!   [`crate::deletion`]) raises `deletion_deadline_exceeded`; it ends when the object is gone
 //!   (or removed by force).
+//! - An App whose revision failed its verification and whose automatic rollback failed too (or
+//!   had nothing to go back to) raises `verification_failed` (critical): kubenest stopped
+//!   acting; a revision that passes ends it.
 //! - An App or standalone addon whose agent could not write its GitOps folder (a commit or a
 //!   push refused: `gitopsError` in its status) raises `gitops_write_failed`; the next write
 //!   that succeeds ends it. The App or addon runs regardless.
@@ -35,15 +38,19 @@ pub enum AlertKind {
     DeletionDeadlineExceeded,
     /// An App's or addon's GitOps folder could not be written.
     GitOpsWriteFailed,
+    /// An App's revision failed its verification and kubenest stopped acting on it (its
+    /// automatic rollback failed too, or nothing earlier passed): a person must decide.
+    VerificationFailed,
 }
 
 impl AlertKind {
     /// Every kind.
-    pub const ALL: [AlertKind; 4] = [
+    pub const ALL: [AlertKind; 5] = [
         Self::HeartbeatMissed,
         Self::ProgressDeadlineExceeded,
         Self::DeletionDeadlineExceeded,
         Self::GitOpsWriteFailed,
+        Self::VerificationFailed,
     ];
 
     /// The kind as stored and as the API and the stream name it.
@@ -53,6 +60,7 @@ impl AlertKind {
             Self::ProgressDeadlineExceeded => "progress_deadline_exceeded",
             Self::DeletionDeadlineExceeded => "deletion_deadline_exceeded",
             Self::GitOpsWriteFailed => "gitops_write_failed",
+            Self::VerificationFailed => "verification_failed",
         }
     }
 
@@ -61,10 +69,11 @@ impl AlertKind {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
 
-    /// `critical` (nothing is known of a whole cluster) or `warning` (one object).
+    /// `critical` (nothing is known of a whole cluster, or a bad revision runs and kubenest
+    /// stopped acting on it) or `warning` (one object).
     pub fn severity(self) -> &'static str {
         match self {
-            Self::HeartbeatMissed => "critical",
+            Self::HeartbeatMissed | Self::VerificationFailed => "critical",
             Self::ProgressDeadlineExceeded
             | Self::DeletionDeadlineExceeded
             | Self::GitOpsWriteFailed => "warning",
@@ -78,7 +87,8 @@ impl AlertKind {
             Self::HeartbeatMissed => "cluster",
             Self::ProgressDeadlineExceeded
             | Self::DeletionDeadlineExceeded
-            | Self::GitOpsWriteFailed => "app",
+            | Self::GitOpsWriteFailed
+            | Self::VerificationFailed => "app",
         }
     }
 
@@ -89,6 +99,7 @@ impl AlertKind {
             Self::ProgressDeadlineExceeded => PROGRESS_DEADLINE_EXCEEDED,
             Self::DeletionDeadlineExceeded => crate::deletion::DELETION_DEADLINE_EXCEEDED,
             Self::GitOpsWriteFailed => "GitOpsWriteFailed",
+            Self::VerificationFailed => "VerificationAutomationStopped",
         }
     }
 
@@ -99,6 +110,7 @@ impl AlertKind {
             Self::ProgressDeadlineExceeded => "RunningAgain",
             Self::DeletionDeadlineExceeded => "Deleted",
             Self::GitOpsWriteFailed => "GitOpsWritten",
+            Self::VerificationFailed => "VerifiedAgain",
         }
     }
 }
@@ -169,6 +181,25 @@ pub fn gitops_signal(error: Option<&str>) -> Signal {
     match error {
         Some(error) => Signal::Raise(format!("the GitOps repository was not written: {error}")),
         None => Signal::Clear("the GitOps repository is written again".into()),
+    }
+}
+
+/// What an App's status says of `verification_failed`: raised while its verification's
+/// automation is stopped; cleared once a revision passes its verification.
+pub fn verification_signal(status: Option<&AppStatus>) -> Signal {
+    let Some(verdict) = status.and_then(|s| s.verification.as_ref()) else {
+        return Signal::Keep;
+    };
+    match verdict.action.as_deref() {
+        Some(action) if action.starts_with("automation stopped") => Signal::Raise(format!(
+            "revision {} failed its verification ({}); {action}",
+            verdict.revision, verdict.reason
+        )),
+        _ if verdict.verdict == "Passed" => Signal::Clear(format!(
+            "revision {} passed its verification",
+            verdict.revision
+        )),
+        _ => Signal::Keep,
     }
 }
 

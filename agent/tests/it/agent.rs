@@ -949,3 +949,42 @@ async fn an_addons_exports_say_what_its_chart_runs_with() {
     assert_eq!(value("POSTGRES_DB").as_deref(), Some("orders"));
     assert_eq!(value("POSTGRES_USER").as_deref(), Some("shop"));
 }
+
+/// On kwok (pod signals only: no metrics declared), a verified revision that runs passes at the
+/// end of its window; its progress is kept in its StackDeploy.
+#[tokio::test]
+async fn a_verified_revision_without_metrics_passes_on_its_pods_at_the_end_of_its_window() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "verified").await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "shop", &project, &namespace);
+    let mut deploy = web_app(app, "r1", "nginx:1.27", 2, 120);
+    deploy.verification = Some(wire::Verification {
+        window_seconds: 30,
+        metrics: None,
+    });
+    f.backend.accept(deploy).await;
+    f.backend
+        .app_status("Running", LONG, &id, |s| s.phase == AppPhase::Running)
+        .await;
+    let stacks = Api::<StackDeploy>::namespaced(f.east.client().await.unwrap(), "kubenest-system");
+    let mut kept = None;
+    eventually("the window kept in the StackDeploy", LONG, async || {
+        let held = stacks.get(&format!("app-{id}")).await.unwrap();
+        kept = held.status.and_then(|s| s.verification);
+        kept.is_some()
+    })
+    .await;
+    let kept = kept.unwrap();
+    assert_eq!(kept["revision"], "r1", "{kept}");
+    let passed = f
+        .backend
+        .wait_for("r1's verdict", LONG, |m| match m {
+            Message::VerificationResult(r) if r.app_id.as_str() == id => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+    assert_eq!(passed.verdict, wire::Verdict::Passed, "{passed:?}");
+    assert_eq!(passed.window_seconds, 30);
+    assert!(passed.observed_at - passed.started_at >= chrono::Duration::seconds(30));
+}

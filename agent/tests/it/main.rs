@@ -22,3 +22,4 @@ mod real_node;
 mod silence;
 mod storm;
 mod tls;
+mod verified;

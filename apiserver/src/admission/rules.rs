@@ -153,8 +153,10 @@ fn changes<'a>(old: &'a App, new: &'a App) -> Vec<Change<'a>> {
         (true, false) => changes.push(Change::Resume),
         _ => {}
     }
+    // As REST's PATCH, whichever of these fields it changes.
     if old.spec.components != new.spec.components
         || old.spec.progress_deadline_seconds != new.spec.progress_deadline_seconds
+        || old.spec.verification != new.spec.verification
     {
         changes.push(Change::Patch {
             before: &old.spec.components,

@@ -16,6 +16,7 @@ use kubenest_crds::project::Project;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::addon_kinds::*;
 use super::kinds::*;
 use super::{NewEvent, alerts};
 use crate::k8s::{Index, Kind};

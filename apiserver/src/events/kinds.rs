@@ -1,11 +1,11 @@
-//! The events one change of an object makes (pure): the facts of an App or a standalone addon
-//! compared between versions, a cluster's state, and where an object of an organization is.
+//! The events one change of an object makes (pure): the facts of an App compared between
+//! versions, a cluster's state, and where an object of an organization is (a standalone
+//! addon's are in `addon_kinds`).
 
 use std::collections::HashMap;
 
 use kube::{Resource, ResourceExt};
 use kubenest_crds::App;
-use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::Cluster;
 use kubenest_domain::alerts::AlertKind;
 use serde_json::{Value, json};
@@ -19,6 +19,8 @@ pub(super) struct AppFacts {
     phase: Option<String>,
     deployment_id: Option<String>,
     drift: Value,
+    /// The verdict on its last verified revision, and what was done with it.
+    verification: Value,
     /// Its `progress_deadline_exceeded` alert is open.
     alerting: bool,
     /// Its `deletion_deadline_exceeded` alert is open.
@@ -40,12 +42,23 @@ pub(super) fn facts_after(old: Option<&AppFacts>, app: &App) -> AppFacts {
         phase: status.phase,
         deployment_id: status.deployment_id,
         drift: drift_json(status.sync),
+        verification: status.verification.map_or(Value::Null, |v| {
+            json!({
+                "revision": v.revision, "verdict": v.verdict, "reason": v.reason,
+                "window_seconds": v.window_seconds, "started_at": v.started_at,
+                "observed_at": v.observed_at, "action": v.action,
+                "signals": v.signals.iter().map(|s| json!({
+                    "name": s.name, "value": s.value, "baseline": s.baseline,
+                    "threshold": s.threshold, "failed": s.failed,
+                })).collect::<Vec<_>>(),
+            })
+        }),
     }
 }
 
 /// The drift an App or a standalone addon last reported, as its stream event carries it
 /// (`null`: none reported yet).
-fn drift_json(sync: Option<kubenest_crds::app::Sync>) -> Value {
+pub(super) fn drift_json(sync: Option<kubenest_crds::app::Sync>) -> Value {
     sync.map_or(Value::Null, |s| {
         json!({
             "drift_detected": s.drift_detected,
@@ -141,6 +154,11 @@ pub(super) fn app_events(
         payload["app"] = name.clone().into();
         events.push(event("app.drift", 2, payload));
     }
+    if new.verification != old.verification && !new.verification.is_null() {
+        let mut payload = new.verification.clone();
+        payload["app"] = name.clone().into();
+        events.push(event("app.verification", 4, payload));
+    }
     // Slot 3 is `app.deleted`'s too, which never shares a version with these: a deletion's
     // event carries the deletion's own resourceVersion. Nor do the two alerts change in one
     // version: a deletion's alert opens as the App turns `Failed` for it, which neither opens
@@ -202,90 +220,6 @@ pub(super) fn cluster_event(old: Option<&str>, cluster: &Cluster) -> Option<NewE
     })
 }
 
-/// What the stream reports of a standalone addon, to compare versions by.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct AddonFacts {
-    generation: Option<i64>,
-    phase: Option<String>,
-    revision: Option<u32>,
-    observed_revision: Option<u32>,
-    drift: Value,
-}
-
-pub(super) fn addon_facts(addon: &AddonInstance) -> AddonFacts {
-    let status = addon.status.clone().unwrap_or_default();
-    AddonFacts {
-        generation: addon.metadata.generation,
-        phase: status.phase,
-        revision: status.revision,
-        observed_revision: status.observed_revision,
-        drift: drift_json(status.sync),
-    }
-}
-
-/// The events between two versions of a standalone addon (pure): `addon.changed` when its spec
-/// (a change, or a rollback writing an earlier revision back), phase or revisions changed, and
-/// `addon.drift` when the drift the agent reported changed (found and applied back, or
-/// cleared).
-pub(super) fn addon_event(
-    old: Option<&AddonFacts>,
-    addon: &AddonInstance,
-    place: (Option<String>, Option<String>),
-) -> Vec<NewEvent> {
-    let namespace = addon.namespace().unwrap_or_default();
-    let (Some(org), Some(version), Some(uid)) = (
-        org_name_of(&namespace),
-        addon.resource_version(),
-        addon.uid(),
-    ) else {
-        return Vec::new();
-    };
-    let new = addon_facts(addon);
-    let old = old.cloned().unwrap_or_default();
-    if new.phase.is_none() {
-        return Vec::new();
-    }
-    let event = |kind: &'static str, slot: i64, payload: Value| NewEvent {
-        id: event_id(&version, slot).unwrap_or_default(),
-        org_id: org.to_owned(),
-        cluster_id: place.1.clone(),
-        project_id: place.0.clone(),
-        app_id: None,
-        kind,
-        payload,
-    };
-    let name = addon.name_any();
-    let mut events = Vec::new();
-    let moved = |f: &AddonFacts| {
-        (
-            f.generation,
-            f.phase.clone(),
-            f.revision,
-            f.observed_revision,
-        )
-    };
-    if moved(&new) != moved(&old) {
-        let status = addon.status.clone().unwrap_or_default();
-        events.push(event(
-            "addon.changed",
-            0,
-            json!({
-                "addon": name, "addon_id": uid, "phase": new.phase,
-                "previous": old.phase, "revision": new.revision,
-                "observed_revision": new.observed_revision, "message": status.message,
-                "generation": new.generation,
-            }),
-        ));
-    }
-    if new.drift != old.drift && !new.drift.is_null() {
-        let mut payload = new.drift.clone();
-        payload["addon"] = name.into();
-        payload["addon_id"] = uid.into();
-        events.push(event("addon.drift", 2, payload));
-    }
-    events
-}
-
 /// The `alert` event of a cluster whose alert opened or resolved in this version.
 pub(super) fn cluster_alert_event(alerting: bool, cluster: &Cluster) -> Option<NewEvent> {
     let namespace = cluster.namespace().unwrap_or_default();
@@ -326,6 +260,7 @@ mod tests {
                 components: vec![],
                 progress_deadline_seconds: 600,
                 paused: false,
+                verification: None,
             },
         );
         app.metadata.namespace = Some("org-acme".into());
@@ -346,82 +281,47 @@ mod tests {
         let events = app_events(Some(&before), &after, (Some("p".into()), None));
         let kinds: Vec<&str> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["deployment", "app.phase"]);
-        assert_eq!(events[1].id, 6 * 4 + 1);
+        assert_eq!(events[1].id, 6 * 8 + 1);
         assert_eq!(events[1].org_id, "acme");
         assert_eq!(events[1].payload["previous"], "Running");
         assert!(app_events(Some(&app_facts(&after)), &after, (None, None)).is_empty());
     }
 
     #[test]
-    fn an_addon_makes_an_event_when_its_phase_or_revisions_change_and_not_otherwise() {
-        use kubenest_crds::addon::{AddonInstanceSpec, AddonInstanceStatus};
-        let addon = |phase: &str, revision: u32, version: &str| {
-            let mut addon = AddonInstance::new(
-                "db",
-                serde_json::from_value::<AddonInstanceSpec>(
-                    json!({"project": "web", "definition": "postgres"}),
-                )
-                .unwrap(),
-            );
-            addon.metadata.namespace = Some("org-acme".into());
-            addon.metadata.uid = Some("a1".into());
-            addon.metadata.resource_version = Some(version.into());
-            addon.status = Some(AddonInstanceStatus {
-                phase: Some(phase.into()),
-                revision: Some(revision),
-                ..Default::default()
-            });
-            addon
-        };
-        let installing = addon("Installing", 1, "7");
-        let first = addon_event(None, &installing, (Some("p".into()), Some("c".into())));
-        let [first] = first.as_slice() else {
-            panic!("one event: {first:?}")
-        };
-        assert_eq!((first.kind, first.id), ("addon.changed", 7 * 4));
-        assert_eq!(first.payload["addon_id"], "a1");
-        assert_eq!(first.project_id.as_deref(), Some("p"));
-        let seen = addon_facts(&installing);
-        assert_eq!(
-            addon_event(Some(&seen), &addon("Installing", 1, "8"), (None, None)),
-            vec![]
-        );
-        let mut respecified = addon("Installing", 1, "8");
-        respecified.metadata.generation = Some(2);
-        assert_eq!(
-            addon_event(Some(&seen), &respecified, (None, None)).len(),
-            1
-        );
-        let upgraded = addon_event(Some(&seen), &addon("Installing", 2, "9"), (None, None));
-        assert_eq!(upgraded[0].payload["revision"], 2);
-        let ready = addon_event(Some(&seen), &addon("Ready", 1, "10"), (None, None));
-        assert_eq!(ready[0].payload["previous"], "Installing");
-
-        // Drift found and applied back is its own event; so is its clearing.
-        let mut drifted = addon("Installing", 1, "11");
-        drifted.status.as_mut().unwrap().sync = Some(kubenest_crds::app::Sync {
-            drift_detected: true,
-            drift_class: Some("recoverable".into()),
-            drift_details: vec![kubenest_crds::app::DriftDetail {
-                resource: "Service/db".into(),
-                field: "spec.ports[0].port".into(),
-                desired: "5432".into(),
-                observed: "5433".into(),
-                manager: Some("kubectl-edit".into()),
+    fn a_verdict_and_what_was_done_with_it_are_events_with_their_numbers() {
+        use kubenest_crds::verification::{VerificationSignal, VerificationStatus};
+        let before = app_facts(&app(Some("Running"), Some("d1"), "5"));
+        let mut judged = app(Some("Running"), Some("d1"), "6");
+        let mut verdict = VerificationStatus {
+            revision: "r1".into(),
+            verdict: "Failed".into(),
+            reason: "error_ratio 0.3 above its threshold 0.05 (window 180s)".into(),
+            window_seconds: 180,
+            started_at: "2026-12-07T12:00:00Z".into(),
+            observed_at: "2026-12-07T12:03:00Z".into(),
+            signals: vec![VerificationSignal {
+                name: "error_ratio".into(),
+                value: 0.3,
+                baseline: Some(0.0),
+                threshold: Some(0.05),
+                failed: true,
             }],
-        });
-        let found = addon_event(Some(&seen), &drifted, (None, None));
-        let [found] = found.as_slice() else {
-            panic!("one event: {found:?}")
+            action: None,
         };
-        assert_eq!((found.kind, found.id), ("addon.drift", 11 * 4 + 2));
-        assert_eq!(found.payload["addon_id"], "a1");
-        assert_eq!(found.payload["drift_details"][0]["manager"], "kubectl-edit");
-        let mut healed = addon("Installing", 1, "12");
-        healed.status.as_mut().unwrap().sync = Some(Default::default());
-        let cleared = addon_event(Some(&addon_facts(&drifted)), &healed, (None, None));
-        assert_eq!(cleared[0].kind, "addon.drift");
-        assert_eq!(cleared[0].payload["drift_detected"], false);
+        judged.status.as_mut().unwrap().verification = Some(verdict.clone());
+        let events = app_events(Some(&before), &judged, (None, None));
+        let [event] = events.as_slice() else {
+            panic!("one event: {events:?}")
+        };
+        assert_eq!((event.kind, event.id), ("app.verification", 6 * 8 + 4));
+        assert_eq!(event.payload["verdict"], "Failed");
+        assert_eq!(event.payload["signals"][0]["threshold"], 0.05);
+        assert_eq!(event.payload["window_seconds"], 180);
+        verdict.action = Some("rolling back to deployment d0".into());
+        let mut acted = app(Some("Running"), Some("d1"), "7");
+        acted.status.as_mut().unwrap().verification = Some(verdict);
+        let events = app_events(Some(&app_facts(&judged)), &acted, (None, None));
+        assert_eq!(events[0].payload["action"], "rolling back to deployment d0");
     }
 
     #[test]
@@ -442,7 +342,7 @@ mod tests {
         let running = app_facts(&app(Some("Running"), Some("d1"), "6"));
         let events = app_events(Some(&running), &failed, (None, None));
         let alert = events.iter().find(|e| e.kind == "alert").unwrap();
-        assert_eq!(alert.id, 7 * 4 + 3);
+        assert_eq!(alert.id, 7 * 8 + 3);
         assert_eq!(alert.payload["state"], "open");
         assert_eq!(alert.payload["alert"], "progress_deadline_exceeded");
 
@@ -475,7 +375,7 @@ mod tests {
         let deleting = app_facts(&app(Some("Deleting"), Some("d1"), "11"));
         let events = app_events(Some(&deleting), &overdue, (None, None));
         let alert = events.iter().find(|e| e.kind == "alert").unwrap();
-        assert_eq!(alert.id, 12 * 4 + 3);
+        assert_eq!(alert.id, 12 * 8 + 3);
         assert_eq!(alert.payload["alert"], "deletion_deadline_exceeded");
         assert_eq!(alert.payload["state"], "open");
         assert!(

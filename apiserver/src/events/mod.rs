@@ -1,9 +1,10 @@
-//! The live event stream's source: phase changes, deployments, drift, standalone addons' specs,
+//! The live event stream's source: phase changes, deployments, drift, verdicts on verified
+//! revisions, standalone addons' specs,
 //! phases and revisions, cluster connectivity and alerts opening and resolving ([`alerts`]),
 //! derived from watches of the management cluster.
 //!
 //! Every replica watches everything and derives the same events from the same object
-//! versions. An event's id comes from the version it was seen in (`resourceVersion × 4 + slot`,
+//! versions. An event's id comes from the version it was seen in (`resourceVersion × 8 + slot`,
 //! the slot telling apart the events one version can make), so every replica gives it the same
 //! id without asking anyone. Each stores them (`ON CONFLICT DO NOTHING`: whichever replica is
 //! first) in PostgreSQL's `events` table and then fans them out to its own subscribers. A client
@@ -14,6 +15,7 @@
 //! stores whatever has queued in one statement, so under a burst of changes (a fleet rolling
 //! out) a round trip carries hundreds of events rather than one.
 
+mod addon_kinds;
 mod alerts;
 mod derive;
 mod kinds;
@@ -275,12 +277,14 @@ async fn store(
     }
 }
 
-/// The id of the `slot`-th kind of event a version makes (the same on every replica).
+/// The id of the `slot`-th kind of event a version makes (the same on every replica). Eight
+/// slots (once four: the ids of events made since are larger than every earlier one, so a
+/// client resuming from an old id misses nothing).
 fn event_id(resource_version: &str, slot: i64) -> Option<i64> {
     resource_version
         .parse::<i64>()
         .ok()?
-        .checked_mul(4)?
+        .checked_mul(8)?
         .checked_add(slot)
 }
 

@@ -5,18 +5,19 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::NoContent;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, Patch};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    MemberBody, MemberView, OrgPath, OrgView, check_dns_label, new_member, org_view, post_params,
-    set_member,
+    MemberBody, MemberView, OrgPath, OrgView, check_dns_label, new_member, org_view, patch_params,
+    post_params, set_member,
 };
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
+use crate::model::verification::{self, VerificationBody, VerificationView};
 use crate::state::AppState;
 
 /// An organization.
@@ -29,6 +30,9 @@ pub struct OrgResponse {
     pub phase: Option<String>,
     /// Your strongest role at organization scope, if any.
     pub role: Option<kubenest_crds::common::Role>,
+    /// The verification of the organization's Apps that set none of their own (defaults
+    /// filled in); `null`: such Apps' revisions are not verified.
+    pub verification: Option<VerificationView>,
     pub created_at: Option<String>,
 }
 
@@ -40,10 +44,12 @@ fn response(caller: &Caller, org: &Organization) -> OrgResponse {
         namespace: status.namespace,
         phase: status.phase,
         role: authz::role_at(caller, org, None, None),
+        verification: org.spec.verification.as_ref().map(VerificationView::from),
         created_at: crate::k8s::created(org),
     }
 }
 
+/// An organization to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewOrgBody {
@@ -53,6 +59,10 @@ pub struct NewOrgBody {
     pub display_name: String,
     #[serde(default)]
     pub members: Vec<MemberBody>,
+    /// The verification of the organization's Apps that set none of their own (see the App's
+    /// `verification`); without it, such Apps' revisions are not verified.
+    #[serde(default, deserialize_with = "verification::object_or_null")]
+    pub verification: Option<VerificationBody>,
 }
 
 /// Creates an organization (platform administrators only) and waits until it has its
@@ -77,6 +87,11 @@ pub async fn create(
     if body.display_name.trim().is_empty() || body.display_name.len() > 253 {
         return Err(ApiError::invalid("display_name", "1 to 253 characters"));
     }
+    let verification = body
+        .verification
+        .as_ref()
+        .map(|v| verification::check("verification", v))
+        .transpose()?;
     let mut members = Vec::new();
     for (i, member) in body.members.iter().enumerate() {
         members.push(
@@ -94,6 +109,7 @@ pub async fn create(
         OrganizationSpec {
             display_name: body.display_name,
             members,
+            verification,
         },
     );
     let api: Api<Organization> = Api::all(state.client().clone());
@@ -140,6 +156,49 @@ pub async fn get(
 ) -> ApiResult<Json<OrgResponse>> {
     let view = org_view(&state, &caller, &path.org).await?;
     Ok(Json(response(&caller, &view.org)))
+}
+
+/// A change of an organization: each field given replaces its own (at least one is given).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1))]
+pub struct PatchOrgBody {
+    /// A new default verification of the organization's Apps that set none of their own
+    /// (see the App's `verification`), replacing the whole one; `null` removes it.
+    #[serde(default, deserialize_with = "verification::given_or_null")]
+    #[schemars(with = "Option<VerificationBody>")]
+    pub verification: Option<Option<VerificationBody>>,
+}
+
+/// Changes an organization's default verification (organization admins).
+pub async fn patch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+    Body(body): Body<PatchOrgBody>,
+) -> ApiResult<Json<OrgResponse>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    require_org_admin(&caller, &view)?;
+    super::not_in_git(
+        &view.org,
+        "organization",
+        "Change spec.verification in its manifest in Git.",
+    )?;
+    let Some(given) = &body.verification else {
+        return Err(ApiError::bad_request("nothing to change: set verification"));
+    };
+    let spec = given
+        .as_ref()
+        .map(|v| verification::check("verification", v))
+        .transpose()?;
+    let patch = serde_json::json!({"spec": {
+        "verification": verification::merge_patch(spec.as_ref())?,
+    }});
+    let api: Api<Organization> = Api::all(state.client().clone());
+    let updated = api
+        .patch(&path.org, &patch_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Json(response(&caller, &updated)))
 }
 
 /// Deletes an empty organization (platform administrators only).

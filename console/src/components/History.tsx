@@ -53,8 +53,14 @@ export function History({
               <td>
                 <code>{d.revision.slice(0, 12)}</code>
               </td>
-              <td>{d.actor}</td>
-              <td>{d.result}</td>
+              <td>
+                {d.actor}
+                {d.reason ? <small title={d.reason}> ({d.reason})</small> : null}
+              </td>
+              <td>
+                {d.result}
+                {d.verification ? ` · verification ${d.verification.verdict}` : ""}
+              </td>
               <td className="row">
                 <button type="button" aria-expanded={open === d.id} onClick={() => setOpen(open === d.id ? null : d.id)}>
                   {open === d.id ? "Hide diff" : "Show diff"}

@@ -10,6 +10,7 @@ import { canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { Drift, describeDrift } from "../components/Drift";
 import { History } from "../components/History";
+import { Verification, describeVerdict } from "../components/Verification";
 import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function AppDetail() {
@@ -121,6 +122,7 @@ export function AppDetail() {
         </tbody>
       </table>
       <Drift sync={app.sync} />
+      <Verification verdict={app.verdict} />
       <h2>Timeline</h2>
       <Timeline events={events} />
       <h2>History</h2>
@@ -182,6 +184,8 @@ function describe(e: LiveEvent): string {
       return `deployment ${String(e.deployment_id ?? "")} (revision ${String(e.revision ?? "").slice(0, 12)})`;
     case "app.drift":
       return describeDrift(e);
+    case "app.verification":
+      return describeVerdict(e);
     case "alert":
       return `alert ${String(e.alert ?? "")} ${String(e.state ?? "")}${e.message ? `: ${String(e.message)}` : ""}`;
     default:

@@ -95,6 +95,10 @@ async fn target(
         name: key.name.clone(),
         project_id: placement.project_id.clone(),
         namespace: placement.namespace.clone(),
+        default_verification: plane
+            .caches
+            .organization(&placement.org_id)
+            .and_then(|org| org.spec.verification.clone()),
     };
     let addons = resolve_addons(plane, &key.namespace, &app.spec);
     let deploy = match build_deploy(&identity, &app.spec, &addons) {

@@ -25,6 +25,7 @@ pub fn built(revision: &str) -> Built {
             progress_deadline_seconds: 600,
             paused: false,
             components: vec![],
+            verification: None,
         },
         revision: revision.to_owned(),
         recorded: true,
@@ -54,5 +55,7 @@ pub fn pending_row() -> Deployment {
         message: String::new(),
         created_at: Utc::now(),
         finished_at: None,
+        verification: None,
+        reason: String::new(),
     }
 }

@@ -36,6 +36,7 @@ mod plan;
 mod record;
 mod rollback;
 mod rollout;
+mod verified;
 mod weigh;
 
 use std::time::Duration;

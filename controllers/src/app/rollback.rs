@@ -102,12 +102,25 @@ pub(super) async fn rollback(
         .record_deployment(&new)
         .await
         .at("recording the rollback of App", key)?;
-    let patch = json!([
-        {"op": "test", "path": "/metadata/resourceVersion", "value": version},
-        {"op": "replace", "path": "/spec", "value": spec},
-        {"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_TO.replace('/', "~1"))},
-        {"op": "add", "path": format!("/metadata/annotations/{}", annotations::RESTORED_FROM.replace('/', "~1")), "value": row.id.to_string()},
-    ]);
+    // Made by kubenest after a failed verification: the row says why.
+    let reason = app.annotations().get(annotations::ROLLBACK_REASON);
+    if let Some(reason) = reason {
+        plane
+            .history
+            .record_reason(&placement.org_id, row.id, reason)
+            .await
+            .at("recording why kubenest rolled back App", key)?;
+    }
+    let mut patch = vec![
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}),
+        json!({"op": "replace", "path": "/spec", "value": spec}),
+        json!({"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_TO.replace('/', "~1"))}),
+        json!({"op": "add", "path": format!("/metadata/annotations/{}", annotations::RESTORED_FROM.replace('/', "~1")), "value": row.id.to_string()}),
+    ];
+    if reason.is_some() {
+        patch.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", annotations::ROLLBACK_REASON.replace('/', "~1"))}));
+    }
+    let patch = serde_json::Value::Array(patch);
     patch_json(plane, key, patch)
         .await
         .at("restoring the snapshot into App", key)?;

@@ -2,7 +2,8 @@
 //! [`facts`](super::facts) gathers (reads only), [`plan`](super::plan) decides (pure, a table
 //! test), [`act`](super::act) carries out the steps (the deployment row before any send), and
 //! [`conclude`](super::conclude) weighs and writes the status. A rollback request is carried out
-//! before any of it ([`super::rollback`]).
+//! before any of it ([`super::rollback`]), and so is what a failed verification asks
+//! ([`super::verified`]).
 
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -11,7 +12,7 @@ use kubenest_crds::names::annotations;
 
 use super::plan::{self, Plan};
 use super::record::write_status;
-use super::{act, conclude, facts, rollback};
+use super::{act, conclude, facts, rollback, verified};
 use crate::intents::ObjectKey;
 use crate::plane::Plane;
 use crate::reconcile::Error;
@@ -20,6 +21,9 @@ use crate::reconcile::Error;
 pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<Action, Error> {
     if let Some(target) = app.annotations().get(annotations::ROLLBACK_TO) {
         return rollback::rollback(app, plane, key, target).await;
+    }
+    if let Some(action) = verified::act(app, plane, key).await? {
+        return Ok(action);
     }
     let (facts, target) = facts::gather(app, plane, key).await?;
     match plan::plan(&facts, target) {

@@ -128,6 +128,7 @@ mod tests {
                     user_id: Some("id-alice".into()),
                     role: Role::Admin,
                 }],
+                verification: None,
             },
         );
         org.metadata.uid = Some("uid-acme".into());

@@ -210,6 +210,7 @@ mod tests {
                         role: Role::Admin,
                     },
                 ],
+                verification: None,
             },
         );
         let b = bindings(&org);

@@ -128,6 +128,7 @@ mod tests {
                 components: vec![],
                 progress_deadline_seconds: 600,
                 paused: false,
+                verification: None,
             },
         ))
     }

@@ -8,6 +8,7 @@
 
 mod acceptances;
 mod answers;
+mod verdicts;
 
 use std::sync::Arc;
 
@@ -80,6 +81,7 @@ fn lane_of(envelope: &Envelope) -> usize {
     match &envelope.message {
         Message::AppStatus(status) => status.app_id.as_str().hash(&mut hasher),
         Message::DriftReport(report) => report.app_id.as_str().hash(&mut hasher),
+        Message::VerificationResult(result) => result.app_id.as_str().hash(&mut hasher),
         Message::ProjectStatus(status) => status.project_id.as_str().hash(&mut hasher),
         Message::AddonStatus(status) => status.addon_id.as_str().hash(&mut hasher),
         Message::CommandAccepted(accepted) => accepted.command_id.hash(&mut hasher),
@@ -174,6 +176,7 @@ impl Router {
             },
             Message::AppStatus(status) => self.app_status(cluster_id, status).await,
             Message::DriftReport(report) => self.drift(cluster_id, report).await,
+            Message::VerificationResult(result) => self.verified(cluster_id, result).await,
             Message::ProjectStatus(status) => {
                 let Some(project) = self
                     .caches

@@ -12,3 +12,4 @@ mod deadlines;
 mod leader;
 mod organization;
 mod plane;
+mod verification;

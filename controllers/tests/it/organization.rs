@@ -128,6 +128,7 @@ fn org(name: &str, members: &[(&str, Role)]) -> Organization {
                     role: *r,
                 })
                 .collect(),
+            verification: None,
         },
     )
 }

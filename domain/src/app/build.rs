@@ -21,6 +21,20 @@ pub struct AppIdentity {
     pub project_id: String,
     /// The project's namespace on the cluster.
     pub namespace: String,
+    /// The organization's verification, for an App that sets none of its own.
+    pub default_verification: Option<kubenest_crds::verification::VerificationSpec>,
+}
+
+impl AppIdentity {
+    /// How `spec`'s revisions are judged: its own verification, else its organization's.
+    pub fn verification<'a>(
+        &'a self,
+        spec: &'a AppSpec,
+    ) -> Option<&'a kubenest_crds::verification::VerificationSpec> {
+        spec.verification
+            .as_ref()
+            .or(self.default_verification.as_ref())
+    }
 }
 
 /// A spec that cannot be built, naming the field (a path into the App) and why.
@@ -87,6 +101,13 @@ pub fn build_deploy(
         progress_deadline_seconds: spec.progress_deadline_seconds,
         paused: spec.paused,
         components,
+        verification: identity.verification(spec).map(|v| wire::Verification {
+            window_seconds: v.window_seconds,
+            metrics: v.metrics.as_ref().map(|m| wire::MetricsEndpoint {
+                port: m.port,
+                path: m.path.clone(),
+            }),
+        }),
     };
     validate_deploy(&deploy)?;
     Ok(deploy)
@@ -286,6 +307,7 @@ mod tests {
             name: "shop".into(),
             project_id: "storefront".into(),
             namespace: "storefront".into(),
+            default_verification: None,
         }
     }
 

@@ -113,6 +113,10 @@ pub struct Deployment {
     pub message: String,
     pub created_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// The verdict on the revision once it ran, when it was verified.
+    pub verification: Option<Value>,
+    /// Why kubenest made this deployment itself (an automatic rollback), else empty.
+    pub reason: String,
 }
 
 /// A deployment with what it changed, as a JSON Patch (RFC 6902) from the spec before to after.
@@ -142,6 +146,8 @@ pub(super) struct Row {
     pub(super) message: String,
     pub(super) created_at: DateTime<Utc>,
     pub(super) finished_at: Option<DateTime<Utc>>,
+    pub(super) verification: Option<Value>,
+    pub(super) reason: String,
 }
 
 impl TryFrom<Row> for Deployment {
@@ -166,6 +172,8 @@ impl TryFrom<Row> for Deployment {
             message: row.message,
             created_at: row.created_at,
             finished_at: row.finished_at,
+            verification: row.verification,
+            reason: row.reason,
         })
     }
 }
@@ -282,6 +290,66 @@ impl History {
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(Deployment::try_from).collect()
+    }
+
+    /// Records the verdict on deployment `id`'s revision (the newest verdict wins: a revision
+    /// is judged once per rollout).
+    pub async fn record_verification(
+        &self,
+        org_id: &str,
+        id: Uuid,
+        verdict: &Value,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE deployments SET verification = $3 WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .bind(verdict)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records why kubenest made deployment `id` itself.
+    pub async fn record_reason(
+        &self,
+        org_id: &str,
+        id: Uuid,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE deployments SET reason = $3 WHERE org_id = $1 AND id = $2")
+            .bind(org_id)
+            .bind(id)
+            .bind(reason)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The deployment of App `app_id` made before deployment `before` that a rollback after a
+    /// failed verification goes back to: the newest whose revision passed its verification,
+    /// else the newest that succeeded and was never judged (made before verification was on).
+    pub async fn last_good(
+        &self,
+        org_id: &str,
+        app_id: &str,
+        before: Uuid,
+    ) -> Result<Option<Deployment>, StoreError> {
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT d.* FROM deployments d, deployments b
+             WHERE d.org_id = $1 AND d.app_id = $2 AND b.org_id = $1 AND b.id = $3
+               AND d.id <> b.id AND d.created_at <= b.created_at
+               AND (d.verification->>'verdict' = 'Passed'
+                    OR (d.verification IS NULL AND d.status = 'succeeded'))
+             ORDER BY (d.verification->>'verdict' = 'Passed') DESC NULLS LAST,
+                      d.created_at DESC, d.id DESC
+             LIMIT 1",
+        )
+        .bind(org_id)
+        .bind(app_id)
+        .bind(before)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(Deployment::try_from).transpose()
     }
 
     /// How many deployments an organization has recorded.

@@ -118,6 +118,7 @@ pub(crate) async fn buildable(
         name: "check".into(),
         project_id: Uuid::nil().to_string(),
         namespace: "check".into(),
+        default_verification: None,
     };
     if let Err(error) = build_deploy(&identity, spec, &addons) {
         return Ok(Err(error));

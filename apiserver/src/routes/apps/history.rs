@@ -34,6 +34,11 @@ pub struct DeploymentView {
     pub rollback_of: Option<String>,
     /// JSON Patch (RFC 6902) from the spec before to the spec after.
     pub diff: Value,
+    /// The verdict on this deployment's revision once it ran, when it was verified.
+    pub verification: Option<crate::model::verdict::VerdictView>,
+    /// Why kubenest made this deployment itself (an automatic rollback after a failed
+    /// verification); empty for a person's.
+    pub reason: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -78,6 +83,10 @@ pub async fn deployments(
                     finished_at: d.finished_at.map(|t| t.to_rfc3339()),
                     rollback_of: d.rollback_of.map(|id| id.to_string()),
                     diff,
+                    verification: crate::model::verdict::VerdictView::of_row(
+                        d.verification.as_ref(),
+                    ),
+                    reason: d.reason,
                 }
             })
             .collect(),

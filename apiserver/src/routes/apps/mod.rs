@@ -29,6 +29,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::model::ComponentBody;
+use crate::model::verification::{self, VerificationBody};
 use crate::state::AppState;
 
 mod actions;
@@ -55,6 +56,7 @@ pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResu
     super::in_project(state, caller, k8s::Kind::App, id, |a: &App| &a.spec.project).await
 }
 
+/// An App to create.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewAppBody {
@@ -70,7 +72,12 @@ pub struct NewAppBody {
     #[serde(default)]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
+    /// How each revision is judged once it runs, and what a failed one does (fields left out
+    /// take their defaults). Without it, the organization's default applies, if it has one.
+    #[serde(default, deserialize_with = "verification::object_or_null")]
+    pub verification: Option<VerificationBody>,
 }
+
 /// Creates an App (members of its project). It is Pending until its deployment is recorded
 /// and delivered.
 pub async fn create(
@@ -84,6 +91,11 @@ pub async fn create(
         components: check_components(&body.components)?,
         progress_deadline_seconds: check_deadline(body.progress_deadline_seconds)?,
         paused: false,
+        verification: body
+            .verification
+            .as_ref()
+            .map(|v| verification::check("verification", v))
+            .transpose()?,
     };
     create_in(&state, &caller, project, &body.name, spec).await
 }
@@ -137,6 +149,7 @@ pub async fn get(
     Ok(Json(response(&scoped.object, Some(&scoped))))
 }
 
+/// A change of an App: each field given replaces the App's.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchAppBody {
@@ -147,6 +160,11 @@ pub struct PatchAppBody {
     #[serde(default)]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
+    /// A new verification (see the App's create body), replacing the whole one; `null` removes
+    /// the App's own, so its organization's default applies again.
+    #[serde(default, deserialize_with = "verification::given_or_null")]
+    #[schemars(with = "Option<VerificationBody>")]
+    pub verification: Option<Option<VerificationBody>>,
 }
 
 pub(super) async fn write(
@@ -177,7 +195,7 @@ pub(super) async fn write(
     Ok(Accepted(Json(response(&updated, Some(scoped)))))
 }
 
-/// Changes an App's components or deadline (members); a new deployment.
+/// Changes an App's components, deadline or verification (members); a new deployment.
 pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
@@ -187,9 +205,12 @@ pub async fn patch(
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Write, "app")?;
     super::not_in_git(&scoped.object, "app", "Change its manifest in Git.")?;
-    if body.components.is_none() && body.progress_deadline_seconds.is_none() {
+    if body.components.is_none()
+        && body.progress_deadline_seconds.is_none()
+        && body.verification.is_none()
+    {
         return Err(ApiError::bad_request(
-            "nothing to change: set components or progress_deadline_seconds",
+            "nothing to change: set components, progress_deadline_seconds or verification",
         ));
     }
     let mut spec = scoped.object.spec.clone();
@@ -199,6 +220,12 @@ pub async fn patch(
     if body.progress_deadline_seconds.is_some() {
         spec.progress_deadline_seconds = check_deadline(body.progress_deadline_seconds)?;
     }
+    if let Some(given) = &body.verification {
+        spec.verification = given
+            .as_ref()
+            .map(|v| verification::check("verification", v))
+            .transpose()?;
+    }
     admit(
         &scoped.object,
         Change::Patch {
@@ -207,10 +234,13 @@ pub async fn patch(
         },
     )?;
     check_buildable(&state, &scoped.namespace(), &spec).await?;
-    let patch = json!({"spec": {
+    let mut patch = json!({"spec": {
         "components": spec.components,
         "progressDeadlineSeconds": spec.progress_deadline_seconds,
     }});
+    if body.verification.is_some() {
+        patch["spec"]["verification"] = verification::merge_patch(spec.verification.as_ref())?;
+    }
     write(&state, &caller, &scoped, patch).await
 }
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::super::Scoped;
 use crate::k8s;
+use crate::model::verification::VerificationView;
 use crate::model::{ComponentBody, components_from_crd};
 
 /// Health of one component.
@@ -78,6 +79,11 @@ pub struct AppResponse {
     pub progress_deadline_seconds: u32,
     #[schemars(with = "Vec<ComponentBody>")]
     pub components: Vec<Value>,
+    /// How each revision is judged once it runs, as the App sets it (defaults filled in);
+    /// `null`: the App sets none, and its organization's default applies, if any.
+    pub verification: Option<VerificationView>,
+    /// The verdict on the last revision verified, and what kubenest did with it.
+    pub verdict: Option<crate::model::verdict::VerdictView>,
     pub component_status: Vec<ComponentStatusView>,
     pub sync: SyncView,
     pub revision: Option<String>,
@@ -133,6 +139,8 @@ pub(super) fn response(app: &App, scoped: Option<&Scoped<App>>) -> AppResponse {
         paused: app.spec.paused,
         progress_deadline_seconds: app.spec.progress_deadline_seconds,
         components: components_from_crd(&app.spec.components),
+        verification: app.spec.verification.as_ref().map(VerificationView::from),
+        verdict: status.verification.clone().map(Into::into),
         component_status: status
             .components
             .iter()

@@ -26,6 +26,7 @@ mod ingress_ca;
 mod roles;
 mod sessions;
 mod templates;
+mod verification;
 
 fn refresh_cookie(response: &reqwest::Response) -> Option<String> {
     response
@@ -380,6 +381,12 @@ fn rest_request(
             Method::PATCH,
             format!("/api/v1/apps/{app}"),
             Some(json!({"progress_deadline_seconds": 300})),
+            202,
+        ),
+        "verify app" => (
+            Method::PATCH,
+            format!("/api/v1/apps/{app}"),
+            Some(json!({"verification": {"on_failure": "hold"}})),
             202,
         ),
         "redeploy app" => (

@@ -157,6 +157,7 @@ pub const ROWS: &[Row] = &[
         REST,
     ),
     row("change app", Kind::App, Level::Project, Needs::Member, BOTH),
+    row("verify app", Kind::App, Level::Project, Needs::Member, REST),
     row(
         "redeploy app",
         Kind::App,

@@ -11,7 +11,8 @@
 //! - [`matrix`]: the shared role matrix through kubectl;
 //! - [`gitops`]: objects kept in Git and applied by Flux pass the same door;
 //! - [`fences`]: a member of another project cannot reach a project's objects;
-//! - [`ingress_ca`]: an ingress whose certificate the project's CA would issue needs the CA.
+//! - [`ingress_ca`]: an ingress whose certificate the project's CA would issue needs the CA;
+//! - [`verification`]: a metrics path that climbs out of the pod's proxy path is refused.
 
 use crate::common;
 
@@ -21,6 +22,7 @@ mod gitops;
 mod ingress_ca;
 mod matrix;
 mod refusals;
+mod verification;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

@@ -67,6 +67,7 @@ pub async fn organization(client: &kube::Client, prefix: &str) -> (String, Strin
     let spec = kubenest_crds::organization::OrganizationSpec {
         display_name: prefix.to_uppercase(),
         members: vec![],
+        verification: None,
     };
     orgs.create(
         &kube::api::PostParams::default(),

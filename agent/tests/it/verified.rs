@@ -1,0 +1,161 @@
+//! Verified deployments on the real node (the fixture of `real_node.rs`), with the demo app
+//! misbehaving on purpose and a second workload of the same App sending it traffic
+//! (`DEMO_LOAD_URL`): each revision is watched for its window once it runs, and the agent's
+//! `verification.result` says what its pods and its own metrics (scraped through the API
+//! server's pod proxy) showed against the previous revision's:
+//!
+//! - a healthy revision with traffic `Passed`;
+//! - a revision answering 30 % of its requests with 500 `Failed`, naming the ratio, the
+//!   baseline and the threshold, before its window ends;
+//! - a revision leaking past its memory limit `Failed` on its OOM kill;
+//! - a revision nobody sends a request `Inconclusive`: "no requests observed".
+
+use std::time::{Duration, Instant};
+
+use crate::common::{SYSTEM, app_ref, project};
+use crate::real_node::fixture;
+use kube::api::Api;
+use kubenest_agent::crd::StackDeploy;
+use kubenest_contracts::{self as wire, Message};
+use serde_json::{Value, json};
+
+const REAL: Duration = Duration::from_secs(180);
+const WINDOW: u32 = 30;
+
+/// App `shop`: the demo app as `web` with `env` (and `memory_limit`), and, with `traffic`, a
+/// `load` workload sending it 20 requests a second.
+fn shop(
+    app: wire::AppRef,
+    revision: &str,
+    image: &str,
+    env: Value,
+    memory_limit: Option<&str>,
+    traffic: bool,
+) -> wire::AppDeploy {
+    let mut components = vec![json!(
+        {"kind": "workload", "name": "web", "source": {"type": "image", "image": image},
+         "replicas": 1, "port": 8080, "env": env,
+         "resources": {"memory_limit": memory_limit},
+         "health_check": {"path": "/healthz", "initial_delay_seconds": 0, "period_seconds": 2}}
+    )];
+    if traffic {
+        components.push(json!(
+            {"kind": "workload", "name": "load", "source": {"type": "image", "image": image},
+             "replicas": 1, "env": [
+                {"name": "DEMO_LOAD_URL", "value": "http://shop-web:8080/"},
+                {"name": "DEMO_LOAD_PER_SECOND", "value": "20"}]}
+        ));
+    }
+    serde_json::from_value(json!({
+        "app": app, "revision": revision, "progress_deadline_seconds": 180,
+        "components": components,
+        "verification": {"window_seconds": WINDOW, "metrics": {"port": 8080, "path": "/metrics"}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn each_revision_of_the_demo_is_judged_by_its_pods_and_its_metrics() {
+    let f = fixture();
+    let (project, namespace) = project(&f.backend, "verify").await;
+    let id = uuid::Uuid::new_v4().to_string();
+    let app = app_ref(&id, "shop", &project, &namespace);
+    let stacks = Api::<StackDeploy>::namespaced(f.edge.client().await.unwrap(), SYSTEM);
+    // The verdict on `revision`; on a timeout, what the StackDeploy kept and last reported.
+    let verdict = async |revision: &str| {
+        let start = Instant::now();
+        loop {
+            let found = f.backend.events().into_iter().rev().find_map(|m| match m {
+                Message::VerificationResult(r)
+                    if r.app_id.as_str() == id && r.revision == revision =>
+                {
+                    Some(r)
+                }
+                _ => None,
+            });
+            if let Some(found) = found {
+                return found;
+            }
+            if start.elapsed() > REAL {
+                let held = stacks.get(&format!("app-{id}")).await.unwrap();
+                panic!("no verdict on {revision}: {:#?}", held.status);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+    let healthy = json!([]);
+
+    // A healthy revision with traffic passes at the end of its window.
+    f.backend
+        .accept(shop(
+            app.clone(),
+            "r1",
+            &f.demo,
+            healthy.clone(),
+            None,
+            true,
+        ))
+        .await;
+    let passed = verdict("r1").await;
+    assert_eq!(passed.verdict, wire::Verdict::Passed, "{passed:?}");
+    let requests = passed
+        .signals
+        .iter()
+        .find(|s| s.name == "requests")
+        .unwrap();
+    assert!(requests.value > 0.0, "{passed:?}");
+
+    // 30 % errors: Failed once enough requests show it, with the numbers.
+    let bad = Instant::now();
+    let erring = json!([{"name": "DEMO_ERROR_RATIO", "value": "0.3"}]);
+    f.backend
+        .accept(shop(app.clone(), "r2", &f.demo, erring, None, true))
+        .await;
+    let failed = verdict("r2").await;
+    let took = bad.elapsed();
+    assert_eq!(failed.verdict, wire::Verdict::Failed, "{failed:?}");
+    let ratio = failed
+        .signals
+        .iter()
+        .find(|s| s.name == "error_ratio")
+        .unwrap();
+    assert!((ratio.value - 0.3).abs() < 0.05, "{failed:?}");
+    assert_eq!((ratio.baseline, ratio.threshold), (Some(0.0), Some(0.05)));
+    assert!(
+        failed.reason.starts_with("error_ratio 0.3"),
+        "{}",
+        failed.reason
+    );
+    assert!(
+        took < Duration::from_secs(u64::from(WINDOW) + 60),
+        "judged before its window ended: {took:?}"
+    );
+    eprintln!("from the bad revision's deploy to its Failed verdict: {took:?}");
+
+    // A leak past the memory limit: Failed on the OOM kill.
+    let leaking = json!([{"name": "DEMO_LEAK_MB_PER_S", "value": "4"}]);
+    f.backend
+        .accept(shop(
+            app.clone(),
+            "r3",
+            &f.demo,
+            leaking,
+            Some("96Mi"),
+            true,
+        ))
+        .await;
+    let killed = verdict("r3").await;
+    assert_eq!(killed.verdict, wire::Verdict::Failed, "{killed:?}");
+    assert!(killed.reason.contains("oom_kills"), "{}", killed.reason);
+
+    // No traffic: Inconclusive, never a pass.
+    f.backend
+        .accept(shop(app, "r4", &f.demo, healthy, None, false))
+        .await;
+    let silent = verdict("r4").await;
+    assert_eq!(
+        (silent.verdict, silent.reason.as_str()),
+        (wire::Verdict::Inconclusive, "no requests observed"),
+        "{silent:?}"
+    );
+}

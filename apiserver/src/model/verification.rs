@@ -1,0 +1,381 @@
+//! Verified deployments as the API spells them: an App's `verification` (how each of its
+//! revisions is judged once it runs, and what a failed one does) and an organization's, the
+//! default of its Apps that set none. Every value is checked at the door, naming its field, by
+//! the bounds and the pattern of the resources' schema, which refuses the same values to
+//! kubectl and GitOps writers.
+//!
+//! The metrics path becomes part of the URL through which the agent reaches the pods (the
+//! Kubernetes API's pod proxy): it never holds `..`, nor a segment that is empty or ends with a
+//! dot, so it cannot climb out of the pod's proxy path to other parts of the cluster's API.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use schemars::JsonSchema;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use kubenest_crds::verification::{MetricsSpec, OnFailure, VerificationSpec};
+
+use crate::error::ApiError;
+
+/// The shortest and longest window, in seconds.
+const WINDOW_SECONDS: std::ops::RangeInclusive<u32> = 30..=3600;
+
+/// The window when a body gives none.
+const DEFAULT_WINDOW_SECONDS: u32 = 180;
+
+/// The metrics path when a body gives none.
+const DEFAULT_METRICS_PATH: &str = "/metrics";
+
+/// The longest metrics path.
+const MAX_METRICS_PATH: usize = 256;
+
+/// The pattern of a metrics path, the resources' own: segments of letters, digits and `_~-`
+/// joined by single dots (one may lead), and an optional last `/`.
+pub const METRICS_PATH_PATTERN: &str = r"^(/\.?[A-Za-z0-9_~-]+(\.[A-Za-z0-9_~-]+)*)*/?$";
+
+/// How each revision of an App is judged once it runs, and what a failed one does.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerificationBody {
+    /// Seconds each revision is watched once it runs (30 to 3600, default 180).
+    #[serde(default)]
+    #[schemars(range(min = 30, max = 3600))]
+    pub window_seconds: Option<u32>,
+    /// What a `Failed` verdict does: `rollback` to the last revision that passed (the
+    /// default), `hold` (nothing is changed; the App says why) or `none`.
+    #[serde(default)]
+    #[schemars(with = "Option<OnFailure>")]
+    pub on_failure: Option<String>,
+    /// The workloads' own Prometheus endpoint, judged beside the pods' signals when given.
+    #[serde(default, deserialize_with = "object_or_null")]
+    pub metrics: Option<MetricsBody>,
+}
+
+/// Where the workloads' pods serve Prometheus metrics.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsBody {
+    /// The pods' port (1 to 65535).
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u32,
+    /// An absolute path of at most 256 characters (default `/metrics`): segments of letters,
+    /// digits and `_~-` joined by single dots, none empty or ending with a dot, never `..`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256), regex(pattern = METRICS_PATH_PATTERN))]
+    pub path: Option<String>,
+}
+
+/// A stored `verification`, every default filled in.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VerificationView {
+    /// Seconds each revision is watched once it runs.
+    pub window_seconds: u32,
+    /// What a `Failed` verdict does: `rollback`, `hold` or `none`.
+    pub on_failure: OnFailure,
+    /// The workloads' Prometheus endpoint, when one is judged.
+    pub metrics: Option<MetricsView>,
+}
+
+/// A stored metrics endpoint.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MetricsView {
+    /// The pods' port.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// The path scraped on it.
+    pub path: String,
+}
+
+impl From<&VerificationSpec> for VerificationView {
+    fn from(spec: &VerificationSpec) -> Self {
+        Self {
+            window_seconds: spec.window_seconds,
+            on_failure: spec.on_failure,
+            metrics: spec.metrics.as_ref().map(|m| MetricsView {
+                port: m.port,
+                path: m.path.clone(),
+            }),
+        }
+    }
+}
+
+/// A value read only from a JSON object: serde's derived structs also take an array of their
+/// fields in order (`[9090]` for `{"port": 9090}`), which no body's schema allows.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Fields<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        deserializer
+            .deserialize_map(Fields(PhantomData))
+            .map(Object)
+    }
+}
+
+/// Reads an object field that may be left out or `null` (`None`), never an array. Use with
+/// `#[serde(default, deserialize_with)]`.
+pub fn object_or_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<Object<T>>::deserialize(deserializer).map(|given| given.map(|Object(value)| value))
+}
+
+/// Reads an object field of a change that is left out (`None`: unchanged), `null`
+/// (`Some(None)`: removed) or given (`Some(Some(_))`). Use with
+/// `#[serde(default, deserialize_with)]`.
+pub fn given_or_null<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    object_or_null(deserializer).map(Some)
+}
+
+/// The `verification` of a body (the field `at`) as the resources store it, defaults filled
+/// in, or a 422 naming the field at fault (`verification.metrics.path`).
+pub fn check(at: &str, body: &VerificationBody) -> Result<VerificationSpec, ApiError> {
+    let invalid = |field: &str, reason: String| ApiError::invalid(format!("{at}.{field}"), reason);
+    let window_seconds = body.window_seconds.unwrap_or(DEFAULT_WINDOW_SECONDS);
+    if let Some(reason) = window_refusal(window_seconds) {
+        return Err(invalid("window_seconds", reason));
+    }
+    let on_failure = match body.on_failure.as_deref() {
+        None => OnFailure::default(),
+        Some(given) => [OnFailure::Rollback, OnFailure::Hold, OnFailure::None]
+            .into_iter()
+            .find(|known| known.as_str() == given)
+            .ok_or_else(|| {
+                invalid(
+                    "on_failure",
+                    format!("{given:?} is none of rollback, hold or none"),
+                )
+            })?,
+    };
+    let metrics = match &body.metrics {
+        None => None,
+        Some(metrics) => {
+            let port = u16::try_from(metrics.port)
+                .ok()
+                .filter(|port| *port != 0)
+                .ok_or_else(|| invalid("metrics.port", port_rule(metrics.port)))?;
+            let path = metrics
+                .path
+                .clone()
+                .unwrap_or_else(|| DEFAULT_METRICS_PATH.to_owned());
+            if let Some(reason) = path_refusal(&path) {
+                return Err(invalid("metrics.path", reason));
+            }
+            Some(MetricsSpec { port, path })
+        }
+    };
+    Ok(VerificationSpec {
+        window_seconds,
+        on_failure,
+        metrics,
+    })
+}
+
+/// `verification` in a JSON merge patch: the whole value, with a `null` for the metrics it
+/// does not have, so none of the stored one's is kept; `null` removes it.
+pub fn merge_patch(spec: Option<&VerificationSpec>) -> Result<Value, ApiError> {
+    let Some(spec) = spec else {
+        return Ok(Value::Null);
+    };
+    let mut value = serde_json::to_value(spec).map_err(ApiError::internal)?;
+    if let Value::Object(map) = &mut value {
+        map.entry("metrics").or_insert(Value::Null);
+    }
+    Ok(value)
+}
+
+fn window_refusal(seconds: u32) -> Option<String> {
+    (!WINDOW_SECONDS.contains(&seconds)).then(|| {
+        format!(
+            "between {} and {} seconds",
+            WINDOW_SECONDS.start(),
+            WINDOW_SECONDS.end()
+        )
+    })
+}
+
+fn port_rule(port: u32) -> String {
+    format!("a port is 1 to 65535, not {port}")
+}
+
+fn path_refusal(path: &str) -> Option<String> {
+    if path.len() > MAX_METRICS_PATH {
+        return Some(format!("at most {MAX_METRICS_PATH} characters"));
+    }
+    if !path.starts_with('/') {
+        return Some("an absolute path, starting with /".into());
+    }
+    if let Some(bad) = path
+        .chars()
+        .find(|c| !c.is_ascii_alphanumeric() && !"._~/-".contains(*c))
+    {
+        return Some(format!(
+            "letters, digits and ._~/- only, not {bad:?} (the path is part of a URL)"
+        ));
+    }
+    if path.contains("..") {
+        return Some("no .. (the path may not climb out of the pod's proxy path)".into());
+    }
+    let inner = path.strip_suffix('/').unwrap_or(path);
+    if inner
+        .split('/')
+        .skip(1)
+        .any(|s| s.is_empty() || s.ends_with('.'))
+    {
+        return Some(
+            "segments of letters, digits and _~- joined by single dots: none is empty or ends \
+             with a dot"
+                .into(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn body(value: Value) -> VerificationBody {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// What serde's derived structs would take for an object, an array of its fields, is
+    /// refused; `null` and an object are read.
+    #[test]
+    fn only_an_object_is_a_verification() {
+        #[derive(Debug, Deserialize)]
+        struct Change {
+            #[serde(default, deserialize_with = "given_or_null")]
+            verification: Option<Option<VerificationBody>>,
+        }
+        let read = |value: Value| serde_json::from_value::<Change>(value).map(|c| c.verification);
+        assert!(read(json!({"verification": [null, null]})).is_err());
+        assert!(read(json!({"verification": {"metrics": [9090]}})).is_err());
+        assert!(matches!(read(json!({})), Ok(None)));
+        assert!(matches!(
+            read(json!({"verification": null})),
+            Ok(Some(None))
+        ));
+        let given = read(json!({"verification": {"metrics": {"port": 9090}}})).unwrap();
+        assert_eq!(given.unwrap().unwrap().metrics.unwrap().port, 9090);
+    }
+
+    #[test]
+    fn defaults_are_filled_in() {
+        let spec = check("verification", &body(json!({"metrics": {"port": 9090}}))).unwrap();
+        assert_eq!(spec.window_seconds, 180);
+        assert_eq!(spec.on_failure, OnFailure::Rollback);
+        assert_eq!(spec.metrics.unwrap().path, "/metrics");
+    }
+
+    #[test]
+    fn each_bad_value_names_its_field() {
+        let cases = [
+            (json!({"window_seconds": 29}), "verification.window_seconds"),
+            (
+                json!({"window_seconds": 3601}),
+                "verification.window_seconds",
+            ),
+            (json!({"on_failure": "Rollback"}), "verification.on_failure"),
+            (json!({"metrics": {"port": 0}}), "verification.metrics.port"),
+            (
+                json!({"metrics": {"port": 65536}}),
+                "verification.metrics.port",
+            ),
+            (
+                json!({"metrics": {"port": 1, "path": "metrics"}}),
+                "verification.metrics.path",
+            ),
+            (
+                json!({"metrics": {"port": 1, "path": "/a?b"}}),
+                "verification.metrics.path",
+            ),
+            (
+                json!({"metrics": {"port": 1, "path": "/a/../b"}}),
+                "verification.metrics.path",
+            ),
+            (
+                json!({"metrics": {"port": 1, "path": format!("/{}", "a".repeat(256))}}),
+                "verification.metrics.path",
+            ),
+        ];
+        for (value, field) in cases {
+            let error = check("verification", &body(value.clone())).unwrap_err();
+            assert_eq!(error.field.as_deref(), Some(field), "{value}");
+            assert_eq!(error.status, 422);
+        }
+    }
+
+    /// The pattern the OpenAPI document gives is the resources' own and the rule the API
+    /// applies.
+    #[test]
+    fn the_documented_pattern_is_the_rule() {
+        let resource = schemars::schema_for!(MetricsSpec).to_value();
+        assert_eq!(
+            resource["properties"]["path"]["pattern"],
+            METRICS_PATH_PATTERN
+        );
+        let schema = json!({"type": "string", "minLength": 1, "maxLength": 256,
+                            "pattern": METRICS_PATH_PATTERN});
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        for path in [
+            "/",
+            "/metrics",
+            "/metrics/",
+            "/a.b/c",
+            "/.well-known/x",
+            "/x.",
+            "/./x",
+            "/..",
+            "/a/../b",
+            "/a..b",
+            "/...",
+            "metrics",
+            "/a b",
+            "/ä",
+            "/x/.",
+            "//x",
+            "/x//",
+            "//",
+            "",
+            &format!("/{}", "a".repeat(256)),
+        ] {
+            assert_eq!(
+                validator.is_valid(&json!(path)),
+                path_refusal(path).is_none(),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_merge_patch_drops_stored_metrics_it_does_not_have() {
+        let spec = check("verification", &body(json!({"on_failure": "hold"}))).unwrap();
+        assert_eq!(
+            merge_patch(Some(&spec)).unwrap(),
+            json!({"windowSeconds": 180, "onFailure": "hold", "metrics": null})
+        );
+        assert_eq!(merge_patch(None).unwrap(), Value::Null);
+    }
+}

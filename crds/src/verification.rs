@@ -1,0 +1,100 @@
+//! Verified deployments as a spec says them: an App's `verification`, or its organization's
+//! default for Apps that give none.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How each revision of an App is judged once it runs, and what is done with a bad one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationSpec {
+    /// Seconds the revision is watched once it runs (30 to 3600, default 180).
+    #[serde(default = "default_window")]
+    #[schemars(range(min = 30, max = 3600))]
+    pub window_seconds: u32,
+    /// What a `Failed` verdict does: `rollback` to the last revision that passed (the default),
+    /// `hold` (nothing is changed; the App says why), or `none`.
+    #[serde(default)]
+    pub on_failure: OnFailure,
+    /// The workloads' own Prometheus endpoint, judged beside the pods' signals when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<MetricsSpec>,
+}
+
+fn default_window() -> u32 {
+    180
+}
+
+/// What a `Failed` verdict does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFailure {
+    #[default]
+    Rollback,
+    Hold,
+    None,
+}
+
+impl OnFailure {
+    /// The policy as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rollback => "rollback",
+            Self::Hold => "hold",
+            Self::None => "none",
+        }
+    }
+}
+
+/// Where the workloads' pods serve Prometheus metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSpec {
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// An absolute path: segments of letters, digits and `_~-` joined by single dots, never
+    /// `..` (default `/metrics`).
+    #[serde(default = "default_path")]
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^(/\.?[A-Za-z0-9_~-]+(\.[A-Za-z0-9_~-]+)*)*/?$")
+    )]
+    pub path: String,
+}
+
+fn default_path() -> String {
+    "/metrics".into()
+}
+
+/// The verdict on a revision, as the agent reported it and the App shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStatus {
+    /// The revision judged.
+    pub revision: String,
+    /// `Passed`, `Failed` or `Inconclusive`.
+    pub verdict: String,
+    pub reason: String,
+    pub window_seconds: u32,
+    pub started_at: String,
+    pub observed_at: String,
+    #[serde(default)]
+    pub signals: Vec<VerificationSignal>,
+    /// What the controllers did with it: `rolled back to deployment …`, `held`, or why they
+    /// did nothing (`automation stopped: …`); unset until they acted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+}
+
+/// One measured signal of a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationSignal {
+    pub name: String,
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    pub failed: bool,
+}
