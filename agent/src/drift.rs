@@ -190,9 +190,10 @@ pub fn blocked(live: &Value) -> Option<wire::DriftDetail> {
 
 /// A workload object of `kind` that is still not ready when its App's progress deadline has
 /// passed (`blocked_sync`): StatefulSets, DaemonSets and Jobs have no progress deadline of
-/// their own, so the App's is theirs. `waiting`: what its readiness says it waits for.
+/// their own, so the App's is theirs (a Deployment has one, and says so itself: [`blocked`]).
+/// `waiting`: what its readiness says it waits for.
 pub fn stalled(kind: &str, name: &str, waiting: &str) -> Option<wire::DriftDetail> {
-    matches!(kind, "Deployment" | "StatefulSet" | "DaemonSet" | "Job").then(|| wire::DriftDetail {
+    matches!(kind, "StatefulSet" | "DaemonSet" | "Job").then(|| wire::DriftDetail {
         resource: format!("{kind}/{name}"),
         field: "status".into(),
         desired: Value::String("ready".into()),

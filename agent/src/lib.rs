@@ -46,6 +46,7 @@ pub mod confine;
 pub mod context;
 pub mod crd;
 pub mod drift;
+pub mod drift_events;
 pub mod egress;
 pub mod exports;
 pub mod gitops;

@@ -7,8 +7,9 @@
 //! - An App that failed its progress deadline raises `progress_deadline_exceeded`: phase
 //!   `Failed` with `Ready` reason `ProgressDeadlineExceeded` (the controllers' deadline), or with
 //!   a workload past its deadline (the agent's `blocked_sync` drift: a Deployment observing
-//!   `ProgressDeadlineExceeded`, or any workload still not ready at the App's deadline). It ends when the App runs again (phase `Running`), not merely
-//!   when a new rollout starts.
+//!   `ProgressDeadlineExceeded`, or a StatefulSet, DaemonSet or Job still not ready at the
+//!   App's deadline). It ends when the App runs again (phase `Running`), not merely when a new
+//!   rollout starts.
 //! - An App, standalone addon or Project whose deletion did not finish within its progress
 //!   deadline (`Ready=False` of reason `DeletionDeadlineExceeded`, see
 //!   [`crate::deletion`]) raises `deletion_deadline_exceeded`; it ends when the object is gone

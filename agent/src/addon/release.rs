@@ -166,7 +166,7 @@ async fn reconcile(
         Ok(outcome) => {
             // Told on each drifted object, as for an App's: found by whom, and applied back.
             let on = release.object_ref(&());
-            let told = crate::stack::events::drift_events(
+            let told = crate::drift_events::drift_events(
                 namespace,
                 &on,
                 wire::DriftClass::Recoverable,
@@ -236,12 +236,12 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
 }
 
 /// Runs the AddonRelease controller until `shutdown`. It is woken by its AddonReleases and by
-/// the [`WAKING`](crate::stack::WAKING) objects of their addons as the applier's caches see
+/// the [`WAKING`](crate::apply::WAKING) objects of their addons as the applier's caches see
 /// them change, so a field changed by hand is reported and put back at once.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
     let releases = Api::<AddonRelease>::namespaced(ctx.client.clone(), &ctx.namespace);
     let mut controller = Controller::new(releases, watcher::Config::default());
-    for (api_version, kind) in crate::stack::WAKING {
+    for (api_version, kind) in crate::apply::WAKING {
         let Some((resource, changes)) = ctx.applier.changes(api_version, kind) else {
             continue;
         };

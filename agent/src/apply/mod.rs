@@ -42,6 +42,17 @@ pub const PRUNABLE: &[(&str, &str)] = &[
     ("v1", "PersistentVolumeClaim"),
 ];
 
+/// The kinds of an App's (or a standalone addon's) objects whose changes wake its StackDeploy
+/// (its AddonRelease): a rollout's progress, a field changed by hand, an Ingress given its
+/// address.
+pub const WAKING: [(&str, &str); 5] = [
+    ("apps/v1", "Deployment"),
+    ("apps/v1", "StatefulSet"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("networking.k8s.io/v1", "Ingress"),
+];
+
 /// What went wrong applying or pruning.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

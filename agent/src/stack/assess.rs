@@ -130,9 +130,6 @@ pub fn assess(plan: &Plan<'_>, answers: &[Answer], paused: bool) -> Pass {
                             Some(_) => "the rollout exceeded its progress deadline".to_owned(),
                             None => workload.message,
                         };
-                        if !workload.ready {
-                            pass.stalled.extend(drift::stalled(&id.1, &id.2, &message));
-                        }
                         pass.blocked.extend(blocked);
                     }
                     if id.1 == "Ingress" {

@@ -8,8 +8,8 @@
 //! then pruning of whatever the revision no longer renders, then the phase: `Running` when every
 //! component is ready, `Paused` when workloads are at zero, `Failed` when a component fails, a
 //! rollout misses its progress deadline (`blocked_sync`: a Deployment's own, or the App's for
-//! any workload object still not ready then), or the StackDeploy is refused; `Deploying`
-//! otherwise.
+//! a StatefulSet, DaemonSet or Job still not ready then), or the StackDeploy is refused;
+//! `Deploying` otherwise.
 //!
 //! A pass is fetch → plan → roll out → decide → write:
 //! - `facts`: what the pass knows before it writes anything (the status this process last
@@ -30,7 +30,7 @@
 mod assess;
 mod cleanup;
 mod decide;
-pub(crate) mod events;
+mod events;
 mod facts;
 mod plan;
 mod rollout;
@@ -205,7 +205,7 @@ async fn write(
     }
     if let Some(drift) = decision.drift {
         let on = held.object_ref(&());
-        for (reference, event) in events::drift_events(
+        for (reference, event) in crate::drift_events::drift_events(
             held.spec.deploy.app.namespace.as_str(),
             &on,
             drift.class,
@@ -229,21 +229,10 @@ fn owner(namespace: &str, labels: &BTreeMap<String, String>) -> Option<ObjectRef
     Some(ObjectRef::new(&stack_deploy_name(app)).within(namespace))
 }
 
-/// The kinds of an App's (or a standalone addon's) objects whose changes wake its StackDeploy
-/// (its AddonRelease): a rollout's progress, a field changed by hand, an Ingress given its
-/// address.
-pub(crate) const WAKING: [(&str, &str); 5] = [
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("v1", "Service"),
-    ("v1", "ConfigMap"),
-    ("networking.k8s.io/v1", "Ingress"),
-];
-
 /// Runs the StackDeploy controller until `shutdown`. It is woken by its StackDeploys, by their
-/// BuildRequests, by the [`WAKING`] objects of their Apps as the applier's caches see them
-/// change (one watch of each kind serves both), so a field changed by hand is seen at once,
-/// and by their project's ingress CA.
+/// BuildRequests, by the [`WAKING`](crate::apply::WAKING) objects of their Apps as the
+/// applier's caches see them change (one watch of each kind serves both), so a field changed
+/// by hand is seen at once, and by their project's ingress CA.
 /// `apps` is shared with the command handlers.
 pub async fn run(
     ctx: Arc<Context>,
@@ -252,7 +241,7 @@ pub async fn run(
 ) {
     let held = Api::<StackDeploy>::namespaced(ctx.client.clone(), &ctx.namespace);
     let mut controller = Controller::new(held, watcher::Config::default());
-    for (api_version, kind) in WAKING {
+    for (api_version, kind) in crate::apply::WAKING {
         let Some((resource, changes)) = ctx.applier.changes(api_version, kind) else {
             tracing::error!(
                 kind,

@@ -1,5 +1,6 @@
 //! Judge (pure): the verdict on a revision from what its window showed, each signal against a
-//! threshold relative to the previous revision's baseline.
+//! threshold relative to the baseline: the window of the last revision that passed ("the
+//! previous revision" below).
 //!
 //! - Pod signals decide at once: an OOM kill or a crash loop of the revision's pods fails it (the
 //!   previous revision's count is the threshold), and so do restarts beyond twice the previous
@@ -59,7 +60,7 @@ fn signal(name: &str, value: f64, baseline: Option<f64>, threshold: Option<f64>)
     }
 }
 
-/// The verdict on what `seen` shows against `baseline` (the previous revision's window), or
+/// The verdict on what `seen` shows against `baseline` (the last passing revision's window), or
 /// `None` while the window runs and nothing has decided it.
 pub fn judge(seen: &Seen, baseline: Option<&Measured>, window_seconds: u32) -> Option<Judgement> {
     let pods = seen.pods;

@@ -1,6 +1,7 @@
 //! Verified deployments, on the cluster: every revision of an App that asks for it
 //! (`app.deploy`'s `verification`) is watched for a window once it runs and judged against the
-//! previous revision's window, then `verification.result` tells the verdict with its numbers.
+//! window of the last revision that passed ([`baseline_after`]), then `verification.result`
+//! tells the verdict with its numbers.
 //! Nothing leaves the cluster but the verdict.
 //!
 //! A loop of its own ([`run`]) looks at every StackDeploy each [`TICK`]: it reads the pods of
@@ -60,7 +61,7 @@ pub struct Verifying {
     /// The sum of the revision's scrapes when its window started.
     #[serde(default)]
     pub scrape_at_start: Option<Scrape>,
-    /// What the previous revision's window measured.
+    /// What the window of the last revision that passed measured.
     #[serde(default)]
     pub baseline: Option<Measured>,
     /// This revision's numbers once judged: the next one's baseline.
@@ -135,6 +136,14 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
                 return Ok(());
             }
             let observed = observe(ctx, stack, policy.metrics.as_ref(), &status).await?;
+            if policy.metrics.is_some() && state.scrape_at_start.is_none() {
+                // The pods did not answer when the window opened: it counts from their first
+                // answer, rather than ending Inconclusive for a slow start.
+                if observed.scrape.is_some() {
+                    state.scrape_at_start = observed.scrape;
+                    return keep(ctx, stack, &state).await;
+                }
+            }
             let ended = now
                 >= state.started_at + chrono::Duration::seconds(i64::from(policy.window_seconds));
             let pods = PodSignals {
@@ -181,7 +190,7 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
             if !running {
                 return Ok(());
             }
-            let baseline = previous.and_then(|p| p.measured.or(p.baseline));
+            let baseline = previous.and_then(baseline_after);
             let observed = observe(ctx, stack, policy.metrics.as_ref(), &status).await?;
             let state = Verifying {
                 revision: deploy.revision.clone(),
@@ -195,6 +204,21 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
             };
             keep(ctx, stack, &state).await
         }
+    }
+}
+
+/// The baseline of the revision after `previous`: what `previous` measured if it passed, else
+/// the baseline it was judged against (a failed or inconclusive revision is no measure of
+/// good: a rollback to a revision as broken must not pass against it).
+fn baseline_after(previous: Verifying) -> Option<Measured> {
+    let passed = previous
+        .result
+        .as_ref()
+        .is_some_and(|r| r.verdict == wire::Verdict::Passed);
+    if passed {
+        previous.measured
+    } else {
+        previous.baseline
     }
 }
 
@@ -366,6 +390,44 @@ fn tell(ctx: &Context, stack: &StackDeploy, judged: &Judgement) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn judged(verdict: wire::Verdict, measured: f64, baseline: f64) -> Verifying {
+        let now = Utc::now();
+        let numbers = |ratio| Measured {
+            error_ratio: Some(ratio),
+            ..Measured::default()
+        };
+        Verifying {
+            revision: "r2".into(),
+            started_at: now,
+            restarts_at_start: 0,
+            scrape_at_start: None,
+            baseline: Some(numbers(baseline)),
+            measured: Some(numbers(measured)),
+            result: Some(wire::VerificationResult {
+                app_id: wire::Id::new("a1"),
+                revision: "r2".into(),
+                verdict,
+                reason: String::new(),
+                window_seconds: 30,
+                started_at: now,
+                signals: Vec::new(),
+                observed_at: now,
+            }),
+            delivered: true,
+        }
+    }
+
+    #[test]
+    fn only_a_revision_that_passed_becomes_the_next_ones_baseline() {
+        let passed = baseline_after(judged(wire::Verdict::Passed, 0.01, 0.0)).unwrap();
+        assert_eq!(passed.error_ratio, Some(0.01));
+        // The rollback after a failed revision is judged against what was good before it.
+        let failed = baseline_after(judged(wire::Verdict::Failed, 0.3, 0.0)).unwrap();
+        assert_eq!(failed.error_ratio, Some(0.0));
+        let unsure = baseline_after(judged(wire::Verdict::Inconclusive, 0.0, 0.02)).unwrap();
+        assert_eq!(unsure.error_ratio, Some(0.02));
+    }
 
     #[test]
     fn a_new_window_writes_every_field_so_the_previous_revisions_verdict_goes() {

@@ -1,11 +1,11 @@
 //! The ways out of an App (or a standalone addon) that does not converge.
 //!
 //! An App whose workloads cannot converge (`blocked_sync`: a Deployment past its progress
-//! deadline, any workload still not ready at the App's deadline) or whose revision failed is
-//! stuck, and changes that pile onto it without touching what fails are refused: they would
-//! only queue behind the failure. The ways out are always allowed: a rollback to any recorded
-//! deployment, a change of the failing components, a pause, and a delete. A refusal lists them,
-//! so the caller is never left with only "no".
+//! deadline, a StatefulSet, DaemonSet or Job still not ready at the App's deadline) or whose
+//! revision failed is stuck, and changes that pile onto it without touching what fails are
+//! refused: they would only queue behind the failure. The ways out are always allowed: a
+//! rollback to any recorded deployment, a change of the failing components, a pause, and a
+//! delete. A refusal lists them, so the caller is never left with only "no".
 
 use kubenest_crds::app::{AppStatus, Component};
 
