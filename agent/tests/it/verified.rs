@@ -2,7 +2,8 @@
 //! misbehaving on purpose and a second workload of the same App sending it traffic
 //! (`DEMO_LOAD_URL`): each revision is watched for its window once it runs, and the agent's
 //! `verification.result` says what its pods and its own metrics (scraped through the API
-//! server's pod proxy) showed against the previous revision's:
+//! server's pod proxy) showed against the last revision that passed. Three Apps, each in a
+//! project of its own, are judged at the same time:
 //!
 //! - a healthy revision with traffic `Passed`;
 //! - a revision answering 30 % of its requests with 500 `Failed`, naming the ratio, the
@@ -54,49 +55,46 @@ fn shop(
     .unwrap()
 }
 
-#[tokio::test]
-async fn each_revision_of_the_demo_is_judged_by_its_pods_and_its_metrics() {
+/// The verdict on `revision` of App `id`; on a timeout, what its StackDeploy kept.
+async fn verdict(id: &str, revision: &str) -> wire::VerificationResult {
     let f = fixture();
-    let (project, namespace) = project(&f.backend, "verify").await;
+    let start = Instant::now();
+    loop {
+        let found = f.backend.events().into_iter().rev().find_map(|m| match m {
+            Message::VerificationResult(r) if r.app_id.as_str() == id && r.revision == revision => {
+                Some(r)
+            }
+            _ => None,
+        });
+        if let Some(found) = found {
+            return found;
+        }
+        if start.elapsed() > REAL {
+            let stacks = Api::<StackDeploy>::namespaced(f.edge.client().await.unwrap(), SYSTEM);
+            let held = stacks.get(&format!("app-{id}")).await.unwrap();
+            panic!("no verdict on {revision}: {:#?}", held.status);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A new App `shop` in a project of its own: its id and reference.
+async fn new_app(prefix: &str) -> (String, wire::AppRef) {
+    let (project, namespace) = project(&fixture().backend, prefix).await;
     let id = uuid::Uuid::new_v4().to_string();
     let app = app_ref(&id, "shop", &project, &namespace);
-    let stacks = Api::<StackDeploy>::namespaced(f.edge.client().await.unwrap(), SYSTEM);
-    // The verdict on `revision`; on a timeout, what the StackDeploy kept and last reported.
-    let verdict = async |revision: &str| {
-        let start = Instant::now();
-        loop {
-            let found = f.backend.events().into_iter().rev().find_map(|m| match m {
-                Message::VerificationResult(r)
-                    if r.app_id.as_str() == id && r.revision == revision =>
-                {
-                    Some(r)
-                }
-                _ => None,
-            });
-            if let Some(found) = found {
-                return found;
-            }
-            if start.elapsed() > REAL {
-                let held = stacks.get(&format!("app-{id}")).await.unwrap();
-                panic!("no verdict on {revision}: {:#?}", held.status);
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    };
-    let healthy = json!([]);
+    (id, app)
+}
 
-    // A healthy revision with traffic passes at the end of its window.
+/// A healthy revision with traffic passes at the end of its window; then 30 % errors fail the
+/// next before its window ends, with the numbers.
+async fn errors_fail_against_a_revision_that_passed() {
+    let f = fixture();
+    let (id, app) = new_app("verify").await;
     f.backend
-        .accept(shop(
-            app.clone(),
-            "r1",
-            &f.demo,
-            healthy.clone(),
-            None,
-            true,
-        ))
+        .accept(shop(app.clone(), "r1", &f.demo, json!([]), None, true))
         .await;
-    let passed = verdict("r1").await;
+    let passed = verdict(&id, "r1").await;
     assert_eq!(passed.verdict, wire::Verdict::Passed, "{passed:?}");
     let requests = passed
         .signals
@@ -105,13 +103,12 @@ async fn each_revision_of_the_demo_is_judged_by_its_pods_and_its_metrics() {
         .unwrap();
     assert!(requests.value > 0.0, "{passed:?}");
 
-    // 30 % errors: Failed once enough requests show it, with the numbers.
     let bad = Instant::now();
     let erring = json!([{"name": "DEMO_ERROR_RATIO", "value": "0.3"}]);
     f.backend
-        .accept(shop(app.clone(), "r2", &f.demo, erring, None, true))
+        .accept(shop(app, "r2", &f.demo, erring, None, true))
         .await;
-    let failed = verdict("r2").await;
+    let failed = verdict(&id, "r2").await;
     let took = bad.elapsed();
     assert_eq!(failed.verdict, wire::Verdict::Failed, "{failed:?}");
     let ratio = failed
@@ -131,31 +128,41 @@ async fn each_revision_of_the_demo_is_judged_by_its_pods_and_its_metrics() {
         "judged before its window ended: {took:?}"
     );
     eprintln!("from the bad revision's deploy to its Failed verdict: {took:?}");
+}
 
-    // A leak past the memory limit: Failed on the OOM kill.
+/// A leak past the memory limit fails on its OOM kill.
+async fn a_leak_fails_on_its_oom_kill() {
+    let f = fixture();
+    let (id, app) = new_app("leak").await;
     let leaking = json!([{"name": "DEMO_LEAK_MB_PER_S", "value": "4"}]);
     f.backend
-        .accept(shop(
-            app.clone(),
-            "r3",
-            &f.demo,
-            leaking,
-            Some("96Mi"),
-            true,
-        ))
+        .accept(shop(app, "r1", &f.demo, leaking, Some("96Mi"), true))
         .await;
-    let killed = verdict("r3").await;
+    let killed = verdict(&id, "r1").await;
     assert_eq!(killed.verdict, wire::Verdict::Failed, "{killed:?}");
     assert!(killed.reason.contains("oom_kills"), "{}", killed.reason);
+}
 
-    // No traffic: Inconclusive, never a pass.
+/// No traffic: Inconclusive, never a pass.
+async fn silence_is_inconclusive() {
+    let f = fixture();
+    let (id, app) = new_app("quiet").await;
     f.backend
-        .accept(shop(app, "r4", &f.demo, healthy, None, false))
+        .accept(shop(app, "r1", &f.demo, json!([]), None, false))
         .await;
-    let silent = verdict("r4").await;
+    let silent = verdict(&id, "r1").await;
     assert_eq!(
         (silent.verdict, silent.reason.as_str()),
         (wire::Verdict::Inconclusive, "no requests observed"),
         "{silent:?}"
+    );
+}
+
+#[tokio::test]
+async fn each_revision_of_the_demo_is_judged_by_its_pods_and_its_metrics() {
+    tokio::join!(
+        errors_fail_against_a_revision_that_passed(),
+        a_leak_fails_on_its_oom_kill(),
+        silence_is_inconclusive(),
     );
 }
