@@ -113,14 +113,10 @@ async fn rollback(
         say(plane, key, &why).await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    // The same request a person makes, by kubenest, with the verdict as its reason; the
-    // action is said first, so a failed patch is retried rather than taken twice.
-    say(
-        plane,
-        key,
-        &format!("rolling back to deployment {}", target.id),
-    )
-    .await?;
+    // The same request a person makes, by kubenest, with the verdict as its reason. Asked
+    // before it is said: a failed request is tried again by the next pass (the verdict has no
+    // action yet), and once asked, the rollback request is carried out before any verdict is
+    // looked at again, so it is never taken twice.
     let reason = format!("verification failed: {reason}");
     let patch = json!({"metadata": {"annotations": {
         annotations::ROLLBACK_TO: target.id.to_string(),
@@ -130,6 +126,12 @@ async fn rollback(
     Api::<App>::namespaced(plane.client.clone(), &key.namespace)
         .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
+    say(
+        plane,
+        key,
+        &format!("rolling back to deployment {}", target.id),
+    )
+    .await?;
     crate::metrics::metrics().automatic_rollbacks.inc();
     tracing::info!(to = %target.id, "verification failed: rolling back");
     Ok(Action::requeue(Duration::from_secs(1)))
