@@ -5,17 +5,7 @@
 use k8s_openapi::api::core::v1::ObjectReference;
 use kubenest_contracts as wire;
 use kubenest_crds::names::reasons;
-use kubenest_runtime::events::{Event, EventType};
-
-fn event(type_: EventType, reason: &str, note: String, action: &str) -> Event {
-    Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
-    }
-}
+use kubenest_runtime::events::{Event, EventType, event};
 
 /// The reference of an object a drift detail names (`Kind/name`) in `namespace`.
 fn drifted(namespace: &str, resource: &str) -> Option<ObjectReference> {

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use kubenest_crds::cluster::Cluster;
@@ -21,6 +21,7 @@ use kubenest_domain::alerts::{
     AlertKind, Signal, app_signal, cluster_signal, deletion_signal, gitops_signal,
     verification_signal,
 };
+use kubenest_runtime::events::event;
 use kubenest_store::{Alerts, NewAlert};
 use tokio_util::sync::CancellationToken;
 
@@ -256,14 +257,13 @@ async fn act(alerts: &Alerts, recorder: &Recorder, change: Change) {
             match alerts.open(&new).await {
                 Ok(Some(alert)) => {
                     tracing::warn!(alert = %alert.id, kind = %alert.kind, subject = %alert.subject_name, "alert opened");
-                    let event = Event {
-                        type_: EventType::Warning,
-                        reason: kind.map_or("Alert", |k| k.reason()).into(),
-                        note: Some(truncated(&alert.message)),
-                        action: "Alert".into(),
-                        secondary: None,
-                    };
-                    (Some(reference), event)
+                    let made = event(
+                        EventType::Warning,
+                        kind.map_or("Alert", |k| k.reason()),
+                        truncated(&alert.message),
+                        "Alert",
+                    );
+                    (Some(reference), made)
                 }
                 Ok(None) => return, // opened by a pass before
                 Err(error) => {
@@ -280,14 +280,13 @@ async fn act(alerts: &Alerts, recorder: &Recorder, change: Change) {
         } => match alerts.resolve(&subject_id, kind.as_str(), &why).await {
             Ok(Some(alert)) => {
                 tracing::info!(alert = %alert.id, kind = %alert.kind, subject = %alert.subject_name, %why, "alert resolved");
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: kind.resolved_reason().into(),
-                    note: Some(truncated(&why)),
-                    action: "Alert".into(),
-                    secondary: None,
-                };
-                (reference, event)
+                let made = event(
+                    EventType::Normal,
+                    kind.resolved_reason(),
+                    truncated(&why),
+                    "Alert",
+                );
+                (reference, made)
             }
             Ok(None) => return,
             Err(error) => {

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use kubenest_crds::app::AppStatus;
 use kubenest_crds::names::reasons;
-use kubenest_runtime::events::{Event, EventType, condition_events};
+use kubenest_runtime::events::{Event, EventType, condition_events, event};
 
 use crate::intents::ObjectKey;
 use crate::plane::Plane;
@@ -72,13 +72,12 @@ pub fn app_events(old: &AppStatus, new: &AppStatus) -> Vec<Event> {
             .as_deref()
             .map(|d| format!(" as deployment {d}"))
             .unwrap_or_default();
-        events.push(Event {
-            type_: EventType::Normal,
-            reason: reasons::REVISION_RECORDED.into(),
-            note: Some(format!("revision {revision} recorded{deployment}")),
-            action: "Deploy".into(),
-            secondary: None,
-        });
+        events.push(event(
+            EventType::Normal,
+            reasons::REVISION_RECORDED,
+            format!("revision {revision} recorded{deployment}"),
+            "Deploy",
+        ));
     }
     let mut turned = condition_list(&old.conditions, &new.conditions);
     let ready_message = || {
@@ -87,23 +86,21 @@ pub fn app_events(old: &AppStatus, new: &AppStatus) -> Vec<Event> {
     };
     let revision = new.revision.as_deref().unwrap_or("?");
     match (old.phase.as_deref(), new.phase.as_deref()) {
-        (before, Some("Running")) if before != Some("Running") => turned.push(Event {
-            type_: EventType::Normal,
-            reason: reasons::ROLLOUT_SUCCEEDED.into(),
-            note: Some(format!("revision {revision} is running")),
-            action: "Rollout".into(),
-            secondary: None,
-        }),
-        (before, Some("Failed")) if before != Some("Failed") => turned.push(Event {
-            type_: EventType::Warning,
-            reason: reasons::ROLLOUT_FAILED.into(),
-            note: Some(format!(
+        (before, Some("Running")) if before != Some("Running") => turned.push(event(
+            EventType::Normal,
+            reasons::ROLLOUT_SUCCEEDED,
+            format!("revision {revision} is running"),
+            "Rollout",
+        )),
+        (before, Some("Failed")) if before != Some("Failed") => turned.push(event(
+            EventType::Warning,
+            reasons::ROLLOUT_FAILED,
+            format!(
                 "revision {revision} failed ({})",
                 ready_message().unwrap_or_default()
-            )),
-            action: "Rollout".into(),
-            secondary: None,
-        }),
+            ),
+            "Rollout",
+        )),
         _ => {}
     }
     events.append(&mut turned);

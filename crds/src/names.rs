@@ -114,6 +114,17 @@ pub mod reasons {
     pub const CLUSTER_CONNECTED: &str = "ClusterConnected";
     /// A Cluster's agent lost its hub session or fell silent.
     pub const CLUSTER_DISCONNECTED: &str = "ClusterDisconnected";
+
+    /// The Event reason of a verdict on a verified revision (`VerificationPassed`,
+    /// `VerificationFailed`, `VerificationInconclusive`; the agent tells it on the StackDeploy,
+    /// the controllers on the App), and whether it is a warning: all but a pass.
+    pub fn verdict(verdict: kubenest_contracts::Verdict) -> (&'static str, bool) {
+        match verdict {
+            kubenest_contracts::Verdict::Passed => ("VerificationPassed", false),
+            kubenest_contracts::Verdict::Failed => ("VerificationFailed", true),
+            kubenest_contracts::Verdict::Inconclusive => ("VerificationInconclusive", true),
+        }
+    }
 }
 
 /// Condition types and reasons.

@@ -25,6 +25,17 @@ use tokio_util::sync::CancellationToken;
 
 pub use kube::runtime::events::{Event, EventType};
 
+/// An Event about its object alone (no secondary object), with a note.
+pub fn event(type_: EventType, reason: &str, note: String, action: &str) -> Event {
+    Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    }
+}
+
 /// Events waiting to be written, at most.
 pub const QUEUE: usize = 1024;
 /// An Event's note is at most 1 kB (the API server refuses longer ones).

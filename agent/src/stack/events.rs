@@ -4,19 +4,9 @@
 //! [`kubenest_crds::names::reasons`], as on the management side.
 
 use kubenest_crds::names::reasons;
-use kubenest_runtime::events::{Event, EventType};
+use kubenest_runtime::events::{Event, EventType, event};
 
 use crate::crd::StackDeployStatus;
-
-fn event(type_: EventType, reason: &str, note: String, action: &str) -> Event {
-    Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
-    }
-}
 
 /// What a status write of a StackDeploy from `old` to `new` tells.
 pub fn stack_events(old: &StackDeployStatus, new: &StackDeployStatus) -> Vec<Event> {

@@ -21,7 +21,7 @@ use kube::runtime::controller::Action;
 use kubenest_crds::app::App;
 use kubenest_crds::names::annotations;
 use kubenest_crds::verification::OnFailure;
-use kubenest_runtime::events::{Event, EventType};
+use kubenest_runtime::events::{EventType, event};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -150,15 +150,9 @@ async fn say(plane: &Plane, key: &ObjectKey, action: &str) -> Result<(), Error> 
         "none" => "VerificationIgnored",
         _ => "AutomaticRollback",
     };
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.into(),
-        note: Some(action.to_owned()),
-        action: "Verify".into(),
-        secondary: None,
-    };
+    let told = event(EventType::Warning, reason, action.to_owned(), "Verify");
     plane
         .events
-        .emit_to(&crate::events::reference::<App>(key), [event]);
+        .emit_to(&crate::events::reference::<App>(key), [told]);
     Ok(())
 }

@@ -19,7 +19,7 @@ use crate::conditions::{self, AGENT_REPORTING, CLUSTER_UNREACHABLE, READY};
 use crate::patch::merge_status;
 use crate::rfc3339;
 use kubenest_crds::names::reasons;
-use kubenest_runtime::events::{Event, EventSink, EventType};
+use kubenest_runtime::events::{Event, EventSink, EventType, event};
 
 /// Share of CPU or memory requested above which capacity is a warning.
 const CAPACITY_WARNING: f64 = 0.9;
@@ -196,13 +196,7 @@ pub fn cluster_events(old: &ClusterStatus, new: &ClusterStatus) -> Vec<Event> {
             ),
             _ => return crate::events::condition_list(&old.conditions, &new.conditions),
         };
-        events.push(Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.into()),
-            action: "Connect".into(),
-            secondary: None,
-        });
+        events.push(event(type_, reason, note.into(), "Connect"));
     }
     events.extend(crate::events::condition_list(
         &old.conditions,

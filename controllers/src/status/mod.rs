@@ -372,14 +372,13 @@ fn drift_detail(d: &wire::DriftDetail) -> DriftDetail {
 fn drift_event(d: &wire::DriftDetail) -> kubenest_runtime::events::Event {
     let d = drift_detail(d);
     let by = d.manager.map(|m| format!(" by {m}")).unwrap_or_default();
-    kubenest_runtime::events::Event {
-        type_: kubenest_runtime::events::EventType::Warning,
-        reason: kubenest_crds::names::reasons::DRIFT_DETECTED.into(),
-        note: Some(format!(
+    kubenest_runtime::events::event(
+        kubenest_runtime::events::EventType::Warning,
+        kubenest_crds::names::reasons::DRIFT_DETECTED,
+        format!(
             "{} {} changed on the cluster{by} (desired {}, found {}); applied back",
             d.resource, d.field, d.desired, d.observed
-        )),
-        action: "Drift".into(),
-        secondary: None,
-    }
+        ),
+        "Drift",
+    )
 }

@@ -7,7 +7,7 @@
 
 use kubenest_contracts as wire;
 use kubenest_crds::verification::{VerificationSignal, VerificationStatus};
-use kubenest_runtime::events::{Event, EventType};
+use kubenest_runtime::events::{EventType, event};
 use serde_json::{Value, json};
 
 use super::{Router, patch_status};
@@ -62,20 +62,20 @@ impl Router {
             action: None,
         };
         self.record_verdict(&app, &status, &verification).await;
-        let (type_, reason) = match result.verdict {
-            wire::Verdict::Passed => (EventType::Normal, "VerificationPassed"),
-            wire::Verdict::Failed => (EventType::Warning, "VerificationFailed"),
-            wire::Verdict::Inconclusive => (EventType::Warning, "VerificationInconclusive"),
+        let (reason, warning) = kubenest_crds::names::reasons::verdict(result.verdict);
+        let type_ = if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
         };
         self.plane.events.emit(
             &*app,
-            [Event {
+            [event(
                 type_,
-                reason: reason.into(),
-                note: Some(format!("revision {}: {}", result.revision, result.reason)),
-                action: "Verify".into(),
-                secondary: None,
-            }],
+                reason,
+                format!("revision {}: {}", result.revision, result.reason),
+                "Verify",
+            )],
         );
         // `action: null` clears what was done with an earlier revision's verdict.
         let mut written = serde_json::to_value(&verification).unwrap_or(Value::Null);
