@@ -22,7 +22,20 @@ pub struct Verification {
     pub metrics: Option<MetricsEndpoint>,
 }
 
-/// Where a workload's pods serve Prometheus metrics.
+/// The pattern of a Prometheus metric name, the exposition format's own. The REST API, the
+/// CRDs and the hub's schemas all take names by it.
+pub const METRIC_NAME_PATTERN: &str = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$";
+
+/// The longest metric name taken.
+pub const MAX_METRIC_NAME: usize = 200;
+
+/// The request counter read when an App names none.
+pub const DEFAULT_REQUESTS_METRIC: &str = "http_requests_total";
+
+/// The latency histogram read when an App names none.
+pub const DEFAULT_LATENCY_METRIC: &str = "http_request_duration_seconds";
+
+/// Where a workload's pods serve Prometheus metrics, and which of their series are read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetricsEndpoint {
     #[schemars(range(min = 1, max = 65535))]
@@ -34,6 +47,32 @@ pub struct MetricsEndpoint {
         regex(pattern = r"^(/\.?[A-Za-z0-9_~-]+(\.[A-Za-z0-9_~-]+)*)*/?$")
     )]
     pub path: String,
+    /// The request counter, labelled by status code (`code`, `status` or `status_code`):
+    /// `http_requests_total` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 200), regex(pattern = METRIC_NAME_PATTERN))]
+    pub requests_metric: Option<String>,
+    /// The latency histogram's base name, whose `_bucket` series are read:
+    /// `http_request_duration_seconds` when not given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 200), regex(pattern = METRIC_NAME_PATTERN))]
+    pub latency_metric: Option<String>,
+}
+
+impl MetricsEndpoint {
+    /// The request counter read: the App's, else the default.
+    pub fn requests(&self) -> &str {
+        self.requests_metric
+            .as_deref()
+            .unwrap_or(DEFAULT_REQUESTS_METRIC)
+    }
+
+    /// The latency histogram read: the App's, else the default.
+    pub fn latency(&self) -> &str {
+        self.latency_metric
+            .as_deref()
+            .unwrap_or(DEFAULT_LATENCY_METRIC)
+    }
 }
 
 /// What a verification concluded.

@@ -46,7 +46,8 @@ impl OnFailure {
     }
 }
 
-/// Where the workloads' pods serve Prometheus metrics.
+/// Where the workloads' pods serve Prometheus metrics, and which of their series are read.
+/// The names are optional, so Apps that give none keep their revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricsSpec {
@@ -60,10 +61,38 @@ pub struct MetricsSpec {
         regex(pattern = r"^(/\.?[A-Za-z0-9_~-]+(\.[A-Za-z0-9_~-]+)*)*/?$")
     )]
     pub path: String,
+    /// The request counter, labelled by status code (`code`, `status` or `status_code`):
+    /// a Prometheus metric name (default `http_requests_total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = kubenest_contracts::METRIC_NAME_PATTERN)
+    )]
+    pub requests_metric: Option<String>,
+    /// The latency histogram's base name, whose `_bucket` series are read: a Prometheus
+    /// metric name (default `http_request_duration_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 200),
+        regex(pattern = kubenest_contracts::METRIC_NAME_PATTERN)
+    )]
+    pub latency_metric: Option<String>,
 }
 
 fn default_path() -> String {
     "/metrics".into()
+}
+
+impl From<&MetricsSpec> for kubenest_contracts::MetricsEndpoint {
+    /// The endpoint as `app.deploy` carries it to the agent, names left out staying out.
+    fn from(spec: &MetricsSpec) -> Self {
+        Self {
+            port: spec.port,
+            path: spec.path.clone(),
+            requests_metric: spec.requests_metric.clone(),
+            latency_metric: spec.latency_metric.clone(),
+        }
+    }
 }
 
 /// The verdict on a revision, as the agent reported it and the App shows it.
@@ -97,4 +126,36 @@ pub struct VerificationSignal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f64>,
     pub failed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn metric_names_reach_the_wire_as_given_and_stay_out_when_not() {
+        let named: MetricsSpec = serde_json::from_value(json!(
+            {"port": 9090, "requestsMetric": "shop_requests_total", "latencyMetric": "shop_seconds"}
+        ))
+        .unwrap();
+        let wire = kubenest_contracts::MetricsEndpoint::from(&named);
+        assert_eq!(
+            serde_json::to_value(&wire).unwrap(),
+            json!({"port": 9090, "path": "/metrics", "requests_metric": "shop_requests_total",
+                   "latency_metric": "shop_seconds"})
+        );
+        let plain: MetricsSpec = serde_json::from_value(json!({"port": 9090})).unwrap();
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            json!({"port": 9090, "path": "/metrics"}),
+            "an App that names none keeps its spec, so its revision"
+        );
+        let wire = kubenest_contracts::MetricsEndpoint::from(&plain);
+        assert_eq!(
+            (wire.requests(), wire.latency()),
+            ("http_requests_total", "http_request_duration_seconds")
+        );
+    }
 }

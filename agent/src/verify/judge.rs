@@ -3,8 +3,9 @@
 //! previous revision" below).
 //!
 //! - Pod signals decide at once: an OOM kill or a crash loop of the revision's pods fails it (the
-//!   previous revision's count is the threshold), and so do restarts beyond twice the previous
-//!   revision's (at least one restart is tolerated).
+//!   previous revision's count is the threshold), and so do restarts or readiness flaps beyond
+//!   twice the previous revision's (at least one of each is tolerated; a restart is a flap too,
+//!   so as many flaps as restarts always are).
 //! - The App's metrics, when it declares them, decide at the window's end, or earlier once
 //!   [`EARLY_REQUESTS`] requests show an error ratio past its threshold: the 5xx ratio may not
 //!   exceed twice the baseline's (and at least the baseline + 0.05; 0.05 without one), the p95
@@ -26,6 +27,9 @@ pub const EARLY_REQUESTS: f64 = 50.0;
 pub struct Measured {
     pub restarts: u32,
     pub oom_kills: u32,
+    /// Read as 0 from a baseline kept before flaps were counted.
+    #[serde(default)]
+    pub readiness_flaps: u32,
     pub error_ratio: Option<f64>,
     pub p95_seconds: Option<f64>,
 }
@@ -65,7 +69,15 @@ fn signal(name: &str, value: f64, baseline: Option<f64>, threshold: Option<f64>)
 pub fn judge(seen: &Seen, baseline: Option<&Measured>, window_seconds: u32) -> Option<Judgement> {
     let pods = seen.pods;
     let base = baseline.copied().unwrap_or_default();
-    let restarts_threshold = f64::from((base.restarts * 2).max(1));
+    let restarts_threshold = f64::from(base.restarts.saturating_mul(2).max(1));
+    // Flaps are judged as restarts are: twice the previous revision's, at least one tolerated.
+    // A single flap may be one probe missed in a burst of load, no sign of a worse revision;
+    // more than twice what the previous one showed is. A restart withdraws its pod's readiness
+    // too, so each restart is also a flap: the threshold is never below the restarts' (from a
+    // baseline measured before flaps were counted, too), or a restart the restarts' threshold
+    // lets pass would fail the revision as a flap.
+    let flaps = base.readiness_flaps.saturating_mul(2).max(1);
+    let flaps_threshold = f64::from(flaps).max(restarts_threshold);
     let mut signals = vec![
         signal(
             "restarts",
@@ -80,10 +92,17 @@ pub fn judge(seen: &Seen, baseline: Option<&Measured>, window_seconds: u32) -> O
             Some(f64::from(base.oom_kills)),
         ),
         signal("crash_loops", f64::from(pods.crash_loops), None, Some(0.0)),
+        signal(
+            "readiness_flaps",
+            f64::from(pods.readiness_flaps),
+            baseline.map(|b| f64::from(b.readiness_flaps)),
+            Some(flaps_threshold),
+        ),
     ];
     let mut measured = Measured {
         restarts: pods.restarts,
         oom_kills: pods.oom_kills,
+        readiness_flaps: pods.readiness_flaps,
         error_ratio: None,
         p95_seconds: None,
     };
@@ -228,6 +247,60 @@ mod tests {
             None,
             "no worse than before: the window runs on"
         );
+    }
+
+    #[test]
+    fn readiness_flaps_are_judged_against_the_previous_revision() {
+        let flapping = |flaps| PodSignals {
+            pods: 2,
+            readiness_flaps: flaps,
+            ..PodSignals::default()
+        };
+        // One flap is tolerated; it is measured for the next revision and shown.
+        let judged = judge(&seen(flapping(1), None, true), None, 60).unwrap();
+        assert_eq!(judged.verdict, wire::Verdict::Passed);
+        assert_eq!(judged.measured.readiness_flaps, 1);
+        let shown = judged
+            .signals
+            .iter()
+            .find(|s| s.name == "readiness_flaps")
+            .unwrap();
+        assert_eq!((shown.value, shown.threshold), (1.0, Some(1.0)));
+        // Two fail at once, with the numbers.
+        let judged = judge(&seen(flapping(2), None, false), None, 60).unwrap();
+        assert_eq!(judged.verdict, wire::Verdict::Failed);
+        assert_eq!(
+            judged.reason,
+            "readiness_flaps 2 above its threshold 1 (window 60s)"
+        );
+        // Against a previous revision that flapped as much, the window runs on; past twice
+        // its count, it fails.
+        let flappy = Measured {
+            readiness_flaps: 2,
+            ..Measured::default()
+        };
+        assert_eq!(
+            judge(&seen(flapping(4), None, false), Some(&flappy), 60),
+            None
+        );
+        let judged = judge(&seen(flapping(5), None, false), Some(&flappy), 60).unwrap();
+        assert!(
+            judged.reason.contains("threshold 4, previous revision 2"),
+            "{}",
+            judged.reason
+        );
+        // A baseline kept before flaps were counted reads as none, and its restarts still
+        // excuse as many flaps as they are allowed.
+        let old: Measured = serde_json::from_value(serde_json::json!(
+            {"restarts": 2, "oom_kills": 0, "error_ratio": null, "p95_seconds": null}
+        ))
+        .unwrap();
+        assert_eq!(old.readiness_flaps, 0);
+        let restarting = PodSignals {
+            restarts: 4,
+            ..flapping(4)
+        };
+        assert_eq!(judge(&seen(restarting, None, false), Some(&old), 60), None);
     }
 
     #[test]

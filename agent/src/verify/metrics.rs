@@ -1,13 +1,13 @@
-//! An App's own metrics (pure): the standard HTTP series read from a Prometheus scrape, and what
-//! two scrapes of the same pods say of the time between them (request and error counts, p95
+//! An App's own metrics (pure): its HTTP series read from a Prometheus scrape, and what two
+//! scrapes of the same pods say of the time between them (request and error counts, p95
 //! latency). Parsing is the `prometheus-parse` crate's; only the arithmetic is here.
 
 use std::collections::BTreeMap;
 
-/// The request counter: `http_requests_total` with a `code` label.
-pub const REQUESTS: &str = "http_requests_total";
-/// The latency histogram: `http_request_duration_seconds` (its `_bucket` series).
-pub const DURATION: &str = "http_request_duration_seconds";
+/// The labels a request counter's status code may go by, in the order looked for: `code`
+/// (Prometheus' Go client), `status` and `status_code` (as other clients and middlewares
+/// spell it).
+pub const STATUS_LABELS: [&str; 3] = ["code", "status", "status_code"];
 
 /// The `+Inf` bucket's bound, as kept.
 const INF: f64 = f64::MAX;
@@ -22,26 +22,34 @@ pub struct Scrape {
     pub buckets: Vec<(f64, f64)>,
 }
 
-/// Reads the standard series of a scrape (Prometheus text or OpenMetrics).
-pub fn read(text: &str) -> Result<Scrape, String> {
+/// The series a scrape is read by: the App's names, or the defaults (`http_requests_total`,
+/// `http_request_duration_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Series<'a> {
+    /// The request counter; a sample is an error when its status code (any label of
+    /// [`STATUS_LABELS`]) is 5xx.
+    pub requests: &'a str,
+    /// The latency histogram's base name (its `_bucket` series).
+    pub latency: &'a str,
+}
+
+/// Reads `series` from a scrape (Prometheus text or OpenMetrics).
+pub fn read(text: &str, series: Series<'_>) -> Result<Scrape, String> {
     let lines = text.lines().map(|l| Ok(l.to_owned()));
     let parsed = prometheus_parse::Scrape::parse(lines).map_err(|e| e.to_string())?;
     let mut scrape = Scrape::default();
     let mut buckets: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
     for sample in &parsed.samples {
         match (&sample.metric, &sample.value) {
-            (metric, value) if metric == REQUESTS => {
+            (metric, value) if metric == series.requests => {
                 let n = scalar(value);
                 scrape.requests += n;
-                if sample
-                    .labels
-                    .get("code")
-                    .is_some_and(|c| c.starts_with('5'))
-                {
+                let status = STATUS_LABELS.iter().find_map(|l| sample.labels.get(l));
+                if status.is_some_and(|c| c.starts_with('5')) {
                     scrape.errors += n;
                 }
             }
-            (metric, prometheus_parse::Value::Histogram(counts)) if metric == DURATION => {
+            (metric, prometheus_parse::Value::Histogram(counts)) if metric == series.latency => {
                 for count in counts {
                     // `+Inf` as the largest finite number: the scrape is kept as JSON, which
                     // has no infinity.
@@ -158,9 +166,14 @@ http_request_duration_seconds_bucket{le=\"+Inf\",method=\"GET\"} 100
 # EOF
 ";
 
+    const DEFAULTS: Series<'static> = Series {
+        requests: kubenest_contracts::DEFAULT_REQUESTS_METRIC,
+        latency: kubenest_contracts::DEFAULT_LATENCY_METRIC,
+    };
+
     #[test]
     fn the_standard_series_are_read_from_openmetrics() {
-        let scrape = read(OPENMETRICS).unwrap();
+        let scrape = read(OPENMETRICS, DEFAULTS).unwrap();
         assert_eq!((scrape.requests, scrape.errors), (100.0, 30.0));
         assert_eq!(scrape.buckets.len(), 4);
         assert_eq!(scrape.buckets[1], (0.1, 90.0));
@@ -172,7 +185,7 @@ http_request_duration_seconds_bucket{le=\"+Inf\",method=\"GET\"} 100
     #[test]
     fn a_window_counts_what_grew_and_interpolates_the_p95() {
         let before = Scrape::default();
-        let after = read(OPENMETRICS).unwrap();
+        let after = read(OPENMETRICS, DEFAULTS).unwrap();
         let window = between(&before, &after);
         assert_eq!(window.error_ratio(), Some(0.3));
         // Rank 95 of 100 lies halfway through the (0.1, 1.0] bucket.
@@ -181,6 +194,47 @@ http_request_duration_seconds_bucket{le=\"+Inf\",method=\"GET\"} 100
         let idle = between(&after, &after);
         assert_eq!(idle.error_ratio(), None, "no requests: nothing to judge");
         assert_eq!(idle.p95_seconds, None);
+    }
+
+    /// Spring Boot's Micrometer names, with the status in a `status` label.
+    const CUSTOM: &str = "# TYPE http_server_requests_seconds histogram
+http_server_requests_seconds_bucket{status=\"200\",le=\"0.1\"} 8
+http_server_requests_seconds_bucket{status=\"200\",le=\"+Inf\"} 9
+http_server_requests_seconds_bucket{status=\"503\",le=\"0.1\"} 0
+http_server_requests_seconds_bucket{status=\"503\",le=\"+Inf\"} 1
+http_server_requests_seconds_count{status=\"200\"} 9
+http_server_requests_seconds_count{status=\"503\"} 1
+# TYPE shop_requests_total counter
+shop_requests_total{status=\"200\"} 9
+shop_requests_total{status=\"503\"} 1
+# TYPE http_requests_total counter
+http_requests_total{code=\"500\"} 1000
+";
+
+    #[test]
+    fn the_apps_own_names_are_read_and_not_the_defaults() {
+        let named = Series {
+            requests: "shop_requests_total",
+            latency: "http_server_requests_seconds",
+        };
+        let scrape = read(CUSTOM, named).unwrap();
+        assert_eq!((scrape.requests, scrape.errors), (10.0, 1.0));
+        assert_eq!(scrape.buckets, vec![(0.1, 8.0), (f64::MAX, 10.0)]);
+        // The defaults read the other counter, and no histogram.
+        let standard = read(CUSTOM, DEFAULTS).unwrap();
+        assert_eq!((standard.requests, standard.errors), (1000.0, 1000.0));
+        assert!(standard.buckets.is_empty());
+    }
+
+    #[test]
+    fn the_status_code_goes_by_any_of_its_three_labels() {
+        for label in STATUS_LABELS {
+            let text = format!(
+                "http_requests_total{{{label}=\"200\"}} 3\nhttp_requests_total{{{label}=\"502\"}} 1\n"
+            );
+            let scrape = read(&text, DEFAULTS).unwrap();
+            assert_eq!((scrape.requests, scrape.errors), (4.0, 1.0), "{label}");
+        }
     }
 
     #[test]

@@ -10,43 +10,40 @@
 //! progress is kept in the StackDeploy's `status.verification` ([`Verifying`]), so a restarted
 //! agent carries a window on; the StackDeploy controller's status writes never touch it.
 //!
-//! - `signals` (pure): restarts, OOM kills and crash loops from pod statuses;
-//! - `metrics` (pure): the standard HTTP series of a scrape, and a window between two scrapes;
-//! - `judge` (pure): the verdict.
+//! - `signals` (pure): restarts, OOM kills, crash loops and readiness flaps from pod statuses;
+//! - `metrics` (pure): the HTTP series the App names (or the standard ones) of a scrape, and a
+//!   window between two scrapes;
+//! - `judge` (pure): the verdict;
+//! - `observe`: the pods and their scrapes, read through the API server.
 
 mod judge;
 mod metrics;
+mod observe;
 mod signals;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kubenest_contracts as wire;
-use kubenest_crds::names::labels;
-use kubenest_runtime::events::{Event, EventType};
+use kubenest_runtime::events::{EventType, event};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::context::Context;
 use crate::crd::StackDeploy;
 pub use judge::{Judgement, Measured, Seen, judge};
-pub use metrics::{Scrape, Window};
-pub use signals::{PodSignals, pod_signals};
+pub use metrics::{Scrape, Series, Window};
+use observe::observe;
+pub use signals::{PodReady, PodSignals, pod_signals, readiness, readiness_flaps};
 
 /// How often each verification looks again.
 pub const TICK: Duration = Duration::from_secs(5);
-/// The longest one scrape may take.
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most of a scrape read (a metrics page larger than this is no standard one).
-const SCRAPE_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// A revision's verification as its StackDeploy keeps it. Written whole by a merge patch, so
 /// every field is written, `null` when empty (a field left out would keep the previous
@@ -58,6 +55,13 @@ pub struct Verifying {
     pub started_at: DateTime<Utc>,
     /// The revision's restarts when its window started (counted from there).
     pub restarts_at_start: u32,
+    /// Each pod's `Ready` at the last look, to count flaps against the next (a list, so the
+    /// merge patch replaces it whole).
+    #[serde(default)]
+    pub readiness: Vec<PodReady>,
+    /// The readiness flaps counted since the window started.
+    #[serde(default)]
+    pub readiness_flaps: u32,
     /// The sum of the revision's scrapes when its window started.
     #[serde(default)]
     pub scrape_at_start: Option<Scrape>,
@@ -136,6 +140,11 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
                 return Ok(());
             }
             let observed = observe(ctx, stack, policy.metrics.as_ref(), &status).await?;
+            // Flaps are counted between looks, so what this one saw is kept when it changed.
+            let flaps = readiness_flaps(&state.readiness, &observed.ready);
+            let ready_changed = state.readiness != observed.ready;
+            state.readiness_flaps = state.readiness_flaps.saturating_add(flaps);
+            state.readiness = observed.ready;
             if policy.metrics.is_some() && state.scrape_at_start.is_none() {
                 // The pods did not answer when the window opened: it counts from their first
                 // answer, rather than ending Inconclusive for a slow start.
@@ -151,6 +160,7 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
                     .pods
                     .restarts
                     .saturating_sub(state.restarts_at_start),
+                readiness_flaps: state.readiness_flaps,
                 ..observed.pods
             };
             let metrics =
@@ -167,7 +177,11 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
                 ended,
             };
             let Some(judged) = judge(&seen, state.baseline.as_ref(), policy.window_seconds) else {
-                return Ok(());
+                return if ready_changed {
+                    keep(ctx, stack, &state).await
+                } else {
+                    Ok(())
+                };
             };
             state.measured = Some(judged.measured);
             state.result = Some(wire::VerificationResult {
@@ -196,6 +210,8 @@ async fn verify(ctx: &Context, stack: &StackDeploy) -> Result<(), kube::Error> {
                 revision: deploy.revision.clone(),
                 started_at: now,
                 restarts_at_start: observed.pods.restarts,
+                readiness: observed.ready,
+                readiness_flaps: 0,
                 scrape_at_start: observed.scrape,
                 baseline,
                 measured: None,
@@ -220,126 +236,6 @@ fn baseline_after(previous: Verifying) -> Option<Measured> {
     } else {
         previous.baseline
     }
-}
-
-/// What the revision's pods show now.
-struct Observed {
-    pods: PodSignals,
-    /// The sum of the pods' scrapes; `None` when no metrics are declared or none answered.
-    scrape: Option<Scrape>,
-}
-
-async fn observe(
-    ctx: &Context,
-    stack: &StackDeploy,
-    endpoint: Option<&wire::MetricsEndpoint>,
-    status: &crate::crd::StackDeployStatus,
-) -> Result<Observed, kube::Error> {
-    let deploy = &stack.spec.deploy;
-    let namespace = deploy.app.namespace.as_str();
-    let workloads: BTreeSet<&str> = deploy
-        .components
-        .iter()
-        .filter_map(|c| match c {
-            wire::Component::Workload(w) => Some(w.name.as_str()),
-            wire::Component::Addon(_) => None,
-        })
-        .collect();
-    let since = status.rollout_started_at.unwrap_or_else(Utc::now);
-    let api = Api::<Pod>::namespaced(ctx.client.clone(), namespace);
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{}={}", labels::APP_ID, deploy.app.app_id)))
-        .await?;
-    // The revision's pods: its workloads', made since its rollout started (a second's slack
-    // for clocks that read the same instant differently).
-    let pods: Vec<Pod> = listed
-        .items
-        .into_iter()
-        .filter(|p| {
-            p.labels()
-                .get(labels::COMPONENT)
-                .is_some_and(|c| workloads.contains(c.as_str()))
-                && p.metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .is_some_and(|t| t.0.as_second() + 1 >= since.timestamp())
-        })
-        .collect();
-    let values: Vec<serde_json::Value> = pods
-        .iter()
-        .filter_map(|p| serde_json::to_value(p).ok())
-        .collect();
-    let signals = pod_signals(&values);
-    let scrape = match endpoint {
-        None => None,
-        Some(endpoint) => scrape_all(ctx, namespace, &pods, endpoint).await,
-    };
-    Ok(Observed {
-        pods: signals,
-        scrape,
-    })
-}
-
-/// The sum of the running pods' scrapes; `None` when none answered.
-async fn scrape_all(
-    ctx: &Context,
-    namespace: &str,
-    pods: &[Pod],
-    endpoint: &wire::MetricsEndpoint,
-) -> Option<Scrape> {
-    let mut sum: Option<Scrape> = None;
-    for pod in pods {
-        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-        if !running {
-            continue;
-        }
-        match scrape(ctx, namespace, &pod.name_any(), endpoint).await {
-            Ok(one) => {
-                let total = sum.get_or_insert_with(Scrape::default);
-                total.requests += one.requests;
-                total.errors += one.errors;
-                for (le, count) in one.buckets {
-                    match total.buckets.iter_mut().find(|(l, _)| *l == le) {
-                        Some(bucket) => bucket.1 += count,
-                        None => total.buckets.push((le, count)),
-                    }
-                }
-                total.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-            Err(error) => {
-                tracing::debug!(pod = %pod.name_any(), %error, "metrics scrape failed");
-            }
-        }
-    }
-    sum
-}
-
-/// One pod's metrics, through the API server's pod proxy. The path is the wire's (an absolute
-/// path of `[A-Za-z0-9._~/-]`), so it cannot leave the pod's endpoint.
-async fn scrape(
-    ctx: &Context,
-    namespace: &str,
-    pod: &str,
-    endpoint: &wire::MetricsEndpoint,
-) -> Result<Scrape, String> {
-    if endpoint.path.contains("..") {
-        return Err("a metrics path with `..`".into());
-    }
-    let url = format!(
-        "/api/v1/namespaces/{namespace}/pods/{pod}:{}/proxy{}",
-        endpoint.port, endpoint.path
-    );
-    let request = http::Request::get(url)
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    let text = tokio::time::timeout(SCRAPE_TIMEOUT, ctx.client.request_text(request))
-        .await
-        .map_err(|_| "the scrape timed out".to_owned())?
-        .map_err(|e| e.to_string())?;
-    if text.len() > SCRAPE_MAX_BYTES {
-        return Err("the metrics page is too large".into());
-    }
-    metrics::read(&text)
 }
 
 /// Writes `state` into the StackDeploy's status.
@@ -369,21 +265,14 @@ async fn deliver(
 
 /// The verdict as a Kubernetes Event on the StackDeploy.
 fn tell(ctx: &Context, stack: &StackDeploy, judged: &Judgement) {
-    let (type_, reason) = match judged.verdict {
-        wire::Verdict::Passed => (EventType::Normal, "VerificationPassed"),
-        wire::Verdict::Failed => (EventType::Warning, "VerificationFailed"),
-        wire::Verdict::Inconclusive => (EventType::Warning, "VerificationInconclusive"),
+    let (reason, warning) = kubenest_crds::names::reasons::verdict(judged.verdict);
+    let type_ = if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
     };
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(format!(
-            "revision {}: {}",
-            stack.spec.deploy.revision, judged.reason
-        )),
-        action: "Verify".into(),
-        secondary: None,
-    };
+    let note = format!("revision {}: {}", stack.spec.deploy.revision, judged.reason);
+    let event = event(type_, reason, note, "Verify");
     ctx.events.emit_to(&stack.object_ref(&()), [event]);
 }
 
@@ -401,6 +290,8 @@ mod tests {
             revision: "r2".into(),
             started_at: now,
             restarts_at_start: 0,
+            readiness: Vec::new(),
+            readiness_flaps: 0,
             scrape_at_start: None,
             baseline: Some(numbers(baseline)),
             measured: Some(numbers(measured)),
@@ -435,6 +326,12 @@ mod tests {
             revision: "r2".into(),
             started_at: Utc::now(),
             restarts_at_start: 0,
+            readiness: vec![PodReady {
+                uid: "u1".into(),
+                ready: true,
+                since: None,
+            }],
+            readiness_flaps: 0,
             scrape_at_start: None,
             baseline: None,
             measured: None,
@@ -448,5 +345,18 @@ mod tests {
                 "{key}: {written}"
             );
         }
+        // The pods' readiness is a list: a merge patch replaces it, dropping pods gone.
+        assert_eq!(
+            written["readiness"],
+            json!([{"uid": "u1", "ready": true, "since": null}])
+        );
+        assert_eq!(written["readinessFlaps"], 0);
+        // A state kept before flaps were counted reads on.
+        let mut older = written.clone();
+        for key in ["readiness", "readinessFlaps"] {
+            older.as_object_mut().unwrap().remove(key);
+        }
+        let read: Verifying = serde_json::from_value(older).unwrap();
+        assert_eq!((read.readiness.len(), read.readiness_flaps), (0, 0));
     }
 }

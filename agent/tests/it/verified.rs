@@ -116,12 +116,14 @@ async fn errors_fail_against_a_revision_that_passed() {
         .iter()
         .find(|s| s.name == "error_ratio")
         .unwrap();
-    assert!((ratio.value - 0.3).abs() < 0.05, "{failed:?}");
+    assert!((ratio.value - 0.3).abs() < 0.1, "{failed:?}");
     assert_eq!((ratio.baseline, ratio.threshold), (Some(0.0), Some(0.05)));
     // The measured ratio wanders around 0.3; the words around it do not.
     assert!(
         failed.reason.starts_with("error_ratio 0.")
-            && failed.reason.contains(" above its threshold 0.05, previous revision 0 "),
+            && failed
+                .reason
+                .contains(" above its threshold 0.05, previous revision 0 "),
         "{}",
         failed.reason
     );

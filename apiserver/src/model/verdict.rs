@@ -25,7 +25,7 @@ pub struct VerdictView {
 /// One measured signal of a verdict.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SignalView {
-    /// `restarts`, `oom_kills`, `crash_loops`, `requests`, `error_ratio`,
+    /// `restarts`, `oom_kills`, `crash_loops`, `readiness_flaps`, `requests`, `error_ratio`,
     /// `p95_latency_seconds`.
     pub name: String,
     pub value: f64,

@@ -7,6 +7,8 @@
 //! The metrics path becomes part of the URL through which the agent reaches the pods (the
 //! Kubernetes API's pod proxy): it never holds `..`, nor a segment that is empty or ends with a
 //! dot, so it cannot climb out of the pod's proxy path to other parts of the cluster's API.
+//! The series read there are the App's to name (`requests_metric`, `latency_metric`), each a
+//! Prometheus metric name.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -17,6 +19,9 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use kubenest_contracts::{
+    DEFAULT_LATENCY_METRIC, DEFAULT_REQUESTS_METRIC, MAX_METRIC_NAME, METRIC_NAME_PATTERN, patterns,
+};
 use kubenest_crds::verification::{MetricsSpec, OnFailure, VerificationSpec};
 
 use crate::error::ApiError;
@@ -67,6 +72,16 @@ pub struct MetricsBody {
     #[serde(default)]
     #[schemars(length(min = 1, max = 256), regex(pattern = METRICS_PATH_PATTERN))]
     pub path: Option<String>,
+    /// The request counter, labelled by status code (`code`, `status` or `status_code`): a
+    /// Prometheus metric name of at most 200 characters (default `http_requests_total`).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 200), regex(pattern = METRIC_NAME_PATTERN))]
+    pub requests_metric: Option<String>,
+    /// The latency histogram's base name, whose `_bucket` series are read: a Prometheus metric
+    /// name of at most 200 characters (default `http_request_duration_seconds`).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 200), regex(pattern = METRIC_NAME_PATTERN))]
+    pub latency_metric: Option<String>,
 }
 
 /// A stored `verification`, every default filled in.
@@ -88,16 +103,23 @@ pub struct MetricsView {
     pub port: u16,
     /// The path scraped on it.
     pub path: String,
+    /// The request counter read.
+    pub requests_metric: String,
+    /// The latency histogram read.
+    pub latency_metric: String,
 }
 
 impl From<&VerificationSpec> for VerificationView {
     fn from(spec: &VerificationSpec) -> Self {
+        let or = |name: &Option<String>, default: &str| name.as_deref().unwrap_or(default).into();
         Self {
             window_seconds: spec.window_seconds,
             on_failure: spec.on_failure,
             metrics: spec.metrics.as_ref().map(|m| MetricsView {
                 port: m.port,
                 path: m.path.clone(),
+                requests_metric: or(&m.requests_metric, DEFAULT_REQUESTS_METRIC),
+                latency_metric: or(&m.latency_metric, DEFAULT_LATENCY_METRIC),
             }),
         }
     }
@@ -180,7 +202,21 @@ pub fn check(at: &str, body: &VerificationBody) -> Result<VerificationSpec, ApiE
             if let Some(reason) = path_refusal(&path) {
                 return Err(invalid("metrics.path", reason));
             }
-            Some(MetricsSpec { port, path })
+            // Kept as given: a name left out stays out, so the App's revision does not move.
+            for (field, name) in [
+                ("metrics.requests_metric", &metrics.requests_metric),
+                ("metrics.latency_metric", &metrics.latency_metric),
+            ] {
+                if let Some(reason) = name.as_deref().and_then(metric_name_refusal) {
+                    return Err(invalid(field, reason));
+                }
+            }
+            Some(MetricsSpec {
+                port,
+                path,
+                requests_metric: metrics.requests_metric.clone(),
+                latency_metric: metrics.latency_metric.clone(),
+            })
         }
     };
     Ok(VerificationSpec {
@@ -190,15 +226,20 @@ pub fn check(at: &str, body: &VerificationBody) -> Result<VerificationSpec, ApiE
     })
 }
 
-/// `verification` in a JSON merge patch: the whole value, with a `null` for the metrics it
-/// does not have, so none of the stored one's is kept; `null` removes it.
+/// `verification` in a JSON merge patch: the whole value, with a `null` for the metrics (and
+/// the metric names) it does not have, so none of the stored one's is kept; `null` removes it.
 pub fn merge_patch(spec: Option<&VerificationSpec>) -> Result<Value, ApiError> {
     let Some(spec) = spec else {
         return Ok(Value::Null);
     };
     let mut value = serde_json::to_value(spec).map_err(ApiError::internal)?;
     if let Value::Object(map) = &mut value {
-        map.entry("metrics").or_insert(Value::Null);
+        let metrics = map.entry("metrics").or_insert(Value::Null);
+        if let Value::Object(metrics) = metrics {
+            for name in ["requestsMetric", "latencyMetric"] {
+                metrics.entry(name).or_insert(Value::Null);
+            }
+        }
     }
     Ok(value)
 }
@@ -215,6 +256,17 @@ fn window_refusal(seconds: u32) -> Option<String> {
 
 fn port_rule(port: u32) -> String {
     format!("a port is 1 to 65535, not {port}")
+}
+
+/// Why `name` is no Prometheus metric name, in words; `None` when it is one.
+fn metric_name_refusal(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_METRIC_NAME {
+        Some(format!("1 to {MAX_METRIC_NAME} characters"))
+    } else if !patterns::matches(METRIC_NAME_PATTERN, name) {
+        Some("a Prometheus metric name: letters, digits, _ and :, not starting with a digit".into())
+    } else {
+        None
+    }
 }
 
 fn path_refusal(path: &str) -> Option<String> {
@@ -286,7 +338,28 @@ mod tests {
         let spec = check("verification", &body(json!({"metrics": {"port": 9090}}))).unwrap();
         assert_eq!(spec.window_seconds, 180);
         assert_eq!(spec.on_failure, OnFailure::Rollback);
-        assert_eq!(spec.metrics.unwrap().path, "/metrics");
+        let metrics = spec.metrics.as_ref().unwrap();
+        assert_eq!(metrics.path, "/metrics");
+        // The metric names are shown filled in, and stored only when given.
+        assert_eq!(metrics.requests_metric, None);
+        let shown = VerificationView::from(&spec).metrics.unwrap();
+        assert_eq!(shown.requests_metric, "http_requests_total");
+        assert_eq!(shown.latency_metric, "http_request_duration_seconds");
+    }
+
+    #[test]
+    fn metric_names_given_are_kept_in_the_resources_spelling() {
+        let given = json!({"metrics": {"port": 9090, "requests_metric": "shop:requests_total",
+                                       "latency_metric": "shop_latency_seconds"}});
+        let spec = check("verification", &body(given)).unwrap();
+        let stored = serde_json::to_value(&spec).unwrap();
+        assert_eq!(
+            stored["metrics"],
+            json!({"port": 9090, "path": "/metrics", "requestsMetric": "shop:requests_total",
+                   "latencyMetric": "shop_latency_seconds"})
+        );
+        let shown = VerificationView::from(&spec).metrics.unwrap();
+        assert_eq!(shown.requests_metric, "shop:requests_total");
     }
 
     #[test]
@@ -318,6 +391,22 @@ mod tests {
             (
                 json!({"metrics": {"port": 1, "path": format!("/{}", "a".repeat(256))}}),
                 "verification.metrics.path",
+            ),
+            (
+                json!({"metrics": {"port": 1, "requests_metric": "http-requests"}}),
+                "verification.metrics.requests_metric",
+            ),
+            (
+                json!({"metrics": {"port": 1, "requests_metric": ""}}),
+                "verification.metrics.requests_metric",
+            ),
+            (
+                json!({"metrics": {"port": 1, "latency_metric": "2xx_seconds"}}),
+                "verification.metrics.latency_metric",
+            ),
+            (
+                json!({"metrics": {"port": 1, "latency_metric": "a".repeat(201)}}),
+                "verification.metrics.latency_metric",
             ),
         ];
         for (value, field) in cases {
@@ -369,6 +458,23 @@ mod tests {
         }
     }
 
+    /// A metric name is refused by the pattern and the length the resources' schema gives.
+    #[test]
+    fn the_documented_metric_name_rule_is_the_resources() {
+        let resource = schemars::schema_for!(MetricsSpec).to_value();
+        for field in ["requestsMetric", "latencyMetric"] {
+            let schema = &resource["properties"][field];
+            assert_eq!(schema["pattern"], METRIC_NAME_PATTERN, "{field}");
+            assert_eq!(schema["maxLength"], MAX_METRIC_NAME, "{field}");
+        }
+        for good in ["http_requests_total", "_x", ":job:rate5m", "A9"] {
+            assert_eq!(metric_name_refusal(good), None, "{good}");
+        }
+        for bad in ["9x", "http-requests", "a b", "a{code}", "ä", ""] {
+            assert!(metric_name_refusal(bad).is_some(), "{bad}");
+        }
+    }
+
     #[test]
     fn a_merge_patch_drops_stored_metrics_it_does_not_have() {
         let spec = check("verification", &body(json!({"on_failure": "hold"}))).unwrap();
@@ -377,5 +483,12 @@ mod tests {
             json!({"windowSeconds": 180, "onFailure": "hold", "metrics": null})
         );
         assert_eq!(merge_patch(None).unwrap(), Value::Null);
+        // Nor a stored metric name the new metrics leave out.
+        let spec = check("verification", &body(json!({"metrics": {"port": 9090}}))).unwrap();
+        assert_eq!(
+            merge_patch(Some(&spec)).unwrap()["metrics"],
+            json!({"port": 9090, "path": "/metrics", "requestsMetric": null,
+                   "latencyMetric": null})
+        );
     }
 }

@@ -43,9 +43,11 @@ pub struct AlertResponse {
     pub id: String,
     pub org: String,
     /// `heartbeat_missed` (a cluster silent past its heartbeat window),
-    /// `progress_deadline_exceeded` (an App not running within its progress deadline) or
+    /// `progress_deadline_exceeded` (an App not running within its progress deadline),
     /// `deletion_deadline_exceeded` (an App, addon or project whose deletion did not finish
-    /// within its progress deadline).
+    /// within its progress deadline), `gitops_write_failed` (an App's or addon's GitOps folder
+    /// not written) or `verification_failed` (an App's failed revision that kubenest stopped
+    /// acting on: its automatic rollback failed too, or nothing earlier passed).
     pub kind: String,
     /// `critical` or `warning`.
     pub severity: String,

@@ -103,10 +103,7 @@ pub fn build_deploy(
         components,
         verification: identity.verification(spec).map(|v| wire::Verification {
             window_seconds: v.window_seconds,
-            metrics: v.metrics.as_ref().map(|m| wire::MetricsEndpoint {
-                port: m.port,
-                path: m.path.clone(),
-            }),
+            metrics: v.metrics.as_ref().map(wire::MetricsEndpoint::from),
         }),
     };
     validate_deploy(&deploy)?;

@@ -64,6 +64,14 @@ fn bad_verifications() -> Vec<(Value, &'static str)> {
             json!({"metrics": {"port": 9090, "path": long}}),
             "verification.metrics.path",
         ),
+        (
+            json!({"metrics": {"port": 9090, "requests_metric": "http-requests"}}),
+            "verification.metrics.requests_metric",
+        ),
+        (
+            json!({"metrics": {"port": 9090, "latency_metric": "a".repeat(201)}}),
+            "verification.metrics.latency_metric",
+        ),
     ]
 }
 
@@ -74,12 +82,15 @@ async fn an_apps_verification_is_read_with_its_defaults_changed_and_removed() {
     let registration = cluster(&admin, &org).await;
     let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
     let mut body = web_app(project["id"].as_str().unwrap(), "shop", "shop:1");
-    body["verification"] = json!({"on_failure": "hold", "metrics": {"port": 9090}});
+    body["verification"] = json!({"on_failure": "hold",
+                                  "metrics": {"port": 9090, "requests_metric": "shop_requests"}});
     let created = admin
         .expect(Method::POST, "/api/v1/apps", Some(body), 202)
         .await;
     let filled = json!({"window_seconds": 180, "on_failure": "hold",
-                        "metrics": {"port": 9090, "path": "/metrics"}});
+                        "metrics": {"port": 9090, "path": "/metrics",
+                                    "requests_metric": "shop_requests",
+                                    "latency_metric": "http_request_duration_seconds"}});
     assert_eq!(created["verification"], filled, "{created}");
     let app = format!("/api/v1/apps/{}", created["id"].as_str().unwrap());
     let got = admin.expect(Method::GET, &app, None, 200).await;
@@ -87,7 +98,25 @@ async fn an_apps_verification_is_read_with_its_defaults_changed_and_removed() {
     assert_eq!(
         stored_app_spec(&org, "shop").await["verification"],
         json!({"windowSeconds": 180, "onFailure": "hold",
-               "metrics": {"port": 9090, "path": "/metrics"}})
+               "metrics": {"port": 9090, "path": "/metrics", "requestsMetric": "shop_requests"}})
+    );
+
+    // Metrics given again without a name drop the stored one.
+    let renamed = admin
+        .expect(
+            Method::PATCH,
+            &app,
+            Some(json!({"verification": {"metrics": {"port": 9090}}})),
+            202,
+        )
+        .await;
+    assert_eq!(
+        renamed["verification"]["metrics"]["requests_metric"], "http_requests_total",
+        "{renamed}"
+    );
+    assert_eq!(
+        stored_app_spec(&org, "shop").await["verification"]["metrics"],
+        json!({"port": 9090, "path": "/metrics"})
     );
 
     // A change replaces the whole verification: the metrics it leaves out are gone.
@@ -259,7 +288,9 @@ async fn only_organization_admins_set_the_default_and_other_organizations_do_not
     let default = json!({"verification": {"window_seconds": 300,
                                           "metrics": {"port": 9100, "path": "/stats"}}});
     let shown = json!({"window_seconds": 300, "on_failure": "rollback",
-                       "metrics": {"port": 9100, "path": "/stats"}});
+                       "metrics": {"port": 9100, "path": "/stats",
+                                   "requests_metric": "http_requests_total",
+                                   "latency_metric": "http_request_duration_seconds"}});
     let [oadmin, pmember, pviewer, outsider] = [
         Client::login(0, &oadmin, PASSWORD).await,
         Client::login(1, &pmember, PASSWORD).await,

@@ -39,6 +39,11 @@ async fn a_metrics_path_climbing_out_is_refused_at_both_doors_with_the_field() {
             json!({"metrics": {"port": 0}}),
             "verification.metrics.port",
         ),
+        (
+            json!({"metrics": {"port": 9090, "requests_metric": "http-requests"}}),
+            json!({"metrics": {"port": 9090, "requestsMetric": "http-requests"}}),
+            "verification.metrics.requests_metric",
+        ),
     ];
     for (i, (rest_value, crd_value, field)) in cases.into_iter().enumerate() {
         let name = format!("shop-{i}");
