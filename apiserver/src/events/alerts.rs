@@ -1,12 +1,12 @@
-//! The live stream's `alert` events: a cluster's or an App's alert (its progress deadline, or its
-//! deletion's) opening or resolving, by the
+//! The live stream's `alert` events: a cluster's or an App's alert (its progress deadline, its
+//! deletion's, or its verification's automation stopped) opening or resolving, by the
 //! rules the controllers open and resolve the alert rows with ([`kubenest_domain::alerts`]), so
 //! the stream and `GET /api/v1/orgs/{org}/alerts` say the same.
 
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_domain::alerts::{
-    AlertKind, Signal, app_signal, cluster_signal, deletion_signal, open_after,
+    AlertKind, Signal, app_signal, cluster_signal, deletion_signal, open_after, verification_signal,
 };
 use serde_json::{Value, json};
 
@@ -23,6 +23,16 @@ pub(super) fn app_alerting(was: bool, app: &App) -> bool {
 /// Whether the App's deletion alert is open after this version, given whether it was.
 pub(super) fn deletion_alerting(was: bool, app: &App) -> bool {
     open_after(was, &deletion_signal(conditions(app)))
+}
+
+/// Whether the App's verification alert (its automation stopped) is open after this version.
+pub(super) fn verification_alerting(was: bool, app: &App) -> bool {
+    open_after(was, &verification_signal(app.status.as_ref()))
+}
+
+/// What the App's verification says, for the event's message.
+pub(super) fn verification_message(app: &App) -> String {
+    message(&verification_signal(app.status.as_ref()))
 }
 
 /// What the App's deletion past its deadline says, for the event's message.

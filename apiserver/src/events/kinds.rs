@@ -25,6 +25,8 @@ pub(super) struct AppFacts {
     alerting: bool,
     /// Its `deletion_deadline_exceeded` alert is open.
     deletion_alerting: bool,
+    /// Its `verification_failed` alert is open.
+    verification_alerting: bool,
 }
 
 /// The facts of a first sight of `app`.
@@ -39,6 +41,10 @@ pub(super) fn facts_after(old: Option<&AppFacts>, app: &App) -> AppFacts {
     AppFacts {
         alerting: alerts::app_alerting(old.is_some_and(|o| o.alerting), app),
         deletion_alerting: alerts::deletion_alerting(old.is_some_and(|o| o.deletion_alerting), app),
+        verification_alerting: alerts::verification_alerting(
+            old.is_some_and(|o| o.verification_alerting),
+            app,
+        ),
         phase: status.phase,
         deployment_id: status.deployment_id,
         drift: drift_json(status.sync),
@@ -180,6 +186,17 @@ pub(super) fn app_events(
         );
         events.push(event("alert", 3, payload));
     }
+    // Its own slot: the automation stops in the version that writes the verdict's action,
+    // which may also end the progress alert.
+    if new.verification_alerting != old.verification_alerting {
+        let payload = alerts::payload(
+            AlertKind::VerificationFailed,
+            new.verification_alerting,
+            &name,
+            &alerts::verification_message(app),
+        );
+        events.push(event("alert", 5, payload));
+    }
     // A version that is not a number cannot be ordered: such an event is not sent.
     events.retain(|e| e.id > 0);
     events
@@ -319,9 +336,38 @@ mod tests {
         assert_eq!(event.payload["window_seconds"], 180);
         verdict.action = Some("rolling back to deployment d0".into());
         let mut acted = app(Some("Running"), Some("d1"), "7");
-        acted.status.as_mut().unwrap().verification = Some(verdict);
+        acted.status.as_mut().unwrap().verification = Some(verdict.clone());
         let events = app_events(Some(&app_facts(&judged)), &acted, (None, None));
         assert_eq!(events[0].payload["action"], "rolling back to deployment d0");
+
+        // The automation stopping opens the critical alert, in a slot of its own; a revision
+        // that passes resolves it.
+        verdict.action = Some("automation stopped: the automatic rollback failed too".into());
+        let mut stopped = app(Some("Running"), Some("d1"), "8");
+        stopped.status.as_mut().unwrap().verification = Some(verdict.clone());
+        let facts = facts_after(Some(&app_facts(&acted)), &stopped);
+        let events = app_events(Some(&app_facts(&acted)), &stopped, (None, None));
+        let alert = events.iter().find(|e| e.kind == "alert").unwrap();
+        assert_eq!(alert.id, 8 * 8 + 5);
+        assert_eq!(
+            (
+                &alert.payload["alert"],
+                &alert.payload["state"],
+                &alert.payload["severity"]
+            ),
+            (
+                &json!("verification_failed"),
+                &json!("open"),
+                &json!("critical")
+            )
+        );
+        verdict.verdict = "Passed".into();
+        verdict.action = None;
+        let mut passed = app(Some("Running"), Some("d2"), "9");
+        passed.status.as_mut().unwrap().verification = Some(verdict);
+        let events = app_events(Some(&facts), &passed, (None, None));
+        let alert = events.iter().find(|e| e.kind == "alert").unwrap();
+        assert_eq!(alert.payload["state"], "resolved");
     }
 
     #[test]

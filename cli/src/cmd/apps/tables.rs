@@ -50,6 +50,9 @@ pub(super) fn app_table(app: &Value) -> Table {
             ),
         ]);
     }
+    for row in verdict_rows(&app["verdict"]) {
+        table.push(row);
+    }
     for component in app["components"].as_array().into_iter().flatten() {
         let name = text(&component["name"]);
         let status = app["component_status"]
@@ -105,6 +108,44 @@ pub(super) fn app_table(app: &Value) -> Table {
     table
 }
 
+/// The verdict on the last verified revision: what it was, why, each signal with its baseline
+/// and threshold, and what kubenest did with it.
+fn verdict_rows(verdict: &Value) -> Vec<Vec<String>> {
+    if !verdict.is_object() {
+        return Vec::new();
+    }
+    let mut rows = vec![vec![
+        "Verification:".into(),
+        format!(
+            "{} on revision {} ({} s window): {}",
+            text(&verdict["verdict"]),
+            short_revision(&verdict["revision"]),
+            text(&verdict["window_seconds"]),
+            text(&verdict["reason"])
+        ),
+    ]];
+    for signal in verdict["signals"].as_array().into_iter().flatten() {
+        let mut line = format!("{} {}", text(&signal["name"]), text(&signal["value"]));
+        if !signal["baseline"].is_null() {
+            line.push_str(&format!(
+                ", previous revision {}",
+                text(&signal["baseline"])
+            ));
+        }
+        if !signal["threshold"].is_null() {
+            line.push_str(&format!(", threshold {}", text(&signal["threshold"])));
+        }
+        if signal["failed"] == true {
+            line.push_str(" (failed)");
+        }
+        rows.push(vec!["  Signal:".into(), line]);
+    }
+    if let Some(action) = verdict["action"].as_str() {
+        rows.push(vec!["  Action:".into(), action.to_owned()]);
+    }
+    rows
+}
+
 pub(super) fn history_table(history: &Value) -> Table {
     Table::rows(
         [
@@ -113,6 +154,7 @@ pub(super) fn history_table(history: &Value) -> Table {
             "ACTOR",
             "RESULT",
             "REVISION",
+            "VERDICT",
             "CREATED",
             "MESSAGE",
         ],
@@ -128,8 +170,15 @@ pub(super) fn history_table(history: &Value) -> Table {
                 text(&d["actor"]),
                 text(&d["result"]),
                 short_revision(&d["revision"]),
+                text(&d["verification"]["verdict"]),
                 text(&d["created_at"]),
-                text(&d["message"]),
+                // A deployment kubenest made itself says why before what happened.
+                match d["reason"].as_str() {
+                    Some(reason) if !reason.is_empty() => {
+                        format!("{reason}; {}", text(&d["message"]))
+                    }
+                    _ => text(&d["message"]),
+                },
             ]
         },
     )
@@ -156,5 +205,43 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("workload shop/api:1"), "{shown}");
+    }
+
+    #[test]
+    fn a_verdict_shows_its_numbers_and_what_was_done() {
+        let app = json!({
+            "name": "shop",
+            "verdict": {
+                "revision": "abcdef0123456789", "verdict": "Failed", "window_seconds": 30,
+                "reason": "error_ratio 0.3 above its threshold 0.05, previous revision 0",
+                "signals": [
+                    {"name": "error_ratio", "value": 0.3, "baseline": 0.0, "threshold": 0.05,
+                     "failed": true},
+                    {"name": "restarts", "value": 0.0, "baseline": null, "threshold": null,
+                     "failed": false},
+                ],
+                "action": "rolling back to deployment 42",
+            },
+        });
+        let shown = app_table(&app).to_string();
+        for line in [
+            "Failed on revision abcdef012345 (30 s window): error_ratio 0.3 above",
+            "error_ratio 0.3, previous revision 0.0, threshold 0.05 (failed)",
+            "restarts 0.0",
+            "rolling back to deployment 42",
+        ] {
+            assert!(shown.contains(line), "{line:?} in {shown}");
+        }
+        let history = json!([
+            {"id": "d2", "operation": "rollback", "rollback_of": "d1xxxxxxxx", "actor": "kubenest",
+             "result": "succeeded", "revision": "r1", "created_at": "now", "message": "Running",
+             "reason": "verification failed: error_ratio 0.3", "verification": {"verdict": "Passed"}},
+        ]);
+        let shown = history_table(&history).to_string();
+        assert!(shown.contains("Passed"), "{shown}");
+        assert!(
+            shown.contains("verification failed: error_ratio 0.3; Running"),
+            "{shown}"
+        );
     }
 }
