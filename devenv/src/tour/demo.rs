@@ -23,9 +23,10 @@ use super::watch::{STEP, running};
 /// Postgres and Redis keep their data on volumes: it runs on a real node, whose local-path
 /// provisioner binds them, while `make dev`'s catalog turns persistence off by default for the
 /// kwok clusters ([`crate::system`]'s catalog).
+/// It is verified, with a `load` workload sending it requests ([`super::verified::verified`]).
 pub fn app(project_id: &str, name: &str, image: &str, version: &str, deadline: Duration) -> Value {
     let persistent = json!({"persistence": {"enabled": true}});
-    json!({
+    let mut app = json!({
         "project_id": project_id, "name": name,
         "progress_deadline_seconds": deadline.as_secs(),
         "components": [
@@ -41,7 +42,9 @@ pub fn app(project_id: &str, name: &str, image: &str, version: &str, deadline: D
                     {"name": "DEMO_VERSION", "value": version}
                 ]}}
         ]
-    })
+    });
+    super::verified::verified(&mut app, image);
+    app
 }
 
 /// The demo's JSON answer to a request from inside the cluster network: a pod in `default`
@@ -143,7 +146,7 @@ pub(super) async fn deleted(
 }
 
 /// The demo App (web app, Postgres, Redis) in `edge`'s tour project, in real containers: its
-/// HTTP answer from inside the cluster network says what it reached; then it is deleted.
+/// HTTP answer from inside the cluster network says what it reached. Its id, for the next step.
 pub(super) async fn on_real_node(
     client: &mut api::Client,
     env: &DevEnv,
@@ -151,7 +154,7 @@ pub(super) async fn on_real_node(
     image: &str,
     projects: &BTreeMap<String, (String, String)>,
     out: &mut Printer,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     out.step(
         9,
         &format!(
@@ -195,8 +198,7 @@ pub(super) async fn on_real_node(
         text(&address),
         text(&served["hostname"])
     ));
-    deleted(client, &app_id, "demo", edge, out).await?;
-    Ok(())
+    Ok(app_id)
 }
 
 /// The tour's sample repository built on `edge`: the project's registry credentials and the
@@ -206,14 +208,14 @@ pub(super) async fn on_real_node(
 pub(super) async fn built_from_git(
     client: &mut api::Client,
     env: &DevEnv,
-    edge: &str,
+    (step, edge): (usize, &str),
     image: &str,
     builds: &super::env::BuildEnv,
     projects: &BTreeMap<String, (String, String)>,
     out: &mut Printer,
 ) -> anyhow::Result<()> {
     out.step(
-        10,
+        step,
         &format!("a Git workload on {edge}: built, pushed to a private registry, run"),
     );
     let (project_id, kubeconfig, namespace) = edge_project(client, env, edge, projects).await?;

@@ -8,7 +8,8 @@
 //! Service's port changed behind kubenest's back, each drift reported on the event stream and
 //! healed; pause and resume; on a
 //! cluster with a real node, the demo App answering HTTP from real containers ([`demo`]), and
-//! HTTPS through the node's ingress controller with a certificate from the project's CA; a Git
+//! HTTPS through the node's ingress controller with a certificate from the project's CA, and a
+//! bad change of it judged on the cluster and rolled back by kubenest ([`verified`]); a Git
 //! workload built there; a Helm chart workload paused and resumed there ([`chart`]); delete.
 //! Every step checks the workload cluster itself too, not only what the API says.
 
@@ -30,6 +31,7 @@ mod env;
 mod events;
 mod ingress;
 mod printer;
+pub mod verified;
 mod watch;
 
 pub use env::DevEnv;
@@ -383,13 +385,22 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
     // 9. The demo App on the real node, when there is one.
     let mut next = 9;
     if let Some((edge, image)) = &env.real_node {
-        demo::on_real_node(&mut client, env, edge, image, &projects, out).await?;
+        let demo_id = demo::on_real_node(&mut client, env, edge, image, &projects, out).await?;
         next += 1;
-        // 10. A Git workload built there, when `make dev` runs a registry and a Git server.
+        // 10. A bad change of the demo judged on the cluster and rolled back by kubenest.
+        out.step(
+            next,
+            "a bad change rolls itself back: judged on the cluster against the revision before",
+        );
+        verified::rolls_itself_back(&mut client, &env.api, &demo_id, out).await?;
+        demo::deleted(&mut client, &demo_id, "demo", edge, out).await?;
+        next += 1;
+        // 11. A Git workload built there, when `make dev` runs a registry and a Git server.
         if let Some(builds) = &env.builds {
-            demo::built_from_git(&mut client, env, edge, image, builds, &projects, out).await?;
+            let step = (next, edge.as_str());
+            demo::built_from_git(&mut client, env, step, image, builds, &projects, out).await?;
             next += 1;
-            // 11. A chart workload from its registry, paused and resumed.
+            // 12. A chart workload from its registry, paused and resumed.
             if let Some(repository) = &builds.chart_repository {
                 let step = (next, edge.as_str());
                 chart::paused_and_resumed(&mut client, env, step, repository, &projects, out)
@@ -399,7 +410,7 @@ pub async fn run(env: &DevEnv, out: &mut Printer) -> anyhow::Result<()> {
         }
     }
 
-    // 10. Delete.
+    // Last: delete.
     out.step(next, "delete the App, then the projects");
     client.delete(&format!("/api/v1/apps/{app_id}")).await?;
     kubenest_cli::cmd::wait_deleted(&mut client, &app_id, STEP).await?;

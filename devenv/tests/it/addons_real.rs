@@ -1,137 +1,96 @@
 //! The catalog's addons really run, on a real node (a real kubelet and containerd, volumes from
 //! the node's local-path provisioner): an App of a Kafka, a Postgres and a Redis addon with
-//! persistence on, deployed through the REST API and applied by the agent (a host process
-//! registered as a user registers a cluster). Each keeps what was written across the deletion
-//! of its pod: a record that Kafka's console producer sent (run in the broker's pod, as are the
-//! other clients here), read back by its console consumer from the new broker; a row in
-//! PostgreSQL; a key in Redis.
+//! persistence on, deployed through the REST API and applied by the agent the chart installed.
+//! Each keeps what was written across the deletion of its pod: a record that Kafka's console
+//! producer sent (run in the broker's pod, as are the other clients here), read back by its
+//! console consumer from the new broker; a row in PostgreSQL; a key in Redis.
 //!
-//! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
-//! The node takes turns with the other real-node tests of this binary (the test kit's turn).
+//! `install.rs` runs it on the system it installed, beside the demo App in another project:
+//! one real node and one control plane serve both.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::run;
+use crate::common::kubectl_exec;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 use kubenest_cli::api::Client;
-use kubenest_devenv::system::{Options, System};
-use kubenest_testkit::{Binaries, Cluster, Environment, Images};
+use kubenest_devenv::system::System;
+use kubenest_testkit::Cluster;
 use serde_json::{Value, json};
 
 /// Real pulls, starts and a JVM on two cores take longer than kwok's instant pods.
 const REAL: Duration = Duration::from_secs(300);
 
-/// The addons, by the definition names the catalog gives them.
-const ADDONS: [&str; 3] = ["kafka", "postgres", "redis"];
+/// The addons, by the definition names the catalog gives them (their images are loaded on the
+/// node).
+pub const ADDONS: [&str; 3] = ["kafka", "postgres", "redis"];
 
-#[test]
-fn on_a_real_node_kafka_postgres_and_redis_keep_what_was_written_across_a_restart_of_their_pods() {
-    run(async {
-        let images = Images::build(&ADDONS).await.unwrap();
-        let env = Environment::builder()
-            .management("mgmt")
-            .real_node("edge")
-            .postgres()
-            .start()
-            .await
-            .unwrap();
-        let edge = env.cluster("edge").unwrap();
-        for name in ADDONS {
-            edge.import_image(images.archive(name).unwrap())
-                .await
-                .unwrap();
-        }
-        let database = env
-            .postgres()
-            .unwrap()
-            .fresh_database("addons_real")
-            .await
-            .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let options = Options {
-            hubs: 1,
-            controllers: 1,
-            heartbeat_window_seconds: 60,
-            ..Options::default()
-        };
-        let progress = |line: &str| eprintln!("system: {line}");
-        let mut system = System::start(&env, &database.url, dir.path(), options, &progress)
-            .await
-            .unwrap();
-        system.ensure_org().await.unwrap();
-        let cluster_id = system
-            .register(edge, &Binaries::locate().unwrap())
-            .await
-            .unwrap();
-        system.wait_connected(REAL).await.unwrap();
+/// The addons' App in a project of its own on `edge` (connected to `system` as `cluster_id`):
+/// each addon runs on a bound claim and keeps what was written across its pod's deletion.
+pub async fn keep_what_was_written(system: &System, edge: &Cluster, cluster_id: &str) {
+    let mut admin = system.admin().await.unwrap();
+    let org = system.options().org.clone();
+    let project = admin
+        .post(
+            &format!("/api/v1/orgs/{org}/projects"),
+            &json!({"name": "stores", "cluster_id": cluster_id}),
+        )
+        .await
+        .unwrap();
+    let project_id = project["id"].as_str().unwrap().to_owned();
+    let namespace = project["namespace"].as_str().unwrap().to_owned();
+    let persistent = json!({"persistence": {"enabled": true}});
+    let components: Vec<Value> = ADDONS
+        .iter()
+        .map(|name| {
+            json!({"name": name, "type": "addon",
+                   "addon_spec": {"definition": name, "values": persistent}})
+        })
+        .collect();
+    let app = admin
+        .post(
+            "/api/v1/apps",
+            &json!({"project_id": project_id, "name": "stores",
+                    "progress_deadline_seconds": REAL.as_secs(),
+                    "components": components}),
+        )
+        .await
+        .unwrap();
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    running(&mut admin, &format!("/api/v1/apps/{app_id}"), edge).await;
 
-        let mut admin = system.admin().await.unwrap();
-        let org = system.options().org.clone();
-        let project = admin
-            .post(
-                &format!("/api/v1/orgs/{org}/projects"),
-                &json!({"name": "stores", "cluster_id": cluster_id}),
-            )
-            .await
-            .unwrap();
-        let project_id = project["id"].as_str().unwrap().to_owned();
-        let namespace = project["namespace"].as_str().unwrap().to_owned();
-        let persistent = json!({"persistence": {"enabled": true}});
-        let components: Vec<Value> = ADDONS
+    let client = edge.client().await.unwrap();
+    let node = Node {
+        edge,
+        pods: Api::namespaced(client.clone(), &namespace),
+        namespace: namespace.clone(),
+    };
+    // Each data volume is a claim the node's provisioner bound.
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client, &namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    for name in ADDONS {
+        let claim = claims
+            .items
             .iter()
-            .map(|name| {
-                json!({"name": name, "type": "addon",
-                       "addon_spec": {"definition": name, "values": persistent}})
-            })
-            .collect();
-        let app = admin
-            .post(
-                "/api/v1/apps",
-                &json!({"project_id": project_id, "name": "stores",
-                        "progress_deadline_seconds": REAL.as_secs(),
-                        "components": components}),
-            )
-            .await
-            .unwrap();
-        let app_id = app["id"].as_str().unwrap().to_owned();
-        running(&mut admin, &format!("/api/v1/apps/{app_id}"), edge).await;
+            .find(|c| addon_of(&c.metadata) == Some(name))
+            .unwrap_or_else(|| panic!("no claim of {name} among {:?}", names(&claims.items)));
+        let status = claim.status.as_ref().and_then(|s| s.phase.as_deref());
+        let class = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.as_deref());
+        assert_eq!(
+            (status, class),
+            (Some("Bound"), Some("local-path")),
+            "{name}"
+        );
+    }
 
-        let client = edge.client().await.unwrap();
-        let node = Node {
-            edge,
-            pods: Api::namespaced(client.clone(), &namespace),
-            namespace: namespace.clone(),
-        };
-        // Each data volume is a claim the node's provisioner bound.
-        let claims = Api::<PersistentVolumeClaim>::namespaced(client, &namespace)
-            .list(&ListParams::default())
-            .await
-            .unwrap();
-        for name in ADDONS {
-            let claim = claims
-                .items
-                .iter()
-                .find(|c| addon_of(&c.metadata) == Some(name))
-                .unwrap_or_else(|| panic!("no claim of {name} among {:?}", names(&claims.items)));
-            let status = claim.status.as_ref().and_then(|s| s.phase.as_deref());
-            let class = claim
-                .spec
-                .as_ref()
-                .and_then(|s| s.storage_class_name.as_deref());
-            assert_eq!(
-                (status, class),
-                (Some("Bound"), Some("local-path")),
-                "{name}"
-            );
-        }
-
-        kafka_keeps_a_record(&node).await;
-        postgres_keeps_a_row(&node).await;
-        redis_keeps_a_key(&node).await;
-        drop(system);
-    });
+    kafka_keeps_a_record(&node).await;
+    postgres_keeps_a_row(&node).await;
+    redis_keeps_a_key(&node).await;
 }
 
 /// A record produced to a new topic, the broker's pod deleted, the record consumed back from
@@ -253,28 +212,7 @@ impl Node<'_> {
 
     /// `sh -c script` in `pod` (kubectl exec, through the kubelet); its stdout, trimmed.
     fn exec(&self, pod: &str, script: &str) -> String {
-        let kubectl = Binaries::locate().unwrap().kubectl;
-        let started = Instant::now();
-        let out = Command::new(kubectl)
-            .arg(format!(
-                "--kubeconfig={}",
-                self.edge.kubeconfig_path().display()
-            ))
-            .args(["-n", &self.namespace, "exec", pod, "--", "sh", "-c", script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl exec {pod} -- {script}: {:?}\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!(
-            "{pod}: `{script}` in {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        kubectl_exec(self.edge, &self.namespace, pod, script)
     }
 }
 

@@ -8,20 +8,28 @@
 //! addons' exports wired in (its HTTP answer says both backends answered), and a change and a
 //! rollback (a new image tag and version, then back) roll out on the node. The demo is asked through its Service from a pod, and the
 //! agent's namespace enforces Pod Security `restricted`; the web container's own log lines come
-//! back through the hub (`GET /api/v1/apps/{id}/logs`).
+//! back through the hub (`GET /api/v1/apps/{id}/logs`). The demo is verified: a bad change
+//! rolls itself back (the tour's step), and then a rollback that fails too stops kubenest's
+//! automation with a critical alert (`verified.rs`).
+//!
+//! In another project at the same time, the catalog's Kafka, Postgres and Redis keep what was
+//! written across their pods' deletion (`addons_real.rs`): one real node and one control plane
+//! serve both, as they serve a user's projects.
 //!
 //! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
 
 use std::process::Command;
 use std::time::Duration;
 
+use crate::addons_real;
 use crate::common::run;
+use crate::verified;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, ListParams, PostParams};
 use kubenest_devenv::system::{Options, System};
-use kubenest_devenv::tour::demo;
+use kubenest_devenv::tour::{self, Printer, demo};
 use kubenest_testkit::{Cluster, Environment, Images};
 use serde_json::{Value, json};
 
@@ -31,12 +39,14 @@ const DEMO_NEXT: &str = "localhost/kubenest/demo:0.1.0-next";
 /// Real pulls, starts and helm installs take longer than kwok's instant pods.
 const REAL: Duration = Duration::from_secs(240);
 
+/// The images loaded on the node: the agent, the demo, and the catalog's addons (Postgres and
+/// Redis for the demo, Kafka too for `addons_real.rs`).
+const IMAGES: [&str; 5] = ["agent", "demo", "postgres", "redis", "kafka"];
+
 #[test]
 fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its_addons() {
     run(async {
-        let images = Images::build(&["agent", "demo", "postgres", "redis"])
-            .await
-            .unwrap();
+        let images = Images::build(&IMAGES).await.unwrap();
         let env = Environment::builder()
             .management("mgmt")
             .real_node("edge")
@@ -45,7 +55,7 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             .await
             .unwrap();
         let edge = env.cluster("edge").unwrap();
-        for name in ["agent", "demo", "postgres", "redis"] {
+        for name in IMAGES {
             edge.import_image(images.archive(name).unwrap())
                 .await
                 .unwrap();
@@ -153,108 +163,149 @@ fn the_printed_helm_install_connects_an_agent_pod_and_the_demo_app_runs_with_its
             );
         }
 
-        // The demo App through REST: Postgres and Redis addons from the catalog (their images
-        // loaded on the node), and the demo web app with their `dsn` and `url` exports wired
-        // in on the cluster. Every part is a real process.
-        let project = admin
-            .post(
-                &format!("/api/v1/orgs/{org}/projects"),
-                &json!({"name": "shop", "cluster_id": cluster_id}),
-            )
-            .await
-            .unwrap();
-        let project_id = project["id"].as_str().unwrap().to_owned();
-        let body = demo::app(&project_id, "demo", DEMO, "one", REAL);
-        let app = admin.post("/api/v1/apps", &body).await.unwrap();
-        let app_id = app["id"].as_str().unwrap().to_owned();
-        let path = format!("/api/v1/apps/{app_id}");
-        let first = running(&mut admin, &path, edge, |_| true).await;
-        // It ran with namespaced powers: the chart gives the agent none in project namespaces
-        // but the role it binds there itself.
-        let binding = Api::<RoleBinding>::namespaced(edge_client.clone(), "shop")
-            .get("kubenest-agent")
-            .await
-            .unwrap();
-        assert_eq!(binding.role_ref.name, "kubenest-agent-project");
-        let answer = ask(&edge_client, "one").await;
-        assert_eq!(answer["ok"], true, "{answer}");
-        assert_eq!(answer["postgres"]["connected"], true, "{answer}");
-        assert_eq!(answer["redis"]["connected"], true, "{answer}");
-        eprintln!("the demo answered: {answer}");
-
-        // The web container's own log lines (a real process's stdout) reach a REST reader
-        // through the agent pod and the hub, tagged with pod and container.
-        let token = admin.session().unwrap().access_token.clone();
-        let text = reqwest::Client::new()
-            .get(format!(
-                "{}{path}/logs?component=web&tail=100",
-                system.api_url()
-            ))
-            .bearer_auth(token)
-            .header("Accept", "text/plain")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(text.status(), 200);
-        let text = text.text().await.unwrap();
-        let serving = text
-            .lines()
-            .find(|l| l.contains("serving") && l.contains("one"))
-            .unwrap_or_else(|| panic!("no startup line of the demo in its log:\n{text}"));
-        assert!(
-            serving.starts_with("demo-web-"),
-            "tagged with its pod: {serving}"
+        // Two projects on the node at once: the demo App, and the catalog's addons keeping
+        // their data (`addons_real.rs`). The demo's verification windows are mostly waiting.
+        let (demo, addons) = tokio::join!(
+            the_demo(&system, &mut admin, edge, &cluster_id),
+            addons_real::keep_what_was_written(&system, edge, &cluster_id),
         );
-        assert!(
-            text.lines()
-                .last()
-                .is_some_and(|l| l.starts_with("# end of logs")),
-            "{text}"
-        );
-
-        // A change rolls out on the node; a rollback to the first deployment brings it back.
-        let mut components = first["components"].clone();
-        let web = components
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .find(|c| c["name"] == "web")
-            .unwrap();
-        // A new release: a new image tag (of the same content here) and its version.
-        edge.tag_image(DEMO, DEMO_NEXT).await.unwrap();
-        web["workload_spec"]["image"] = json!(DEMO_NEXT);
-        web["workload_spec"]["env"][2]["value"] = json!("two");
-        admin
-            .patch(&path, &json!({"components": components}))
-            .await
-            .unwrap();
-        let first_revision = first["revision"].clone();
-        running(&mut admin, &path, edge, |r| *r != first_revision).await;
-        assert_eq!(ask(&edge_client, "two").await["version"], "two");
-        assert_eq!(web_image(&edge_client).await, DEMO_NEXT);
-        let history = admin.get(&format!("{path}/deployments")).await.unwrap();
-        let original = history
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|d| d["revision"] == first["revision"])
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        admin
-            .post(
-                &format!("{path}/rollback"),
-                &json!({"deployment_id": original}),
-            )
-            .await
-            .unwrap();
-        // The rollback restores the first spec, hence its revision.
-        running(&mut admin, &path, edge, |r| *r == first_revision).await;
-        assert_eq!(ask(&edge_client, "one").await["version"], "one");
-        assert_eq!(web_image(&edge_client).await, DEMO);
+        let ((), ()) = (demo, addons);
         drop(system);
     });
+}
+
+/// The demo App through REST: Postgres and Redis addons from the catalog (their images loaded on
+/// the node), and the demo web app with their `dsn` and `url` exports wired in on the cluster.
+/// Every part is a real process. Then a change, a rollback, and its verification.
+async fn the_demo(
+    system: &System,
+    admin: &mut kubenest_cli::api::Client,
+    edge: &Cluster,
+    cluster_id: &str,
+) {
+    let org = system.options().org.clone();
+    let edge_client = edge.client().await.unwrap();
+    let project = admin
+        .post(
+            &format!("/api/v1/orgs/{org}/projects"),
+            &json!({"name": "shop", "cluster_id": cluster_id}),
+        )
+        .await
+        .unwrap();
+    let project_id = project["id"].as_str().unwrap().to_owned();
+    let body = demo::app(&project_id, "demo", DEMO, "one", REAL);
+    let app = admin.post("/api/v1/apps", &body).await.unwrap();
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v1/apps/{app_id}");
+    let first = running(admin, &path, edge, |_| true).await;
+    // It ran with namespaced powers: the chart gives the agent none in project namespaces
+    // but the role it binds there itself.
+    let binding = Api::<RoleBinding>::namespaced(edge_client.clone(), "shop")
+        .get("kubenest-agent")
+        .await
+        .unwrap();
+    assert_eq!(binding.role_ref.name, "kubenest-agent-project");
+    let answer = ask(&edge_client, "one").await;
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["postgres"]["connected"], true, "{answer}");
+    assert_eq!(answer["redis"]["connected"], true, "{answer}");
+    eprintln!("the demo answered: {answer}");
+
+    // The web container's own log lines (a real process's stdout) reach a REST reader
+    // through the agent pod and the hub, tagged with pod and container.
+    let token = admin.session().unwrap().access_token.clone();
+    let text = reqwest::Client::new()
+        .get(format!(
+            "{}{path}/logs?component=web&tail=100",
+            system.api_url()
+        ))
+        .bearer_auth(token)
+        .header("Accept", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(text.status(), 200);
+    let text = text.text().await.unwrap();
+    let serving = text
+        .lines()
+        .find(|l| l.contains("serving") && l.contains("one"))
+        .unwrap_or_else(|| panic!("no startup line of the demo in its log:\n{text}"));
+    assert!(
+        serving.starts_with("demo-web-"),
+        "tagged with its pod: {serving}"
+    );
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("# end of logs")),
+        "{text}"
+    );
+
+    // A change rolls out on the node; a rollback to the first deployment brings it back.
+    let mut components = first["components"].clone();
+    let web = components
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "web")
+        .unwrap();
+    // A new release: a new image tag (of the same content here) and its version.
+    edge.tag_image(DEMO, DEMO_NEXT).await.unwrap();
+    web["workload_spec"]["image"] = json!(DEMO_NEXT);
+    web["workload_spec"]["env"][2]["value"] = json!("two");
+    admin
+        .patch(&path, &json!({"components": components}))
+        .await
+        .unwrap();
+    let first_revision = first["revision"].clone();
+    running(admin, &path, edge, |r| *r != first_revision).await;
+    assert_eq!(ask(&edge_client, "two").await["version"], "two");
+    assert_eq!(web_image(&edge_client).await, DEMO_NEXT);
+    let history = admin.get(&format!("{path}/deployments")).await.unwrap();
+    let original = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["revision"] == first["revision"])
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    admin
+        .post(
+            &format!("{path}/rollback"),
+            &json!({"deployment_id": original}),
+        )
+        .await
+        .unwrap();
+    // The rollback restores the first spec, hence its revision.
+    running(admin, &path, edge, |r| *r == first_revision).await;
+    assert_eq!(ask(&edge_client, "one").await["version"], "one");
+    assert_eq!(web_image(&edge_client).await, DEMO);
+
+    // Verified: the tour's step (a bad change judged on the node and rolled back by
+    // kubenest, the rollback passing), then a rollback that fails too.
+    let mut out = Printer::quiet();
+    let rolled =
+        tour::verified::rolls_itself_back(admin, &system.api_url(), &app_id, &mut out).await;
+    eprintln!("{}", out.lines.join("\n"));
+    let rolled = rolled.unwrap();
+    eprintln!(
+        "from the bad change: Failed after {:.1}s, rolled back after {:.1}s, the rollback \
+         Passed after {:.1}s",
+        rolled.judged.as_secs_f64(),
+        rolled.rolled_back.as_secs_f64(),
+        rolled.passed.as_secs_f64()
+    );
+    verified::a_broken_rollback_stops_the_automation(verified::Verified {
+        admin,
+        api_url: system.api_url(),
+        org: org.clone(),
+        app_id: app_id.clone(),
+        edge,
+        namespace: project["namespace"].as_str().unwrap().to_owned(),
+    })
+    .await;
 }
 
 /// The image the demo's web Deployment runs.

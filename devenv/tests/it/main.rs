@@ -18,3 +18,4 @@ mod gitops;
 mod install;
 mod logs;
 mod system;
+mod verified;

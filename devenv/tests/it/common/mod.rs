@@ -367,3 +367,35 @@ pub async fn events_until(
     .await;
     found
 }
+
+/// `sh -c script` in `pod` of `namespace` on `cluster` (kubectl exec, through the kubelet); its
+/// stdout, trimmed. A failure fails the test with what the command said.
+pub fn kubectl_exec(
+    cluster: &kubenest_testkit::Cluster,
+    namespace: &str,
+    pod: &str,
+    script: &str,
+) -> String {
+    let kubectl = Binaries::locate().unwrap().kubectl;
+    let started = Instant::now();
+    let out = Command::new(kubectl)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args(["-n", namespace, "exec", pod, "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl exec {pod} -- {script}: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "{pod}: `{script}` in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
