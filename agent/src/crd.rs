@@ -19,8 +19,10 @@
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt};
 use kubenest_contracts as wire;
+use kubenest_crds::common::conditions_by_type;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +51,9 @@ fn opaque_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     plural = "stackdeploys",
     shortname = "ksd",
     namespaced,
-    status = "StackDeployStatus"
+    status = "StackDeployStatus",
+    doc = "A StackDeploy: the kubenest agent's durable copy of one App's deployment on this \
+           cluster (the `app.deploy` command as received), reconciled with or without the hub."
 )]
 #[kube(printcolumn(name = "App", type_ = "string", json_path = ".spec.deploy.app.name"))]
 #[kube(printcolumn(
@@ -62,6 +66,18 @@ fn opaque_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     name = "Revision",
     type_ = "string",
     json_path = ".spec.deploy.revision"
+))]
+#[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
 ))]
 #[kube(printcolumn(
     name = "Age",
@@ -82,6 +98,9 @@ pub struct StackDeploySpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StackDeployStatus {
+    /// The generation of the spec the agent last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// `Pending`, `Deploying`, `Running`, `Failed`, `Paused` or `Deleting`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -92,12 +111,15 @@ pub struct StackDeployStatus {
     /// here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_started_at: Option<DateTime<Utc>>,
+    /// Health of each component.
     #[serde(default)]
     #[schemars(schema_with = "opaque_list")]
     pub components: Vec<wire::ComponentStatus>,
+    /// The exports the addon components published.
     #[serde(default)]
     #[schemars(schema_with = "opaque_list")]
     pub exports: Vec<wire::PublishedExport>,
+    /// The address the App's ingress answers on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_address: Option<String>,
     /// Why the StackDeploy cannot be applied (e.g. a namespace outside its project).
@@ -106,6 +128,7 @@ pub struct StackDeployStatus {
     /// The drift last reported: `recoverable` or `blocked_sync`, with the fields.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_class: Option<String>,
+    /// The drifted fields.
     #[serde(default)]
     #[schemars(schema_with = "opaque_list")]
     pub drift: Vec<wire::DriftDetail>,
@@ -122,6 +145,10 @@ pub struct StackDeployStatus {
     #[serde(default, skip_serializing)]
     #[schemars(schema_with = "opaque")]
     pub verification: Option<serde_json::Value>,
+    /// `Ready` (from the phase), one condition of each type.
+    #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
+    pub conditions: Vec<Condition>,
 }
 
 /// A standalone addon on this cluster, with the revisions the agent has applied.
@@ -133,7 +160,9 @@ pub struct StackDeployStatus {
     plural = "addonreleases",
     shortname = "kar",
     namespaced,
-    status = "AddonReleaseStatus"
+    status = "AddonReleaseStatus",
+    doc = "An AddonRelease: the kubenest agent's durable copy of one standalone addon on this \
+           cluster, with every revision applied so far for rollbacks."
 )]
 #[kube(printcolumn(name = "Addon", type_ = "string", json_path = ".spec.apply.addon.name"))]
 #[kube(printcolumn(
@@ -142,6 +171,23 @@ pub struct StackDeployStatus {
     json_path = ".spec.apply.revision"
 ))]
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
+#[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Age",
+    type_ = "date",
+    json_path = ".metadata.creationTimestamp"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct AddonReleaseSpec {
     /// The revision to run now (an `addon.apply`, or a rollback's restored revision).
@@ -157,12 +203,19 @@ pub struct AddonReleaseSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AddonReleaseStatus {
+    /// The generation of the spec the agent last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Installing`, `Ready` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The revision the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_revision: Option<u32>,
+    /// What the last pass found.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// The GitOps commit holding the revision's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
     /// Why the GitOps repository could not be written at the last pass (the addon runs
@@ -174,19 +227,25 @@ pub struct AddonReleaseStatus {
     #[serde(default)]
     #[schemars(schema_with = "opaque_list")]
     pub drift: Vec<wire::DriftDetail>,
+    /// `Ready` (from the phase), one condition of each type.
+    #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
+    pub conditions: Vec<Condition>,
 }
 
 /// What the AddonRelease controller writes into the status after a pass (the whole status, each
 /// field even when empty: in a merge patch `null` clears an earlier commit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AddonReleaseObserved<'a> {
+    pub observed_generation: Option<i64>,
     pub phase: &'a str,
     pub observed_revision: u32,
     pub message: &'a str,
     pub git_commit: Option<&'a str>,
     pub gitops_error: Option<&'a str>,
     pub drift: &'a [wire::DriftDetail],
+    pub conditions: &'a [Condition],
 }
 
 /// An image build from Git.
@@ -198,10 +257,24 @@ pub struct AddonReleaseObserved<'a> {
     plural = "buildrequests",
     shortname = "kbuild",
     namespaced,
-    status = "BuildRequestStatus"
+    status = "BuildRequestStatus",
+    doc = "A BuildRequest: one image build from Git on this cluster, run as a Job by the \
+           kubenest agent."
 )]
 #[kube(printcolumn(name = "Image", type_ = "string", json_path = ".spec.request.image"))]
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
+#[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
 #[kube(printcolumn(
     name = "Age",
     type_ = "date",
@@ -218,22 +291,33 @@ pub struct BuildRequestSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BuildRequestStatus {
+    /// The generation of the spec the agent last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// `Pending`, `Running`, `Succeeded` or `Failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The pushed image, once Succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// What the build is doing, or why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// `Ready` (from the phase), one condition of each type.
+    #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
+    pub conditions: Vec<Condition>,
 }
 
 /// What the BuildRequest controller writes into the status on progress (`null` clears an image).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BuildRequestProgress<'a> {
+    pub observed_generation: Option<i64>,
     pub phase: &'a str,
     pub image: Option<&'a str>,
     pub message: &'a str,
+    pub conditions: &'a [Condition],
 }
 
 /// A status merge patch: `{"status": ...}`.
@@ -283,31 +367,37 @@ mod tests {
     fn status_patches_write_every_field_and_clear_with_null() {
         let release = StatusPatch {
             status: AddonReleaseObserved {
+                observed_generation: Some(4),
                 phase: "Installing",
                 observed_revision: 2,
                 message: "",
                 git_commit: None,
                 gitops_error: None,
                 drift: &[],
+                conditions: &[],
             },
         };
         // What the controllers wrote with `json!` before they were typed; a drift healed is
         // cleared by the empty list.
         assert_eq!(
             serde_json::to_value(&release).unwrap(),
-            json!({"status": {"phase": "Installing", "observedRevision": 2, "message": "",
-                              "gitCommit": null, "gitopsError": null, "drift": []}})
+            json!({"status": {"observedGeneration": 4, "phase": "Installing",
+                              "observedRevision": 2, "message": "", "gitCommit": null,
+                              "gitopsError": null, "drift": [], "conditions": []}})
         );
         let build = StatusPatch {
             status: BuildRequestProgress {
+                observed_generation: Some(1),
                 phase: "Running",
                 image: None,
                 message: "building",
+                conditions: &[],
             },
         };
         assert_eq!(
             serde_json::to_value(&build).unwrap(),
-            json!({"status": {"phase": "Running", "image": null, "message": "building"}})
+            json!({"status": {"observedGeneration": 1, "phase": "Running", "image": null,
+                              "message": "building", "conditions": []}})
         );
     }
 }

@@ -58,6 +58,7 @@ pub mod pod_security;
 pub mod project;
 pub mod pull_secret;
 pub mod readiness;
+pub mod ready;
 pub mod redact;
 pub mod render;
 pub mod report;

@@ -7,7 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    Chart, Condition, ProgressClock, Values, default_progress_deadline, preserve_unknown_fields,
+    Chart, Condition, ProgressClock, Values, conditions_by_type, default_progress_deadline,
+    preserve_unknown_fields,
 };
 
 /// A catalog entry: a pinned chart, how its exports are derived, and its values' schema.
@@ -18,7 +19,9 @@ use crate::common::{
     version = "v1alpha1",
     kind = "AddonDefinition",
     plural = "addondefinitions",
-    namespaced
+    namespaced,
+    doc = "An AddonDefinition: an entry of the addon catalog (a pinned Helm chart, its exports \
+           and the schema of its values). Global definitions live in the system namespace."
 )]
 #[kube(
     shortname = "kaddondef",
@@ -28,14 +31,28 @@ use crate::common::{
 #[kube(printcolumn(name = "Chart", type_ = "string", json_path = ".spec.chart.name"))]
 #[kube(printcolumn(name = "Version", type_ = "string", json_path = ".spec.chart.version"))]
 #[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
+#[kube(printcolumn(
     name = "Age",
     type_ = "date",
     json_path = ".metadata.creationTimestamp"
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct AddonDefinitionSpec {
+    /// The name people see.
     #[schemars(length(min = 1, max = 253))]
     pub display_name: String,
+    /// The pinned chart.
     pub chart: Chart,
     /// Export name → how the agent derives it on the cluster (e.g. `dsn`).
     #[serde(default)]
@@ -44,6 +61,7 @@ pub struct AddonDefinitionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(transform = preserve_unknown_fields)]
     pub values_schema: Option<Values>,
+    /// Values given to the chart unless an addon sets them.
     #[serde(default)]
     #[schemars(transform = preserve_unknown_fields)]
     pub default_values: Values,
@@ -53,18 +71,25 @@ pub struct AddonDefinitionSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AddonDefinitionStatus {
+    /// The generation of the spec the status was last written for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// One condition of each type.
     #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
     pub conditions: Vec<Condition>,
 }
 
-/// A standalone addon in a project, with a revision history of its own.
+/// A standalone addon's project, definition, chart version and values.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "kubenest.io",
     version = "v1alpha1",
     kind = "AddonInstance",
     plural = "addoninstances",
-    namespaced
+    namespaced,
+    doc = "An AddonInstance: a standalone addon from the catalog in a project, with a revision \
+           history of its own (each spec change is a revision)."
 )]
 #[kube(
     shortname = "kaddon",
@@ -76,6 +101,18 @@ pub struct AddonDefinitionStatus {
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
 #[kube(printcolumn(name = "Revision", type_ = "integer", json_path = ".status.revision"))]
 #[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
+#[kube(printcolumn(
     name = "Age",
     type_ = "date",
     json_path = ".metadata.creationTimestamp"
@@ -86,13 +123,16 @@ pub struct AddonDefinitionStatus {
     {"rule": "self.definition == oldSelf.definition", "message": "definition is immutable"}
 ]))]
 pub struct AddonInstanceSpec {
+    /// The Project (in this namespace) the addon is deployed to.
     #[schemars(length(min = 1, max = 253))]
     pub project: String,
+    /// The AddonDefinition, e.g. `postgres`.
     #[schemars(length(min = 1, max = 63))]
     pub definition: String,
     /// A chart version other than the definition's pinned one (an upgrade).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Values given to the chart, over the definition's defaults.
     #[serde(default)]
     #[schemars(transform = preserve_unknown_fields)]
     pub values: Values,
@@ -107,11 +147,16 @@ pub struct AddonInstanceSpec {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AddonInstanceStatus {
+    /// The generation of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Pending`, `Installing`, `Ready`, `Failed` or `Deleting`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The revision being applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<u32>,
+    /// The revision the agent last reported on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_revision: Option<u32>,
     /// The Secret on the cluster holding the exports.
@@ -120,6 +165,7 @@ pub struct AddonInstanceStatus {
     /// The phase the agent last reported for `observedRevision`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_phase: Option<String>,
+    /// What the agent said of it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// The GitOps commit holding the observed revision's folder.
@@ -142,6 +188,8 @@ pub struct AddonInstanceStatus {
     /// which it applied back (`recoverable`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync: Option<crate::app::Sync>,
+    /// `Ready`, `Progressing`, `Synced` and the rest, one of each type.
     #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
     pub conditions: Vec<Condition>,
 }

@@ -4,17 +4,22 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Chart, Condition, Values, default_progress_deadline, preserve_unknown_fields};
+use crate::common::{
+    Chart, Condition, Values, conditions_by_type, default_progress_deadline, items_by_name,
+    preserve_unknown_fields,
+};
 
-/// An App. Every change to its spec is a recorded deployment; the status says what the cluster
-/// really runs.
+/// What an App deploys: its components, to one project. Every change to it is a recorded
+/// deployment.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "kubenest.io",
     version = "v1alpha1",
     kind = "App",
     plural = "apps",
-    namespaced
+    namespaced,
+    doc = "An App: workload and addon components deployed together to a project. Every change \
+           to its spec is a recorded deployment; the status says what the cluster really runs."
 )]
 #[kube(shortname = "kapp", category = "kubenest", status = "AppStatus")]
 // `kubectl get apps --field-selector spec.project=web`, and the API's list of a project's Apps.
@@ -32,21 +37,32 @@ use crate::common::{Chart, Condition, Values, default_progress_deadline, preserv
     json_path = ".status.sync.driftClass"
 ))]
 #[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
+#[kube(printcolumn(
     name = "Age",
     type_ = "date",
     json_path = ".metadata.creationTimestamp"
 ))]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self.project == oldSelf.project", "message": "project is immutable"},
-    {"rule": "self.components.all(c, self.components.exists_one(d, d.name == c.name))",
-     "message": "component names must be unique"}
+    {"rule": "self.project == oldSelf.project", "message": "project is immutable"}
 ]))]
 pub struct AppSpec {
     /// The Project (in this namespace) the App is deployed to.
     #[schemars(length(min = 1, max = 253))]
     pub project: String,
-    #[schemars(length(min = 1, max = 64))]
+    /// The components, keyed by name (a server-side apply of one leaves the others).
+    #[schemars(length(min = 1, max = 64), transform = items_by_name)]
     pub components: Vec<Component>,
     /// Seconds components may take to become ready before the App is Failed.
     #[serde(default = "default_progress_deadline")]
@@ -67,13 +83,16 @@ pub struct AppSpec {
     {"rule": "has(self.workload) != has(self.addon)", "message": "set exactly one of workload or addon"}
 ]))]
 pub struct Component {
+    /// The component's name, unique in the App (a DNS label).
     #[schemars(
         length(min = 1, max = 63),
         regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     )]
     pub name: String,
+    /// A container workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<Workload>,
+    /// An addon from the catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addon: Option<AddonComponent>,
 }
@@ -86,26 +105,35 @@ pub struct Component {
      "message": "set exactly one of image, git or helm"}
 ]))]
 pub struct Workload {
+    /// A container image to run as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024), regex(pattern = r"^[^\s]+$"))]
     pub image: Option<String>,
+    /// An image built on the cluster from a Git repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitSource>,
+    /// A Helm chart rendered as the workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub helm: Option<HelmSource>,
+    /// Pods to run (default 1).
     #[serde(default = "one")]
     #[schemars(range(max = 1000))]
     pub replicas: u32,
+    /// The container port the workload serves on, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: Option<u16>,
+    /// Environment variables, keyed by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = 256), transform = items_by_name)]
     pub env: Vec<EnvVar>,
+    /// Outside traffic routed to `port`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress: Option<Ingress>,
+    /// CPU and memory requests and limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Resources>,
+    /// The readiness check of the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
 }
@@ -118,11 +146,13 @@ fn one() -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GitSource {
+    /// The repository's URL.
     #[schemars(
         length(min = 1, max = 2048),
         regex(pattern = kubenest_contracts::patterns::GIT_REPOSITORY)
     )]
     pub repository: String,
+    /// The branch, tag or commit to build.
     #[serde(rename = "ref")]
     #[schemars(
         length(min = 1, max = 255),
@@ -136,6 +166,7 @@ pub struct GitSource {
         regex(pattern = kubenest_contracts::patterns::CONTEXT_DIR)
     )]
     pub context_dir: Option<String>,
+    /// How the image is built: `dockerfile` or `buildpack`.
     pub mode: BuildMode,
 }
 
@@ -143,7 +174,9 @@ pub struct GitSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BuildMode {
+    /// The repository's Dockerfile.
     Dockerfile,
+    /// Cloud Native Buildpacks.
     Buildpack,
 }
 
@@ -151,7 +184,9 @@ pub enum BuildMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HelmSource {
+    /// The chart.
     pub chart: Chart,
+    /// Values given to the chart.
     #[serde(default)]
     #[schemars(transform = preserve_unknown_fields)]
     pub values: Values,
@@ -164,14 +199,17 @@ pub struct HelmSource {
     {"rule": "has(self.value) != has(self.exportRef)", "message": "set exactly one of value or exportRef"}
 ]))]
 pub struct EnvVar {
+    /// The variable's name.
     #[schemars(
         length(min = 1, max = 253),
         regex(pattern = r"^[A-Za-z_][A-Za-z0-9_.-]*$")
     )]
     pub name: String,
+    /// A literal value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32768))]
     pub value: Option<String>,
+    /// The value an addon component of this App exports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub export_ref: Option<ExportRef>,
 }
@@ -180,8 +218,10 @@ pub struct EnvVar {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExportRef {
+    /// The addon component's name.
     #[schemars(length(min = 1, max = 63))]
     pub component: String,
+    /// The export's name, e.g. `dsn`.
     #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z][a-z0-9_]*$"))]
     pub export: String,
 }
@@ -190,8 +230,10 @@ pub struct ExportRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Ingress {
+    /// The host name served.
     #[schemars(length(min = 1, max = 253))]
     pub host: String,
+    /// The path prefix served (default `/`).
     #[serde(default = "root")]
     #[schemars(regex(pattern = r"^/"))]
     pub path: String,
@@ -216,12 +258,16 @@ fn root() -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resources {
+    /// CPU requested, e.g. `250m`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_request: Option<String>,
+    /// CPU limit, e.g. `1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_limit: Option<String>,
+    /// Memory requested, e.g. `256Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_request: Option<String>,
+    /// Memory limit, e.g. `512Mi`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit: Option<String>,
 }
@@ -230,12 +276,16 @@ pub struct Resources {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthCheck {
+    /// The HTTP path probed.
     #[schemars(regex(pattern = r"^/"))]
     pub path: String,
+    /// The port probed (the workload's `port` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// Seconds before the first probe.
     #[serde(default)]
     pub initial_delay_seconds: u32,
+    /// Seconds between probes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period_seconds: Option<u32>,
 }
@@ -250,6 +300,7 @@ pub struct AddonComponent {
     /// A chart version other than the definition's pinned one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Values given to the addon's chart, over the definition's defaults.
     #[serde(default)]
     #[schemars(transform = preserve_unknown_fields)]
     pub values: Values,
@@ -259,6 +310,10 @@ pub struct AddonComponent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppStatus {
+    /// The generation of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Pending`, `Deploying`, `Running`, `Failed`, `Paused` or `Deleting`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The revision (spec hash) being deployed.
@@ -267,15 +322,19 @@ pub struct AppStatus {
     /// The revision the agent reports applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_revision: Option<String>,
+    /// Health of each component, as the agent last reported it.
     #[serde(default)]
     pub components: Vec<ComponentStatus>,
+    /// The address the App's ingress answers on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_address: Option<String>,
+    /// Drift between the desired and the live state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync: Option<Sync>,
     /// The deployment record of the current revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_id: Option<String>,
+    /// When the agent last reported (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
     /// The phase the agent last reported (the controller derives `phase` from it).
@@ -314,7 +373,9 @@ pub struct AppStatus {
     /// when the cluster last reported. The rest of the status is as of then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_observation: Option<String>,
+    /// `Ready`, `Progressing`, `Synced` and the rest, one of each type.
     #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
     pub conditions: Vec<Condition>,
 }
 
@@ -324,7 +385,9 @@ pub struct AppStatus {
 pub struct Rejection {
     /// The revision the refused command carried.
     pub revision: String,
+    /// Why, in a word.
     pub reason: String,
+    /// Why, in a sentence.
     #[serde(default)]
     pub message: String,
     /// The offending field, when the agent named one.
@@ -336,10 +399,15 @@ pub struct Rejection {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ComponentStatus {
+    /// The component's name.
     pub name: String,
+    /// Pods ready.
     pub ready_replicas: u32,
+    /// Pods wanted.
     pub desired_replicas: u32,
+    /// The component serves.
     pub ready: bool,
+    /// Why it is not ready, if it is not.
     #[serde(default)]
     pub message: String,
 }
@@ -348,10 +416,12 @@ pub struct ComponentStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Sync {
+    /// Another manager changed what the agent applied.
     pub drift_detected: bool,
     /// `recoverable` or `blocked_sync`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_class: Option<String>,
+    /// The drifted fields.
     #[serde(default)]
     pub drift_details: Vec<DriftDetail>,
 }
@@ -360,10 +430,15 @@ pub struct Sync {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftDetail {
+    /// The object, as `Kind/name`.
     pub resource: String,
+    /// The field's path, e.g. `spec.replicas`.
     pub field: String,
+    /// The value applied.
     pub desired: String,
+    /// The value found.
     pub observed: String,
+    /// The field manager that changed it, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager: Option<String>,
 }

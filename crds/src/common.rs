@@ -35,6 +35,7 @@ pub struct Member {
     #[serde(rename = "userId", default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub user_id: Option<String>,
+    /// `admin`, `member` or `viewer`.
     pub role: Role,
 }
 
@@ -53,11 +54,14 @@ pub fn kubernetes_user(user_id: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Chart {
+    /// The agent's catalog (`charts/<folder>`), an `https://` chart repository or an `oci://`
+    /// registry path.
     #[schemars(
         length(min = 1, max = 1024),
         regex(pattern = kubenest_contracts::patterns::CHART_REPOSITORY)
     )]
     pub repository: String,
+    /// The chart's name in the repository.
     #[schemars(
         length(min = 1, max = 253),
         regex(pattern = kubenest_contracts::patterns::CHART_NAME)
@@ -102,6 +106,27 @@ pub(crate) fn preserve_unknown_fields(schema: &mut schemars::Schema) {
 
 /// Condition types and reasons shared by every kind.
 pub use crate::names::conditions;
+
+/// Makes a list of conditions a map keyed by `type`, as Kubernetes' own conditions are: a
+/// server-side apply of one condition leaves the others, and a type appears once.
+pub fn conditions_by_type(schema: &mut schemars::Schema) {
+    list_map(schema, "type");
+}
+
+/// Makes a list of named items a map keyed by `name`: a server-side apply (from Git, say) of
+/// one item leaves the items other managers own, and a name appears once.
+pub fn items_by_name(schema: &mut schemars::Schema) {
+    list_map(schema, "name");
+}
+
+/// `x-kubernetes-list-type: map` keyed by `key`, which the item schema must require.
+fn list_map(schema: &mut schemars::Schema, key: &str) {
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!([key]),
+    );
+}
 
 /// Marks the items of an array of free-form objects so the API server keeps their fields.
 pub(crate) fn preserve_unknown_items(schema: &mut schemars::Schema) {

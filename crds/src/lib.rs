@@ -4,7 +4,12 @@
 //! AddonInstance and StackTemplate; AddonDefinition (the catalog) in the system namespace. Each
 //! has a status subresource with conditions, printer columns, a short name, the `kubenest`
 //! category (`kubectl get kubenest`), and CEL rules for what can be checked statically
-//! (immutable references, exactly-one-of choices, unique names, token versions only rising).
+//! (immutable references, exactly-one-of choices, token versions only rising).
+//!
+//! They read as Flux's do: a description on the kind and every field (`kubectl explain`), `Ready`
+//! and `Status` columns from the `Ready` condition, a top-level `status.observedGeneration`, and
+//! conditions and named lists (an App's components) as map lists, so a server-side apply of one
+//! item leaves the others and a name appears once.
 //!
 //! The generated YAML is committed under `crds/yaml/`; regenerate it with
 //! `cargo run -p kubenest-crds --bin crdgen` (a test fails when it drifts).

@@ -4,16 +4,17 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, Member};
+use crate::common::{Condition, Member, conditions_by_type};
 
-/// An organization: members and their roles; its clusters, projects and apps live in the
-/// namespace recorded in its status.
+/// An organization's name, members and defaults.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "kubenest.io",
     version = "v1alpha1",
     kind = "Organization",
-    plural = "organizations"
+    plural = "organizations",
+    doc = "An Organization: a tenant, its members and their roles. Its clusters, projects and \
+           apps live in the namespace recorded in its status."
 )]
 #[kube(
     shortname = "org",
@@ -28,12 +29,25 @@ use crate::common::{Condition, Member};
 #[kube(printcolumn(name = "Namespace", type_ = "string", json_path = ".status.namespace"))]
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
 #[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
+#[kube(printcolumn(
     name = "Age",
     type_ = "date",
     json_path = ".metadata.creationTimestamp"
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct OrganizationSpec {
+    /// The name people see.
     #[schemars(length(min = 1, max = 253))]
     pub display_name: String,
     /// Organization-wide roles.
@@ -52,8 +66,14 @@ pub struct OrganizationStatus {
     /// The organization's namespace on the management cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// `Ready` once the namespace and role bindings are in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The generation of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, one condition of each type.
     #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
     pub conditions: Vec<Condition>,
 }

@@ -4,21 +4,37 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Condition, Member, ProgressClock, default_progress_deadline};
+use crate::common::{
+    Condition, Member, ProgressClock, conditions_by_type, default_progress_deadline,
+};
 
-/// A project: a namespace on a cluster, holding apps, standalone addons and secrets.
+/// A project's cluster, namespace, members and namespace settings.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "kubenest.io",
     version = "v1alpha1",
     kind = "Project",
     plural = "projects",
-    namespaced
+    namespaced,
+    doc = "A Project: one namespace on one cluster, holding apps, standalone addons and \
+           secrets. Ready once the agent reports the namespace ready for the current generation."
 )]
 #[kube(shortname = "kproj", category = "kubenest", status = "ProjectStatus")]
 #[kube(printcolumn(name = "Cluster", type_ = "string", json_path = ".spec.cluster"))]
 #[kube(printcolumn(name = "Namespace", type_ = "string", json_path = ".spec.namespace"))]
 #[kube(printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"))]
+#[kube(printcolumn(
+    name = "Ready",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].status"#,
+    description = "The status of the Ready condition"
+))]
+#[kube(printcolumn(
+    name = "Status",
+    type_ = "string",
+    json_path = r#".status.conditions[?(@.type=="Ready")].message"#,
+    description = "The message of the Ready condition"
+))]
 #[kube(printcolumn(
     name = "Age",
     type_ = "date",
@@ -88,14 +104,20 @@ pub enum ProjectPhase {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProjectStatus {
+    /// `Pending`, `Ready`, `Terminating` or `Failed`.
     #[serde(default)]
     pub phase: ProjectPhase,
+    /// The generation of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When the agent last reported (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_at: Option<String>,
     /// The namespace's phase as the agent last reported it (`Pending`, `Ready`, `Terminating`,
     /// `Deleted`, `Failed`); the controller derives `phase` from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_phase: Option<String>,
+    /// Why, when the agent said.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cluster_message: String,
     /// The generation the agent last accepted a `project.ensure` for.
@@ -109,6 +131,8 @@ pub struct ProjectStatus {
     /// then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_observation: Option<String>,
+    /// `Ready`, `Progressing`, `DeletionBlocked` and the rest, one of each type.
     #[serde(default)]
+    #[schemars(transform = conditions_by_type)]
     pub conditions: Vec<Condition>,
 }

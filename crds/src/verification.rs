@@ -51,6 +51,7 @@ impl OnFailure {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetricsSpec {
+    /// The pods' port serving the metrics.
     #[schemars(range(min = 1, max = 65535))]
     pub port: u16,
     /// An absolute path: segments of letters, digits and `_~-` joined by single dots, never
@@ -103,10 +104,15 @@ pub struct VerificationStatus {
     pub revision: String,
     /// `Passed`, `Failed` or `Inconclusive`.
     pub verdict: String,
+    /// Why, in a sentence.
     pub reason: String,
+    /// Seconds the revision was watched.
     pub window_seconds: u32,
+    /// When the watch started (RFC 3339).
     pub started_at: String,
+    /// When the verdict was given (RFC 3339).
     pub observed_at: String,
+    /// The signals measured.
     #[serde(default)]
     pub signals: Vec<VerificationSignal>,
     /// What the controllers did with it: `rolled back to deployment …`, `held`, or why they
@@ -119,12 +125,17 @@ pub struct VerificationStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VerificationSignal {
+    /// The signal, e.g. `error_rate`.
     pub name: String,
+    /// What the revision measured.
     pub value: f64,
+    /// What the last revision that passed measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<f64>,
+    /// The value past which the signal fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold: Option<f64>,
+    /// The signal failed the revision.
     pub failed: bool,
 }
 

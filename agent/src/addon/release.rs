@@ -20,6 +20,7 @@ use crate::apply::{Remaining, describe};
 use crate::context::Context;
 use crate::crd::{AddonRelease, AddonReleaseObserved, StatusPatch, addon_release_name};
 use crate::memory::{FullPasses, LeftBehind};
+use crate::ready::{Readiness, with_ready};
 use crate::render::object_name;
 
 /// The `addon.status` of a standalone addon as its status stands.
@@ -189,23 +190,31 @@ async fn reconcile(
     if let Some(keep) = &keep {
         ctx.applier.prune(namespace, &selector, keep).await?;
     }
+    let old = release.status.clone().unwrap_or_default();
+    let generation = release.metadata.generation;
+    let said = ready_message(phase, &message, apply.revision);
+    let ready = readiness(phase, &said);
+    let conditions = with_ready(&old.conditions, ready, generation, chrono::Utc::now());
     let status = StatusPatch {
         status: AddonReleaseObserved {
+            observed_generation: generation,
             phase,
             observed_revision: apply.revision,
             message: &message,
             git_commit: commit.as_deref(),
             gitops_error: git_error.as_deref(),
             drift: &drift,
+            conditions: &conditions,
         },
     };
-    let old = release.status.clone().unwrap_or_default();
     let changed = old.phase.as_deref() != Some(phase)
         || old.observed_revision != Some(apply.revision)
         || old.message != message
         || old.git_commit != commit
         || old.gitops_error != git_error
-        || old.drift != drift;
+        || old.drift != drift
+        || old.observed_generation != generation
+        || old.conditions != conditions;
     if changed {
         let updated = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
@@ -222,6 +231,24 @@ async fn reconcile(
         "Ready" => Action::requeue(Duration::from_secs(60)),
         _ => Action::requeue(Duration::from_secs(2)),
     })
+}
+
+/// What `Ready` says of an addon in `phase` (`Ready`, `Installing` or `Failed`).
+fn readiness<'a>(phase: &str, message: &'a str) -> Readiness<'a> {
+    match phase {
+        "Ready" => Readiness::done("Ready", message),
+        "Failed" => Readiness::failed("Failed", message),
+        _ => Readiness::progressing(message),
+    }
+}
+
+/// The Ready message: what the pass found, else the revision and phase.
+fn ready_message(phase: &str, message: &str, revision: u32) -> String {
+    if message.is_empty() {
+        format!("revision {revision}: {phase}")
+    } else {
+        message.to_owned()
+    }
 }
 
 fn error_policy(_release: Arc<AddonRelease>, error: &AddonError, _: Arc<Releases>) -> Action {
@@ -271,4 +298,22 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_follows_the_phase_and_always_says_something() {
+        let said = ready_message("Ready", "", 3);
+        assert_eq!(said, "revision 3: Ready");
+        assert_eq!(readiness("Ready", &said).status, "True");
+        assert_eq!(readiness("Installing", "waiting").status, "Unknown");
+        let failed = readiness("Failed", "chart not found");
+        assert_eq!(
+            (failed.status, failed.reason, failed.message),
+            ("False", "Failed", "chart not found")
+        );
+    }
 }

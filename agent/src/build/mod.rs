@@ -19,6 +19,7 @@ use kubenest_contracts as wire;
 
 use crate::context::Context;
 use crate::crd::{BuildRequest, BuildRequestProgress, StatusPatch, build_request_name};
+use crate::ready::{Readiness, with_ready};
 use crate::render::object_name;
 
 mod job;
@@ -167,6 +168,24 @@ pub fn image(found: Option<&BuildRequest>) -> Image {
     }
 }
 
+/// What `Ready` says of a build in `phase`: done once it succeeded.
+fn readiness<'a>(phase: &str, message: &'a str) -> Readiness<'a> {
+    match phase {
+        "Succeeded" => Readiness::done("Succeeded", message),
+        "Failed" => Readiness::failed("Failed", message),
+        _ => Readiness::progressing(message),
+    }
+}
+
+/// The Ready message: the build's own, else its phase.
+fn ready_message(phase: &str, message: &str) -> String {
+    if message.is_empty() {
+        format!("build {}", phase.to_lowercase())
+    } else {
+        message.to_owned()
+    }
+}
+
 fn phase(name: &str) -> wire::BuildPhase {
     match name {
         "Running" => wire::BuildPhase::Running,
@@ -208,13 +227,23 @@ async fn reconcile(
         message = failure_lines(&ctx, request).await.unwrap_or(message);
     }
     let image = (phase_name == "Succeeded").then(|| request.image.clone());
-    if old.phase.as_deref() != Some(phase_name) || old.message != message {
+    let generation = held.metadata.generation;
+    let said = ready_message(phase_name, &message);
+    let ready = readiness(phase_name, &said);
+    let conditions = with_ready(&old.conditions, ready, generation, chrono::Utc::now());
+    if old.phase.as_deref() != Some(phase_name)
+        || old.message != message
+        || old.observed_generation != generation
+        || old.conditions != conditions
+    {
         let api = Api::<BuildRequest>::namespaced(ctx.client.clone(), &ctx.namespace);
         let status = StatusPatch {
             status: BuildRequestProgress {
+                observed_generation: generation,
                 phase: phase_name,
                 image: image.as_deref(),
                 message: &message,
+                conditions: &conditions,
             },
         };
         api.patch_status(
@@ -324,6 +353,14 @@ mod tests {
 
     use super::job::tests::request;
     use super::*;
+
+    #[test]
+    fn a_build_is_ready_once_it_succeeded() {
+        assert_eq!(readiness("Succeeded", "pushed").status, "True");
+        assert_eq!(readiness("Running", "building").status, "Unknown");
+        assert_eq!(readiness("Failed", "exit 1").status, "False");
+        assert_eq!(ready_message("Running", ""), "build running");
+    }
 
     #[test]
     fn a_workload_runs_its_image_once_the_build_succeeded() {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::assess::Pass;
 use super::facts::Facts;
+use super::ready;
 use crate::crd::StackDeployStatus;
 use crate::report::phase_name;
 
@@ -104,6 +105,7 @@ pub fn decide(facts: &Facts<'_>, pass: Pass) -> Decision {
     if let Some(restart) = &facts.held.spec.restart_id {
         new.handled_restart = Some(restart.clone());
     }
+    ready::observe(&mut new, phase, facts.held, now);
     let drift = drift_changed.then(|| wire::DriftReport {
         app_id: deploy.app.app_id.clone(),
         revision: deploy.revision.clone(),
@@ -346,7 +348,8 @@ mod tests {
 
     #[test]
     fn a_workload_is_running_once_its_deployment_answers_ready() {
-        let held = held(web());
+        let mut held = held(web());
+        held.metadata.generation = Some(3);
         let old = StackDeployStatus {
             observed_revision: Some("r1".into()),
             rollout_started_at: Some(chrono::Utc::now()),
@@ -361,6 +364,9 @@ mod tests {
         let decision = decide(&facts, assess(&plan, &answered(deployment(2)), false));
         assert_eq!(decision.status.phase.as_deref(), Some("Running"));
         assert_eq!(decision.requeue, Duration::from_secs(60));
+        let ready = &decision.status.conditions[0];
+        let observed = (ready.status.as_str(), decision.status.observed_generation);
+        assert_eq!(observed, ("True", Some(3)), "{ready:?}");
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod decide;
 mod events;
 mod facts;
 mod plan;
+mod ready;
 mod rollout;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -38,7 +38,7 @@ pub(super) async fn apply(
     let old = addon.status.clone().unwrap_or_default();
     let facts = match gather(addon, plane, key, &old)? {
         Gathered::Wait { status, requeue } => {
-            write_status(plane, key, &old, &status).await?;
+            write_status(plane, key, addon.metadata.generation, &old, &status).await?;
             return Ok(Action::requeue(requeue));
         }
         Gathered::Rollback { placement, target } => {
@@ -207,7 +207,7 @@ async fn conclude(
     }
     let generation = addon.metadata.generation.unwrap_or(0);
     let status = decide::show(status, &progress, generation);
-    write_status(plane, key, old, &status).await?;
+    write_status(plane, key, addon.metadata.generation, old, &status).await?;
     Ok(Action::requeue(decide::requeue(
         retry, &progress, &deadline,
     )))

@@ -71,7 +71,7 @@ pub(super) async fn cleanup(
     if overdue.is_some() {
         status.phase = Some("Failed".into());
     }
-    write_status(plane, key, &old, &status).await?;
+    write_status(plane, key, addon.metadata.generation, &old, &status).await?;
     Ok(Cleanup::Wait(retry))
 }
 

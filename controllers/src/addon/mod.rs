@@ -46,6 +46,7 @@ use kubenest_runtime::finalizer;
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Owned<'a> {
+    observed_generation: Option<i64>,
     phase: Option<&'a str>,
     revision: Option<u32>,
     recorded_generation: Option<i64>,
@@ -54,16 +55,29 @@ struct Owned<'a> {
     conditions: &'a [Condition],
 }
 
+/// `new` as the controller writes it after a pass over `generation`: stamped with it, so
+/// readers of `observedGeneration` (kstatus, Flux, Argo CD) know the status speaks of that spec.
+fn observed(new: &AddonInstanceStatus, generation: Option<i64>) -> AddonInstanceStatus {
+    AddonInstanceStatus {
+        observed_generation: generation,
+        ..new.clone()
+    }
+}
+
+/// Writes this controller's fields of `new` for `generation` when anything differs from `old`.
 async fn write_status(
     plane: &Plane,
     key: &ObjectKey,
+    generation: Option<i64>,
     old: &AddonInstanceStatus,
     new: &AddonInstanceStatus,
 ) -> Result<(), Error> {
+    let new = &observed(new, generation);
     if old == new {
         return Ok(());
     }
     let owned = Owned {
+        observed_generation: new.observed_generation,
         phase: new.phase.as_deref(),
         revision: new.revision,
         recorded_generation: new.recorded_generation,
@@ -146,6 +160,7 @@ mod tests {
     #[test]
     fn the_controller_writes_its_own_status_fields_and_clears_with_null() {
         let owned = Owned {
+            observed_generation: Some(3),
             phase: Some("Pending"),
             revision: None,
             recorded_generation: Some(2),
@@ -156,6 +171,7 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&owned).unwrap(),
             serde_json::json!({
+                "observedGeneration": 3,
                 "phase": "Pending",
                 "revision": null,
                 "recordedGeneration": 2,
@@ -163,6 +179,23 @@ mod tests {
                 "progress": null,
                 "conditions": [],
             })
+        );
+    }
+
+    #[test]
+    fn a_pass_over_a_new_generation_stamps_it_so_the_status_is_written() {
+        let old = AddonInstanceStatus {
+            observed_generation: Some(1),
+            phase: Some("Ready".into()),
+            ..AddonInstanceStatus::default()
+        };
+        let new = observed(&old, Some(2));
+        assert_eq!(new.observed_generation, Some(2));
+        assert_ne!(new, old, "only the generation moved, and that is written");
+        assert_eq!(
+            observed(&new, Some(2)),
+            new,
+            "the same pass again writes nothing"
         );
     }
 }

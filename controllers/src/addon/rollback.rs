@@ -80,7 +80,14 @@ async fn refuse(
     message: String,
     generation: Option<i64>,
 ) -> Result<Action, Error> {
-    write_status(plane, key, old, &refused(old, message, generation)).await?;
+    write_status(
+        plane,
+        key,
+        generation,
+        old,
+        &refused(old, message, generation),
+    )
+    .await?;
     Ok(Action::await_change())
 }
 
@@ -133,7 +140,7 @@ pub(super) async fn rollback(
     status.handled_rollback = Some(target.to_owned());
     conditions::remove(&mut status.conditions, ROLLBACK_FAILED);
     plane.intents.settled(&key.uid);
-    write_status(plane, key, old, &status).await?;
+    write_status(plane, key, generation, old, &status).await?;
     Ok(Action::requeue(Duration::from_secs(1)))
 }
 

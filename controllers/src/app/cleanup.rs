@@ -124,6 +124,6 @@ pub(super) async fn cleanup(app: &App, plane: &Plane, key: &ObjectKey) -> Result
             finish(plane, &placement.org_id, &id, Outcome::Failed, &message).await?;
         }
     }
-    write_status(plane, key, &old, &status).await?;
+    write_status(plane, key, app.metadata.generation, &old, &status).await?;
     Ok(Cleanup::Waiting(retry))
 }

@@ -63,7 +63,14 @@ pub(super) async fn conclude(
             plane.intents.record_outcome(&key.uid, id);
         }
     }
-    write_status(plane, key, &facts.old, &conclusion.status).await?;
+    write_status(
+        plane,
+        key,
+        app.metadata.generation,
+        &facts.old,
+        &conclusion.status,
+    )
+    .await?;
     Ok(Action::requeue(conclusion.requeue))
 }
 

@@ -21,6 +21,7 @@ use kubenest_store::{Deployment, DeploymentStatus, NewDeployment, Operation, Sto
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ControllerFields<'a> {
+    observed_generation: Option<i64>,
     phase: Option<&'a str>,
     revision: Option<&'a str>,
     deployment_id: Option<&'a str>,
@@ -41,6 +42,7 @@ impl<'a> From<&'a AppStatus> for StatusPatch<'a> {
     fn from(status: &'a AppStatus) -> Self {
         StatusPatch {
             status: ControllerFields {
+                observed_generation: status.observed_generation,
                 phase: status.phase.as_deref(),
                 revision: status.revision.as_deref(),
                 deployment_id: status.deployment_id.as_deref(),
@@ -54,13 +56,24 @@ impl<'a> From<&'a AppStatus> for StatusPatch<'a> {
     }
 }
 
-/// Writes the controller's fields of `new` when anything differs from `old`.
+/// `new` as the controller writes it after a pass over `generation`: stamped with it, so
+/// readers of `observedGeneration` (kstatus, Flux, Argo CD) know the status speaks of that spec.
+pub(super) fn observed(new: &AppStatus, generation: Option<i64>) -> AppStatus {
+    AppStatus {
+        observed_generation: generation,
+        ..new.clone()
+    }
+}
+
+/// Writes the controller's fields of `new` for `generation` when anything differs from `old`.
 pub(super) async fn write_status(
     plane: &Plane,
     key: &ObjectKey,
+    generation: Option<i64>,
     old: &AppStatus,
     new: &AppStatus,
 ) -> Result<(), Error> {
+    let new = &observed(new, generation);
     if old == new {
         return Ok(());
     }
@@ -187,6 +200,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pass_over_a_new_generation_stamps_it_so_the_status_is_written() {
+        let old = AppStatus {
+            observed_generation: Some(1),
+            phase: Some("Running".into()),
+            ..AppStatus::default()
+        };
+        let new = observed(&old, Some(2));
+        assert_ne!(new, old, "only the generation moved, and that is written");
+        assert_eq!(
+            observed(&new, Some(2)),
+            new,
+            "the same pass again writes nothing"
+        );
+        let patch = serde_json::to_value(StatusPatch::from(&new)).unwrap();
+        assert_eq!(patch["status"]["observedGeneration"], 2);
+    }
+
+    #[test]
     fn the_status_patch_writes_only_the_controllers_fields_and_clears_empty_ones() {
         let status = AppStatus {
             phase: Some("Running".into()),
@@ -198,6 +229,7 @@ mod tests {
         assert_eq!(
             patch,
             json!({"status": {
+                "observedGeneration": null,
                 "phase": "Running",
                 "revision": null,
                 "deploymentId": null,

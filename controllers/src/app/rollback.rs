@@ -41,7 +41,7 @@ pub(super) async fn rollback(
             message,
             Some(generation),
         );
-        write_status(plane, key, old, &status).await?;
+        write_status(plane, key, Some(generation), old, &status).await?;
         Ok(Action::await_change())
     };
     let Ok(target_id) = Uuid::parse_str(target) else {
@@ -126,7 +126,7 @@ pub(super) async fn rollback(
         .at("restoring the snapshot into App", key)?;
     let mut status = old.clone();
     if conditions::remove(&mut status.conditions, conditions::ROLLBACK_FAILED) {
-        write_status(plane, key, old, &status).await?;
+        write_status(plane, key, Some(generation), old, &status).await?;
     }
     tracing::info!(to = %target_id, deployment = %row.id, "rollback restored a snapshot");
     Ok(Action::requeue(Duration::from_secs(1)))

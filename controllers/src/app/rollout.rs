@@ -28,7 +28,7 @@ pub(super) async fn apply(app: &App, plane: &Plane, key: &ObjectKey) -> Result<A
     let (facts, target) = facts::gather(app, plane, key).await?;
     match plan::plan(&facts, target) {
         Plan::Wait { status, requeue } => {
-            write_status(plane, key, &facts.old, &status).await?;
+            write_status(plane, key, app.metadata.generation, &facts.old, &status).await?;
             Ok(Action::requeue(requeue))
         }
         Plan::Roll(built, steps) => {

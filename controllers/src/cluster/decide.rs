@@ -24,6 +24,9 @@ pub struct Minted {
     pub cluster_id: String,
     pub token_secret: String,
     pub issued_token_version: u64,
+    /// The generation this controller last wrote the status for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }
@@ -89,11 +92,13 @@ pub fn minted(cluster: &Cluster, cluster_id: &str) -> Option<Minted> {
     let unchanged = status.cluster_id.as_deref() == Some(cluster_id)
         && status.token_secret.as_deref() == Some(secret_name.as_str())
         && status.issued_token_version == Some(version)
+        && status.observed_generation == cluster.metadata.generation
         && conditions.is_none();
     (!unchanged).then(|| Minted {
         cluster_id: cluster_id.to_owned(),
         token_secret: secret_name,
         issued_token_version: version,
+        observed_generation: cluster.metadata.generation,
         conditions,
     })
 }
@@ -125,6 +130,7 @@ pub fn deletion(cluster: &Cluster, projects: &[String]) -> Deletion {
     if blocked {
         return Deletion::Blocked { status: None };
     }
+    status.observed_generation = cluster.metadata.generation;
     status.conditions.retain(|c| c.type_ != DELETION_BLOCKED);
     status.conditions.push(Condition {
         type_: DELETION_BLOCKED.into(),
@@ -215,6 +221,26 @@ mod tests {
         };
         let patch = minted(&cluster(Some(called_off)), "uid-east").unwrap();
         assert_eq!(patch.conditions, Some(vec![]));
+    }
+
+    #[test]
+    fn a_new_generation_is_written_as_observed_even_when_the_token_stands() {
+        let written = ClusterStatus {
+            cluster_id: Some("uid-east".into()),
+            token_secret: Some("cluster-east-token".into()),
+            issued_token_version: Some(2),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let mut edited = cluster(Some(written));
+        edited.metadata.generation = Some(2);
+        let patch = minted(&edited, "uid-east").unwrap();
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap()["observedGeneration"],
+            2
+        );
+        edited.status.as_mut().unwrap().observed_generation = Some(2);
+        assert_eq!(minted(&edited, "uid-east"), None);
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub fn status(org: &Organization, namespace: &str) -> Option<OrganizationStatus>
         .find(|c| c.type_ == conditions::READY);
     let unchanged = current.namespace.as_deref() == Some(namespace)
         && current.phase.as_deref() == Some("Ready")
+        && current.observed_generation == org.metadata.generation
         && ready.is_some_and(|c| {
             c.status == "True" && c.observed_generation == org.metadata.generation
         });
@@ -97,6 +98,7 @@ pub fn status(org: &Organization, namespace: &str) -> Option<OrganizationStatus>
     Some(OrganizationStatus {
         namespace: Some(namespace.to_owned()),
         phase: Some("Ready".into()),
+        observed_generation: org.metadata.generation,
         conditions: vec![Condition {
             type_: conditions::READY.into(),
             status: "True".into(),
@@ -163,9 +165,11 @@ mod tests {
         let mut org = org();
         let written = status(&org, "org-acme").unwrap();
         assert_eq!(written.phase.as_deref(), Some("Ready"));
+        assert_eq!(written.observed_generation, Some(1));
         org.status = Some(written);
         assert!(status(&org, "org-acme").is_none());
         org.metadata.generation = Some(2);
-        assert!(status(&org, "org-acme").is_some());
+        let rewritten = status(&org, "org-acme").unwrap();
+        assert_eq!(rewritten.observed_generation, Some(2));
     }
 }

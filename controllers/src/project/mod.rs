@@ -51,22 +51,36 @@ use kubenest_runtime::finalizer::{self, Cleanup};
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Owned<'a> {
+    observed_generation: Option<i64>,
     phase: ProjectPhase,
     progress: Option<&'a ProgressClock>,
     last_observation: Option<&'a str>,
     conditions: &'a [Condition],
 }
 
+/// `new` as the controller writes it after a pass over `generation`: stamped with it, so
+/// readers of `observedGeneration` (kstatus, Flux, Argo CD) know the status speaks of that spec.
+fn observed(new: &ProjectStatus, generation: Option<i64>) -> ProjectStatus {
+    ProjectStatus {
+        observed_generation: generation,
+        ..new.clone()
+    }
+}
+
+/// Writes this controller's fields of `new` for `generation` when anything differs from `old`.
 async fn write_status(
     plane: &Plane,
     key: &ObjectKey,
+    generation: Option<i64>,
     old: &ProjectStatus,
     new: &ProjectStatus,
 ) -> Result<(), Error> {
+    let new = &observed(new, generation);
     if old == new {
         return Ok(());
     }
     let owned = Owned {
+        observed_generation: new.observed_generation,
         phase: new.phase,
         progress: new.progress.as_ref(),
         last_observation: new.last_observation.as_deref(),
@@ -155,7 +169,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
             if settled {
                 plane.intents.settled(&key.uid);
             }
-            write_status(plane, key, &old, &status).await?;
+            write_status(plane, key, project.metadata.generation, &old, &status).await?;
             Ok(Action::requeue(requeue))
         }
         Plan::Ensure {
@@ -169,7 +183,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
                 .attempt(&key.uid, &placement, command, sent, routed, previous)
                 .await;
             let (status, requeue) = decide::waiting(&facts, &attempt);
-            write_status(plane, key, &old, &status).await?;
+            write_status(plane, key, project.metadata.generation, &old, &status).await?;
             Ok(Action::requeue(requeue))
         }
     }
@@ -230,7 +244,7 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
             let dependents =
                 conditions::get(&status.conditions, DELETION_BLOCKED).map(|c| c.message.clone());
             judge(&mut status, dependents.as_deref(), &mut wait);
-            write_status(plane, key, &old, &status).await?;
+            write_status(plane, key, project.metadata.generation, &old, &status).await?;
             Ok(Cleanup::Wait(wait))
         }
         Deletion::Done => {
@@ -261,7 +275,7 @@ async fn cleanup(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Cl
                 format!("on cluster {cluster}, {}", old.cluster_message)
             });
             judge(&mut status, reported.as_deref(), &mut retry);
-            write_status(plane, key, &old, &status).await?;
+            write_status(plane, key, project.metadata.generation, &old, &status).await?;
             Ok(Cleanup::Wait(retry))
         }
     }
@@ -315,4 +329,30 @@ pub async fn run(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_over_a_new_generation_stamps_it_so_the_status_is_written() {
+        let old = ProjectStatus {
+            observed_generation: Some(1),
+            phase: ProjectPhase::Ready,
+            ..ProjectStatus::default()
+        };
+        let new = observed(&old, Some(2));
+        assert_ne!(new, old, "only the generation moved, and that is written");
+        let owned = Owned {
+            observed_generation: new.observed_generation,
+            phase: new.phase,
+            progress: None,
+            last_observation: None,
+            conditions: &[],
+        };
+        let patch = serde_json::to_value(&owned).unwrap();
+        assert_eq!(patch["observedGeneration"], 2);
+        assert_eq!(patch["phase"], "Ready");
+    }
 }
