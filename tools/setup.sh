@@ -18,6 +18,8 @@ command -v redis-server >/dev/null || need_pkgs+=(redis-server)
 command -v git >/dev/null || need_pkgs+=(git)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
 command -v npm >/dev/null || need_pkgs+=(nodejs npm)
+# `make test` runs the test binaries in lanes (tools/test.py).
+command -v python3 >/dev/null || need_pkgs+=(python3)
 # The real node (tests/testkit/src/node): container runtime, CNI plugins, kube-proxy's nftables,
 # the CNI plugins' and the cleanup's iptables, conntrack, buildah for the pod sandbox image, gcc for its static program.
 command -v containerd >/dev/null || need_pkgs+=(containerd)

@@ -51,15 +51,40 @@ impl FirstReconcile {
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for FirstReconcile {
     fn on_new_span(
         &self,
-        _: &tracing::span::Attributes<'_>,
+        attributes: &tracing::span::Attributes<'_>,
         _: &tracing::span::Id,
         _: tracing_subscriber::layer::Context<'_, S>,
     ) {
-        self.0.lock().unwrap().get_or_insert_with(Instant::now);
+        let mut controller = Controller(false);
+        attributes.record(&mut controller);
+        if controller.0 {
+            self.0.lock().unwrap().get_or_insert_with(Instant::now);
+        }
     }
 }
 
-/// Sees only the App controller's `reconcile` spans (every other call site stays disabled).
+/// Whether a `reconcile` span's `controller` field is the App controller's.
+struct Controller(bool);
+
+impl tracing::field::Visit for Controller {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "controller" {
+            self.0 = value == APP_CONTROLLER;
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "controller" {
+            self.0 = format!("{value:?}").trim_matches('"') == APP_CONTROLLER;
+        }
+    }
+}
+
+/// The App controller's name in its `reconcile` spans (`Reconciles::measure("app", ...)`).
+const APP_CONTROLLER: &str = "app";
+
+/// Sees only the `reconcile` spans every controller runs in (every other call site stays
+/// disabled); [`FirstReconcile`] keeps the App controller's first.
 fn watch_reconciles() -> FirstReconcile {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
@@ -68,7 +93,7 @@ fn watch_reconciles() -> FirstReconcile {
     let only = tracing_subscriber::filter::filter_fn(|meta| {
         meta.is_span()
             && meta.name() == "reconcile"
-            && meta.target() == "kubenest_controllers::app::controller"
+            && meta.target() == "kubenest_runtime::reconciles"
     });
     tracing_subscriber::registry()
         .with(first.clone().with_filter(only))

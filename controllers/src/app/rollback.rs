@@ -82,7 +82,10 @@ pub(super) async fn rollback(
     };
     let spec_before = serde_json::to_value(&app.spec).map_err(|e| Error::Invalid(e.to_string()))?;
     let version = app.resource_version().unwrap_or_default();
-    let intent_key = format!("{}/rollback/{target_id}/{version}", key.uid);
+    // One request, one row: keyed by the generation it rolls back from, which a status write
+    // between the request and this pass leaves as it is (a resourceVersion would not: the
+    // guarded write below then fails, and the retry must find the row it recorded).
+    let intent_key = format!("{}/rollback/{target_id}/g{generation}", key.uid);
     let revision = revision_of(&snapshot.spec_after);
     let new = NewDeployment {
         spec_after: snapshot.spec_after.clone(),
