@@ -96,6 +96,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
         let shutdown = shutdown.clone();
         async move { shutdown.cancelled().await }
     };
+    // A reconcile that fails says so on its object, not only in this log.
+    metrics.reconciles.tell_errors_to(plane.events.clone());
     let router = Router::new(plane.clone(), caches.clone());
     let follow = reach::follow(
         caches.clone(),

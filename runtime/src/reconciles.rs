@@ -9,11 +9,15 @@
 //!   `reconcile_duration_seconds{controller}`, and when it fails in
 //!   `reconcile_errors_total{controller, category}` with the error's [`Category`] (a constant
 //!   that also chooses the retry policy);
-//! - shows in `reconciles_in_flight{controller}` while it runs.
+//! - shows in `reconciles_in_flight{controller}` while it runs;
+//! - when it fails, is told as a Kubernetes Event on the object (reason `ReconcileFailed`, the
+//!   note the error's category and words), once the program names its Event sink
+//!   ([`Reconciles::tell_errors_to`]): `kubectl describe` shows why an object is stuck without
+//!   anyone reading the controller's log. Repeats are one Event series (the recorder's).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use kube::ResourceExt;
@@ -25,6 +29,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tracing::Instrument as _;
+
+use crate::events::{EventSink, EventType, event};
+
+/// The reason of the Event a failed reconcile makes.
+pub const RECONCILE_FAILED: &str = "ReconcileFailed";
 
 /// What kind of failure an error is, as a constant: the metric label (and the retry policy's
 /// and an Event's reason).
@@ -64,6 +73,9 @@ pub struct Reconciles {
     errors: Family<ErrorLabels, Counter>,
     duration: Family<ControllerLabel, Histogram, fn() -> Histogram>,
     in_flight: Family<ControllerLabel, Gauge>,
+    /// Where failed reconciles are told; the program's last started sink (tests start several
+    /// in one process, one after another).
+    told: Arc<RwLock<Option<EventSink>>>,
 }
 
 impl Default for Reconciles {
@@ -73,6 +85,7 @@ impl Default for Reconciles {
             errors: Family::default(),
             duration: Family::new_with_constructor(histogram),
             in_flight: Family::default(),
+            told: Arc::default(),
         }
     }
 }
@@ -105,6 +118,11 @@ impl Reconciles {
         );
     }
 
+    /// Tells every failed reconcile from now on as an Event through `sink`.
+    pub fn tell_errors_to(&self, sink: EventSink) {
+        *self.told.write().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    }
+
     /// Reconciles of `controller` run so far (for tests).
     pub fn count(&self, controller: &'static str) -> u64 {
         self.total
@@ -121,7 +139,7 @@ impl Reconciles {
     where
         K: kube::Resource<DynamicType = ()> + Send + Sync + 'static,
         C: Send + Sync + 'static,
-        E: Category + Send + 'static,
+        E: Category + std::fmt::Display + Send + 'static,
         F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
@@ -136,6 +154,7 @@ impl Reconciles {
                 name = %object.name_any(),
                 revision = tracing::field::Empty,
             );
+            let reference = object.object_ref(&());
             let running = reconcile(object, context);
             let metrics = metrics.clone();
             Box::pin(
@@ -151,18 +170,35 @@ impl Reconciles {
                         .get_or_create(&label)
                         .observe(started.elapsed().as_secs_f64());
                     if let Err(error) = &outcome {
+                        let category = error.category();
                         metrics
                             .errors
                             .get_or_create(&ErrorLabels {
                                 controller,
-                                category: error.category(),
+                                category,
                             })
                             .inc();
+                        metrics.tell(&reference, category, error);
                     }
                     outcome
                 }
                 .instrument(span),
             )
+        }
+    }
+
+    /// The failed reconcile of the object at `reference` as a Warning Event, if a sink is set.
+    fn tell(
+        &self,
+        reference: &k8s_openapi::api::core::v1::ObjectReference,
+        category: &str,
+        error: &impl std::fmt::Display,
+    ) {
+        let told = self.told.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(sink) = told.as_ref() {
+            let note = format!("{category} error: {error}");
+            let failed = event(EventType::Warning, RECONCILE_FAILED, note, "Reconcile");
+            sink.emit_to(reference, [failed]);
         }
     }
 }
