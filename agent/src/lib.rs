@@ -181,9 +181,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         ),
         logs: Default::default(),
     });
-    // What the StackDeploy controller remembers of each App; the command handlers read it too.
     // A reconcile that fails says so on its object, not only in this log.
-    metrics::metrics().reconciles.tell_errors_to(ctx.events.clone());
+    metrics::metrics()
+        .reconciles
+        .tell_errors_to(ctx.events.clone());
+    // What the StackDeploy controller remembers of each App; the command handlers read it too.
     let apps = Arc::new(memory::AppMemory::default());
     let commands = commands::Commands::start(ctx.clone(), apps.clone());
     let stop = || {

@@ -14,9 +14,48 @@ pub fn owns_namespace(status: &ProjectStatus) -> bool {
         )
 }
 
+/// Whether `project` holds its namespace against another project naming it: a project being
+/// deleted that never owned its namespace (the agent refused it) holds nothing, so a new
+/// project may take the namespace at once rather than wait for the refused one to go.
+pub fn holds_namespace(project: &kubenest_crds::project::Project) -> bool {
+    let deleting = project.metadata.deletion_timestamp.is_some();
+    let owned = project.status.as_ref().is_some_and(owns_namespace);
+    !deleting || owned
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_project_being_deleted_holds_no_namespace() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use kubenest_crds::project::{Project, ProjectSpec};
+        let mut project = Project::new(
+            "p",
+            ProjectSpec {
+                cluster: "east".into(),
+                namespace: "legacy".into(),
+                registry_secret: None,
+                ingress_ca: false,
+                members: vec![],
+                progress_deadline_seconds: 600,
+                pod_security: Default::default(),
+            },
+        );
+        project.status = Some(ProjectStatus {
+            cluster_phase: Some("Failed".into()),
+            ..ProjectStatus::default()
+        });
+        assert!(
+            holds_namespace(&project),
+            "refused but not deleted: still named"
+        );
+        project.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert!(!holds_namespace(&project), "refused and being deleted");
+        project.status.as_mut().unwrap().cluster_phase = Some("Terminating".into());
+        assert!(holds_namespace(&project), "owned and draining");
+    }
 
     #[test]
     fn only_a_namespace_the_agent_took_is_the_projects() {

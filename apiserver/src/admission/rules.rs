@@ -231,6 +231,7 @@ async fn project(
             p.name_any() != new.name_any()
                 && p.spec.cluster == new.spec.cluster
                 && p.spec.namespace == new.spec.namespace
+                && kubenest_domain::project::holds_namespace(p)
         });
     match taken {
         Some(other) => Err(ApiError::conflict(

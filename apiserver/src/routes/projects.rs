@@ -153,11 +153,11 @@ pub async fn create(
     authz::require(role, Need::Write, "cluster")?;
     check_pod_security(&caller, &view.org, body.pod_security)?;
     let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
-    if let Some(other) = view
-        .projects
-        .iter()
-        .find(|p| p.spec.cluster == cluster.name_any() && p.spec.namespace == namespace)
-    {
+    if let Some(other) = view.projects.iter().find(|p| {
+        p.spec.cluster == cluster.name_any()
+            && p.spec.namespace == namespace
+            && kubenest_domain::project::holds_namespace(p)
+    }) {
         return Err(ApiError::conflict(
             "namespace_taken",
             format!(
