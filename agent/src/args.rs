@@ -105,6 +105,10 @@ pub struct Args {
         requires = "service_account"
     )]
     project_role: Option<String>,
+    /// Namespaces whose pods may connect to every isolated project's pods, beside the agent's
+    /// own (an ingress controller's namespace), comma-separated.
+    #[arg(long, env = "KUBENEST_AGENT_TRUSTED_NAMESPACES", value_delimiter = ',')]
+    trusted_namespaces: Vec<String>,
     /// The agent's own ServiceAccount (in `--namespace`), the subject of its project bindings.
     #[arg(long, env = "KUBENEST_AGENT_SERVICE_ACCOUNT")]
     service_account: Option<String>,
@@ -136,6 +140,9 @@ pub enum ArgsError {
         #[source]
         source: std::io::Error,
     },
+    /// A trusted namespace that is no namespace name.
+    #[error("--trusted-namespaces: {0:?} is not a namespace name (a DNS label)")]
+    TrustedNamespace(String),
     /// The token is not a cluster token.
     #[error("the cluster token names no cluster and organization")]
     NoIdentity,
@@ -197,6 +204,15 @@ impl Args {
                     role,
                     service_account: (self.namespace.clone(), account),
                 }),
+            trusted_namespaces: self
+                .trusted_namespaces
+                .into_iter()
+                .map(|ns| {
+                    kubenest_domain::names::is_dns_label(&ns)
+                        .then_some(ns.clone())
+                        .ok_or(ArgsError::TrustedNamespace(ns))
+                })
+                .collect::<Result<_, _>>()?,
             namespace: self.namespace,
         })
     }

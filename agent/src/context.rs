@@ -26,6 +26,10 @@ pub struct Context {
     pub events: kubenest_runtime::events::EventSink,
     /// The live log streams.
     pub logs: crate::logs::streams::Streams,
+    /// Namespaces whose pods may connect to every isolated project's: the agent's own first.
+    pub trusted_namespaces: Vec<String>,
+    /// The project fences the agent keeps.
+    pub kept: crate::fences::Kept,
 }
 
 /// The images that build from source.

@@ -49,6 +49,7 @@ pub mod drift;
 pub mod drift_events;
 pub mod egress;
 pub mod exports;
+pub mod fences;
 pub mod gitops;
 pub mod helm;
 pub mod logs;
@@ -98,6 +99,9 @@ pub struct Config {
     /// Namespaced powers: the role the agent binds in each project namespace (the chart's
     /// install); `None` when its credentials hold cluster-wide powers.
     pub project_grant: Option<apply::ProjectGrant>,
+    /// Namespaces whose pods may connect to every isolated project's pods beside the agent's own
+    /// (an ingress controller's).
+    pub trusted_namespaces: Vec<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -180,6 +184,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
             shutdown.child_token(),
         ),
         logs: Default::default(),
+        trusted_namespaces: std::iter::once(config.namespace.clone())
+            .chain(config.trusted_namespaces.iter().cloned())
+            .collect(),
+        kept: Default::default(),
     });
     // A reconcile that fails says so on its object, not only in this log.
     metrics::metrics()
@@ -205,6 +213,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Star
         build::run(ctx.clone(), stop()),
         pod_security::run(client.clone(), stop()),
         verify::run(ctx.clone(), stop()),
+        fences::watch(ctx.clone(), shutdown.clone()),
     );
     Ok(())
 }

@@ -26,12 +26,15 @@ fn report(
     phase: ProjectPhase,
     message: &str,
 ) {
+    let (usage, healed) = ctx.kept.report(namespace.as_str());
     ctx.reporter.report(wire::ProjectStatus {
         project_id: project_id.clone(),
         namespace: namespace.clone(),
         phase,
         message: message.to_owned(),
         observed_at: chrono::Utc::now(),
+        usage,
+        healed,
     });
 }
 
@@ -97,6 +100,8 @@ pub async fn ensure(ctx: &Arc<Context>, command: &wire::ProjectEnsure) -> Result
         .map_err(Refusal::internal)?;
     // With namespaced powers, the agent's own in the new namespace before anything goes in.
     ctx.applier.grant(name).await.map_err(Refusal::internal)?;
+    // Its quota, default limits and network isolation, before anything runs in it.
+    crate::fences::keep(ctx, command).await?;
     // The namespace's pulls use the project's registry Secret, if it names one; applied either
     // way, so a removed Secret's name goes from the ServiceAccount too.
     let pull_secrets: Vec<_> = command
@@ -151,6 +156,7 @@ pub async fn delete(ctx: &Arc<Context>, command: &wire::ProjectDelete) -> Result
         }
         Some(_) => {}
     }
+    ctx.kept.forget(name);
     match namespaces.delete(name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -256,12 +262,15 @@ pub async fn statuses(ctx: &Context) -> Vec<wire::ProjectStatus> {
             } else {
                 (ProjectPhase::Ready, String::new())
             };
+            let (usage, healed) = ctx.kept.report(&ns.name_any());
             Some(wire::ProjectStatus {
                 project_id: wire::Id::new(project),
                 namespace: wire::Name::new(ns.name_any()),
                 phase,
                 message,
                 observed_at: chrono::Utc::now(),
+                usage,
+                healed,
             })
         })
         .collect()
@@ -289,6 +298,7 @@ mod tests {
             .into(),
             registry_secret: None,
             pod_security,
+            fences: wire::Fences::default(),
         }
     }
 

@@ -152,6 +152,7 @@ mod tests {
             OrganizationSpec {
                 display_name: "Acme".into(),
                 members: vec![member("vic", Role::Viewer)],
+                budget: None,
                 verification: None,
             },
         );
@@ -163,6 +164,7 @@ mod tests {
                 token_version: 1,
                 desired_node_count: None,
                 members: vec![member("vic", Role::Member)],
+                budget: None,
             },
         );
         let project = Project::new(
@@ -175,6 +177,9 @@ mod tests {
                 members: vec![member("vic", Role::Admin), member("pam", Role::Viewer)],
                 progress_deadline_seconds: 600,
                 pod_security: None,
+                quota: None,
+                defaults: None,
+                network: None,
             },
         );
         let vic = Caller {

@@ -141,6 +141,19 @@ impl ApiError {
         Self::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
+    /// A change that would take more than a quota or a budget allows (a 422 naming the field
+    /// that asks for it): `quota_exceeded` or `budget_exceeded`.
+    pub fn exceeded(
+        code: &'static str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+        }
+    }
+
     /// The operation conflicts with the object's state.
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, code, message)

@@ -49,7 +49,7 @@ pub mod state;
 use std::sync::Arc;
 
 use aide::axum::ApiRouter;
-use aide::axum::routing::{delete, get, get_with, post, post_with, put};
+use aide::axum::routing::{delete, get, get_with, post, post_with, put, put_with};
 use aide::openapi::{Info, OpenApi, SecurityScheme};
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Request, header};
@@ -60,7 +60,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
-    addons, alerts, apps, audit as audit_log, clusters, ingress_ca, orgs, projects, registry,
+    addons, alerts, apps, audit as audit_log, clusters, fences, ingress_ca, orgs, projects, registry,
     session, stream, templates, users,
 };
 use crate::state::AppState;
@@ -128,6 +128,13 @@ fn api_routes() -> ApiRouter<AppState> {
             get(projects::list).post(projects::create),
         )
         .api_route(
+            "/api/v1/orgs/{org}/usage",
+            get_with(fences::org_usage, |op| {
+                op.summary("What the organization's projects use, in all, per cluster and per project, against its budgets")
+                    .response::<200, Json<fences::OrgUsageResponse>>()
+            }),
+        )
+        .api_route(
             "/api/v1/orgs/{org}/alerts",
             get_with(alerts::list, |op| {
                 op.summary("Alerts you may see: silent clusters, Apps past their deadline")
@@ -157,6 +164,13 @@ fn api_routes() -> ApiRouter<AppState> {
             post(clusters::rotate_token),
         )
         .api_route("/api/v1/clusters/{id}/scale", post(clusters::scale))
+        .api_route(
+            "/api/v1/clusters/{id}/budget",
+            put_with(fences::put_cluster_budget, |op| {
+                op.summary("Set the CPU and memory requests the cluster's projects may hold in all (organization admins); `{}` removes it")
+                    .response::<200, Json<Option<fences::BudgetBody>>>()
+            }),
+        )
         .api_route("/api/v1/clusters/{id}/members", put(clusters::put_member))
         .api_route(
             "/api/v1/clusters/{id}/members/{user}",
@@ -167,6 +181,26 @@ fn api_routes() -> ApiRouter<AppState> {
             get(projects::get).delete(projects::delete),
         )
         .api_route("/api/v1/projects/{id}/members", put(projects::put_member))
+        .api_route(
+            "/api/v1/projects/{id}/fences",
+            put_with(fences::put_project_fences, |op| {
+                op.summary("Set the project's quota, default limits and network isolation (organization admins)")
+                    .description(
+                        "Replaces all three: absent parts mean no quota, no defaults, isolated. \
+                         The agent keeps them as a ResourceQuota, a LimitRange and a \
+                         NetworkPolicy in the project's namespace and puts them back when \
+                         they are changed there.",
+                    )
+                    .response::<200, Json<fences::ProjectUsageResponse>>()
+            }),
+        )
+        .api_route(
+            "/api/v1/projects/{id}/usage",
+            get_with(fences::project_usage, |op| {
+                op.summary("What the project uses against its quota")
+                    .response::<200, Json<fences::ProjectUsageResponse>>()
+            }),
+        )
         .api_route(
             "/api/v1/projects/{id}/registry-credentials",
             put(registry::put_registry_credentials).delete(registry::delete_registry_credentials),

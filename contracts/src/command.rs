@@ -24,6 +24,10 @@ pub struct ProjectEnsure {
     /// The Pod Security Admission level the namespace enforces (`baseline` when absent).
     #[serde(default)]
     pub pod_security: PodSecurity,
+    /// The namespace's quota, default limits and network isolation (absent: isolated, no
+    /// quota, no defaults).
+    #[serde(default)]
+    pub fences: crate::Fences,
 }
 
 /// The Pod Security Standard a project namespace enforces. There is no `privileged`: a
@@ -220,22 +224,16 @@ pub struct Ingress {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub struct Resources {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?m?$"), length(max = 32))]
+    #[schemars(regex(pattern = crate::patterns::CPU_QUANTITY), length(max = 32))]
     pub cpu_request: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?m?$"), length(max = 32))]
+    #[schemars(regex(pattern = crate::patterns::CPU_QUANTITY), length(max = 32))]
     pub cpu_limit: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"),
-        length(max = 32)
-    )]
+    #[schemars(regex(pattern = crate::patterns::MEMORY_QUANTITY), length(max = 32))]
     pub memory_request: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(
-        regex(pattern = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"),
-        length(max = 32)
-    )]
+    #[schemars(regex(pattern = crate::patterns::MEMORY_QUANTITY), length(max = 32))]
     pub memory_limit: Option<String>,
 }
 

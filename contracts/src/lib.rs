@@ -45,6 +45,7 @@ mod command;
 mod common;
 mod control;
 mod envelope;
+mod fences;
 mod messages;
 pub mod names;
 pub mod patterns;
@@ -59,6 +60,7 @@ pub use command::*;
 pub use common::*;
 pub use control::*;
 pub use envelope::{Envelope, SCHEMA_VERSION};
+pub use fences::*;
 pub use messages::{Direction, Message, MessageType};
 pub use status::*;
 pub use token::{

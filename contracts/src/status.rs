@@ -1,6 +1,8 @@
 //! Status events: agent → controllers. The hub stamps each with the sending session's cluster,
 //! so an agent can only ever speak for its own cluster.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -88,6 +90,16 @@ pub struct ProjectStatus {
     #[schemars(length(max = 4096))]
     pub message: String,
     pub observed_at: DateTime<Utc>,
+    /// What the namespace uses of what its quota limits (`requests.cpu` → `1500m`), as the
+    /// cluster's ResourceQuota counts it; empty without a quota.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub usage: crate::Usage,
+    /// A fence someone changed or removed on the cluster, which the agent has just put back
+    /// (`ResourceQuota kubenest-quota: spec changed; restored`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub healed: Vec<String>,
 }
 
 /// Lifecycle of an App on its cluster.

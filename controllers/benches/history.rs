@@ -260,6 +260,9 @@ async fn main() {
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,
+        quota: None,
+        defaults: None,
+        network: None,
     };
     projects
         .create(&PostParams::default(), &Project::new("shop", spec))

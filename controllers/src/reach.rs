@@ -159,6 +159,7 @@ mod tests {
                 token_version: 1,
                 desired_node_count: None,
                 members: Vec::new(),
+                budget: None,
             },
         );
         c.metadata.namespace = Some("org-acme".into());

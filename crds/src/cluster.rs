@@ -72,6 +72,10 @@ pub struct ClusterSpec {
     #[serde(default)]
     #[schemars(length(max = 1000))]
     pub members: Vec<Member>,
+    /// CPU and memory requests the projects on this cluster may hold in all (within the
+    /// organization's budget). Organization admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::fences::Budget>,
 }
 
 fn one() -> u64 {

@@ -21,6 +21,7 @@ pub mod addon;
 pub mod app;
 pub mod cluster;
 pub mod common;
+pub mod fences;
 pub mod names;
 pub mod observed;
 pub mod organization;

@@ -93,6 +93,31 @@ pub struct ProjectObserved {
     pub cluster_phase: String,
     pub cluster_message: String,
     pub observed_at: String,
+    /// The namespace's quota use; a key the quota no longer counts is `null`, which a merge
+    /// patch removes.
+    pub usage: std::collections::BTreeMap<String, Option<String>>,
+    pub healed: Vec<String>,
+}
+
+/// The keys of a ResourceQuota's `used` that fences report.
+pub const USAGE_KEYS: [&str; 5] = [
+    "requests.cpu",
+    "requests.memory",
+    "requests.storage",
+    "pods",
+    "services.loadbalancers",
+];
+
+impl ProjectObserved {
+    /// The usage as a merge patch writes it: every key of [`USAGE_KEYS`], `null` when absent.
+    pub fn usage_patch(
+        usage: &std::collections::BTreeMap<String, String>,
+    ) -> std::collections::BTreeMap<String, Option<String>> {
+        USAGE_KEYS
+            .iter()
+            .map(|key| ((*key).to_owned(), usage.get(*key).cloned()))
+            .collect()
+    }
 }
 
 /// The agent's acceptance of `project.ensure` for a generation.
@@ -289,9 +314,18 @@ mod tests {
                 cluster_phase: "Ready".into(),
                 cluster_message: String::new(),
                 observed_at: "2026-01-01T00:00:00Z".into(),
+                usage: ProjectObserved::usage_patch(
+                    &[("requests.cpu".to_owned(), "1500m".to_owned())].into()
+                ),
+                healed: vec!["ResourceQuota kubenest-quota: deleted; restored".into()],
             }),
+            // A count the quota no longer keeps is removed by the merge patch (`null`).
             json!({"clusterPhase": "Ready", "clusterMessage": "",
-                   "observedAt": "2026-01-01T00:00:00Z"})
+                   "observedAt": "2026-01-01T00:00:00Z",
+                   "usage": {"requests.cpu": "1500m", "requests.memory": null,
+                             "requests.storage": null, "pods": null,
+                             "services.loadbalancers": null},
+                   "healed": ["ResourceQuota kubenest-quota: deleted; restored"]})
         );
         assert_eq!(
             value(&ProjectEnsured {

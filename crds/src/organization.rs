@@ -57,6 +57,9 @@ pub struct OrganizationSpec {
     /// The verification of the organization's Apps that set none of their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::verification::VerificationSpec>,
+    /// CPU and memory requests all the organization's projects may hold, across its clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::fences::Budget>,
 }
 
 /// What the Organization controller observed.

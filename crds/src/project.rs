@@ -77,6 +77,18 @@ pub struct ProjectSpec {
     /// changed by organization admins only (the `kubenest-members` admission policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<PodSecurity>,
+    /// Hard limits on what the project's namespace may request in all (a ResourceQuota kept
+    /// by the agent). Organization admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::fences::ProjectQuota>,
+    /// Requests and limits of containers that set none (a LimitRange kept by the agent).
+    /// Organization admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<crate::app::Resources>,
+    /// Network isolation (NetworkPolicies kept by the agent); absent: isolated. Organization
+    /// admins only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::fences::ProjectNetwork>,
 }
 
 /// A Pod Security Standard a project namespace may enforce; there is no `privileged`.
@@ -131,6 +143,13 @@ pub struct ProjectStatus {
     /// then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_observation: Option<String>,
+    /// What the namespace uses of what its quota limits (`requests.cpu` → `1500m`), as the
+    /// cluster last reported it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub usage: std::collections::BTreeMap<String, String>,
+    /// The fences the cluster last put back after someone changed them there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub healed: Vec<String>,
     /// `Ready`, `Progressing`, `DeletionBlocked` and the rest, one of each type.
     #[serde(default)]
     #[schemars(transform = conditions_by_type)]

@@ -31,6 +31,7 @@ pub mod alerts;
 pub mod app;
 pub mod chart_template;
 pub mod deletion;
+pub mod fences;
 pub mod gitops;
 pub mod names;
 pub mod project;

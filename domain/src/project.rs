@@ -41,6 +41,9 @@ mod tests {
                 members: vec![],
                 progress_deadline_seconds: 600,
                 pod_security: Default::default(),
+                quota: None,
+                defaults: None,
+                network: None,
             },
         );
         project.status = Some(ProjectStatus {

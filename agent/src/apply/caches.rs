@@ -36,6 +36,14 @@ pub(super) struct Cache {
 }
 
 impl Cache {
+    /// Every object the kind's stores hold now, across the namespaces watched.
+    pub(super) fn all(&self) -> Vec<Arc<DynamicObject>> {
+        self.stores
+            .lock()
+            .map(|stores| stores.values().flat_map(|(s, _)| s.state()).collect())
+            .unwrap_or_default()
+    }
+
     /// The store holding `namespace`'s objects, once it has listed them.
     pub(super) fn ready_store(&self, namespace: &str) -> Option<Store<DynamicObject>> {
         let stores = self.stores.lock().ok()?;

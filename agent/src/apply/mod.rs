@@ -65,7 +65,10 @@ impl Applier {
     ) -> Result<Self, ApplyError> {
         let mut kinds = HashMap::new();
         let mut resources = Vec::new();
-        for (api_version, kind) in PRUNABLE {
+        // The kinds it renders, and the fences of project namespaces (never rendered for a
+        // tenant, so never pruned: no App's labels select them).
+        let fences = crate::fences::KINDS.iter().map(|(a, k, _)| (*a, *k));
+        for (api_version, kind) in PRUNABLE.iter().copied().chain(fences) {
             let (resource, namespaced) = discover(&client, api_version, kind).await?;
             let key = ((*api_version).to_owned(), (*kind).to_owned());
             kinds.insert(key.clone(), (resource.clone(), namespaced));
@@ -143,6 +146,14 @@ impl Applier {
             rx.recv().await.map(|object| (object, rx))
         });
         Some((cache.resource.clone(), changes))
+    }
+
+    /// Every object of a watched kind the caches hold now (none for a kind not watched).
+    pub fn cached(&self, api_version: &str, kind: &str) -> Vec<Arc<DynamicObject>> {
+        self.caches
+            .get(&(api_version.to_owned(), kind.to_owned()))
+            .map(Cache::all)
+            .unwrap_or_default()
     }
 
     /// A project namespace as the cache holds it.

@@ -133,7 +133,11 @@ async fn app(state: &AppState, namespace: &str, new: &App, old: Option<&App>) ->
     }
     apps::buildable(state, namespace, &new.spec)
         .await?
-        .map_err(|e| invalid(&e.field, e.reason))
+        .map_err(|e| invalid(&e.field, e.reason))?;
+    match crate::routes::fences::refusal(state, namespace, &new.spec.project, &new.name_any(), &new.spec).await? {
+        Some(refused) => Err(ApiError::exceeded(refused.code, refused.field, refused.reason)),
+        None => Ok(()),
+    }
 }
 
 /// What an update of an App asks for, in the terms of the ways out.

@@ -212,6 +212,7 @@ pub async fn create(
             token_version: 1,
             desired_node_count: None,
             members: vec![],
+            budget: None,
         },
     );
     cluster.metadata.annotations = Some(actor_annotations(&caller));

@@ -6,6 +6,7 @@ pub mod alerts;
 pub mod apps;
 pub mod audit;
 pub mod clusters;
+pub mod fences;
 pub mod ingress_ca;
 pub mod orgs;
 pub mod projects;

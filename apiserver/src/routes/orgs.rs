@@ -33,6 +33,9 @@ pub struct OrgResponse {
     /// The verification of the organization's Apps that set none of their own (defaults
     /// filled in); `null`: such Apps' revisions are not verified.
     pub verification: Option<VerificationView>,
+    /// CPU and memory requests all its projects may hold across its clusters
+    /// (`GET /api/v1/orgs/{org}/usage` says what they use).
+    pub budget: Option<super::fences::BudgetBody>,
     pub created_at: Option<String>,
 }
 
@@ -45,6 +48,7 @@ fn response(caller: &Caller, org: &Organization) -> OrgResponse {
         phase: status.phase,
         role: authz::role_at(caller, org, None, None),
         verification: org.spec.verification.as_ref().map(VerificationView::from),
+        budget: super::fences::budget_view(org.spec.budget.as_ref()),
         created_at: crate::k8s::created(org),
     }
 }
@@ -110,6 +114,7 @@ pub async fn create(
             display_name: body.display_name,
             members,
             verification,
+            budget: None,
         },
     );
     let api: Api<Organization> = Api::all(state.client().clone());
@@ -168,6 +173,11 @@ pub struct PatchOrgBody {
     #[serde(default, deserialize_with = "verification::given_or_null")]
     #[schemars(with = "Option<VerificationBody>")]
     pub verification: Option<Option<VerificationBody>>,
+    /// A new budget of CPU and memory requests across all the organization's clusters,
+    /// replacing the whole one; `null` removes it.
+    #[serde(default, deserialize_with = "verification::given_or_null")]
+    #[schemars(with = "Option<super::fences::BudgetBody>")]
+    pub budget: Option<Option<super::fences::BudgetBody>>,
 }
 
 /// Changes an organization's default verification (organization admins).
@@ -184,16 +194,27 @@ pub async fn patch(
         "organization",
         "Change spec.verification in its manifest in Git.",
     )?;
-    let Some(given) = &body.verification else {
-        return Err(ApiError::bad_request("nothing to change: set verification"));
-    };
-    let spec = given
-        .as_ref()
-        .map(|v| verification::check("verification", v))
-        .transpose()?;
-    let patch = serde_json::json!({"spec": {
-        "verification": verification::merge_patch(spec.as_ref())?,
-    }});
+    if body.verification.is_none() && body.budget.is_none() {
+        return Err(ApiError::bad_request(
+            "nothing to change: set verification or budget",
+        ));
+    }
+    let mut patch = serde_json::json!({"spec": {}});
+    if let Some(given) = &body.verification {
+        let spec = given
+            .as_ref()
+            .map(|v| verification::check("verification", v))
+            .transpose()?;
+        patch["spec"]["verification"] = verification::merge_patch(spec.as_ref())?;
+    }
+    if let Some(given) = &body.budget {
+        let budget = given
+            .as_ref()
+            .map(super::fences::check_budget)
+            .transpose()?
+            .flatten();
+        patch["spec"]["budget"] = serde_json::to_value(budget).unwrap_or_default();
+    }
     let api: Api<Organization> = Api::all(state.client().clone());
     let updated = api
         .patch(&path.org, &patch_params(), &Patch::Merge(&patch))

@@ -51,6 +51,11 @@ pub struct ProjectResponse {
     pub progress_deadline_seconds: u32,
     /// The Pod Security Standard the namespace enforces.
     pub pod_security: PodSecurity,
+    /// Its quota, default limits and network isolation (`PUT /api/v1/projects/{id}/fences`;
+    /// what it uses: `GET /api/v1/projects/{id}/usage`).
+    pub fences: super::fences::FencesBody,
+    /// The fences its cluster last put back after someone changed them there.
+    pub fences_healed: Vec<String>,
 }
 
 /// The API shape of a project.
@@ -79,6 +84,16 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         created_at: k8s::created(project),
         progress_deadline_seconds: project.spec.progress_deadline_seconds,
         pod_security: project.spec.pod_security.unwrap_or_default(),
+        fences: super::fences::view(
+            project.spec.quota.as_ref(),
+            project.spec.defaults.as_ref(),
+            project.spec.network.as_ref(),
+        ),
+        fences_healed: project
+            .status
+            .as_ref()
+            .map(|s| s.healed.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -108,6 +123,10 @@ pub struct NewProjectBody {
     /// Anything but the default needs the admin role in the organization.
     #[serde(default)]
     pub pod_security: Option<PodSecurity>,
+    /// Its quota, default limits and network isolation (absent: no quota, no defaults,
+    /// isolated). Setting any needs the admin role in the organization.
+    #[serde(default)]
+    pub fences: Option<super::fences::FencesBody>,
 }
 
 /// Creates a project on a cluster (members of the organization or the cluster).
@@ -152,6 +171,23 @@ pub async fn create(
     }
     authz::require(role, Need::Write, "cluster")?;
     check_pod_security(&caller, &view.org, body.pod_security)?;
+    let (quota, defaults, network) = match &body.fences {
+        Some(fences) => {
+            let org_role = authz::role_at(&caller, &view.org, None, None);
+            if !org_role.is_some_and(|role| authz::allows(role, Need::Admin)) {
+                return Err(ApiError {
+                    field: Some("fences".into()),
+                    ..ApiError::forbidden(
+                        "fences: setting a project's fences needs the admin role in its \
+                         organization",
+                    )
+                });
+            }
+            let names: Vec<String> = view.projects.iter().map(ResourceExt::name_any).collect();
+            super::fences::check_fences(fences, &body.name, &names)?
+        }
+        None => (None, None, None),
+    };
     let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
     if let Some(other) = view.projects.iter().find(|p| {
         p.spec.cluster == cluster.name_any()
@@ -176,6 +212,9 @@ pub async fn create(
             members: vec![],
             progress_deadline_seconds: deadline,
             pod_security: body.pod_security,
+            quota,
+            defaults,
+            network,
         },
     );
     project.metadata.annotations = Some(actor_annotations(&caller));

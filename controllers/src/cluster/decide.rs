@@ -160,6 +160,7 @@ mod tests {
                 token_version: 2,
                 desired_node_count: None,
                 members: Vec::new(),
+                budget: None,
             },
         );
         c.metadata.namespace = Some("org-acme".into());

@@ -175,6 +175,7 @@ mod tests {
                 token_version: version,
                 desired_node_count: None,
                 members: Vec::new(),
+                budget: None,
             },
         );
         c.metadata.namespace = Some(namespace.into());

@@ -125,6 +125,7 @@ mod tests {
             "acme",
             OrganizationSpec {
                 display_name: "ACME".into(),
+                budget: None,
                 members: vec![Member {
                     user: "alice".into(),
                     user_id: Some("id-alice".into()),

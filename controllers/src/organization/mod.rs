@@ -199,6 +199,7 @@ mod tests {
             "acme",
             OrganizationSpec {
                 display_name: "ACME".into(),
+                budget: None,
                 members: vec![
                     member("bob", Role::Member),
                     member("alice", Role::Admin),

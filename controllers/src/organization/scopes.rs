@@ -252,6 +252,7 @@ mod tests {
                 token_version: 1,
                 desired_node_count: None,
                 members: vec![member("carla", Role::Admin)],
+                budget: None,
             },
         );
         let project = |name: &str, members| {
@@ -265,6 +266,9 @@ mod tests {
                     members,
                     progress_deadline_seconds: 600,
                     pod_security: None,
+                    quota: None,
+                    defaults: None,
+                    network: None,
                 },
             )
         };
@@ -332,6 +336,9 @@ mod tests {
                     members,
                     progress_deadline_seconds: 600,
                     pod_security: None,
+                    quota: None,
+                    defaults: None,
+                    network: None,
                 },
             )
         };

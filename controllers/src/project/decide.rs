@@ -110,6 +110,46 @@ pub fn ensure_command(project: &Project, placement: &Placement) -> wire::Project
                 wire::PodSecurity::Baseline
             }
         },
+        fences: fences(&project.spec),
+    }
+}
+
+/// The fences the agent keeps in the namespace (pure): the quota as given, the defaults with
+/// the requests a quota needs ([`kubenest_domain::fences::effective_defaults`]), and the
+/// network, isolated unless the project says `Open`.
+pub fn fences(spec: &kubenest_crds::project::ProjectSpec) -> wire::Fences {
+    use kubenest_crds::fences::Isolation;
+    let network = spec.network.clone().unwrap_or_default();
+    wire::Fences {
+        quota: spec.quota.as_ref().map(|q| wire::Quota {
+            cpu: q.cpu.clone(),
+            memory: q.memory.clone(),
+            storage: q.storage.clone(),
+            pods: q.pods,
+            load_balancers: q.load_balancers,
+        }),
+        defaults: kubenest_domain::fences::effective_defaults(spec).map(|d| wire::Resources {
+            cpu_request: d.cpu_request,
+            cpu_limit: d.cpu_limit,
+            memory_request: d.memory_request,
+            memory_limit: d.memory_limit,
+        }),
+        network: wire::NetworkFence {
+            isolated: network.isolation == Isolation::Isolated,
+            allow_from: network
+                .allow_from
+                .iter()
+                .map(|p| wire::Name::new(&p.0))
+                .collect(),
+            egress: network
+                .egress
+                .iter()
+                .map(|rule| wire::EgressRule {
+                    cidr: rule.cidr.clone(),
+                    ports: rule.ports.iter().copied().map(wire::Port).collect(),
+                })
+                .collect(),
+        },
     }
 }
 

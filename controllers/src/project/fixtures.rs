@@ -18,6 +18,9 @@ pub fn project(name: &str, namespace: &str, created: i64, claimed: bool) -> Proj
             members: vec![],
             progress_deadline_seconds: 600,
             pod_security: None,
+            quota: None,
+            defaults: None,
+            network: None,
         },
     );
     p.metadata.uid = Some(format!("uid-{name}"));

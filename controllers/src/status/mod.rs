@@ -188,6 +188,8 @@ impl Router {
                     cluster_phase: phase_name(&status.phase),
                     cluster_message: status.message,
                     observed_at: rfc3339(status.observed_at),
+                    usage: ProjectObserved::usage_patch(&status.usage),
+                    healed: status.healed,
                 };
                 patch_status(client, &*project, &observed).await
             }

@@ -118,6 +118,9 @@ async fn a_cluster_gets_a_hub_token_rotation_remints_it_and_deletion_waits_for_p
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,
+        quota: None,
+        defaults: None,
+        network: None,
     };
     projects
         .create(&PostParams::default(), &Project::new("storefront", project))

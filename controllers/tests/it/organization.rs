@@ -111,6 +111,9 @@ fn project(name: &str, of: &[(&str, Role)]) -> Project {
             members: members(of),
             progress_deadline_seconds: 600,
             pod_security: None,
+            quota: None,
+            defaults: None,
+            network: None,
         },
     )
 }

@@ -351,6 +351,9 @@ async fn two_projects_never_share_a_namespace_on_one_cluster() {
         members: vec![],
         progress_deadline_seconds: 600,
         pod_security: None,
+        quota: None,
+        defaults: None,
+        network: None,
     };
     t.projects()
         .create(&PostParams::default(), &Project::new("second", spec))

@@ -422,6 +422,7 @@ pub async fn agent_config(
         },
         install_crds: true,
         project_grant: None,
+        trusted_namespaces: vec![],
     }
 }
 

@@ -55,6 +55,13 @@ async fn set_paused(
             Change::Resume
         },
     )?;
+    if !paused {
+        // Running again takes its requests back: the project must have room for them.
+        let mut spec = scoped.object.spec.clone();
+        spec.paused = false;
+        let name = scoped.object.name_any();
+        super::check_fences(&state, &scoped.namespace(), &name, &spec).await?;
+    }
     write(
         &state,
         &caller,

@@ -88,6 +88,25 @@ pub(super) async fn check_buildable(
         .map_err(|e| ApiError::invalid(api_field(&e.field), e.reason))
 }
 
+/// A change that would take the App's project past its quota, or its cluster or organization
+/// past a budget, is refused: 422 `quota_exceeded` / `budget_exceeded` naming the field that
+/// asks for it, the limit and the use ([`super::super::fences::refusal`]).
+pub(crate) async fn check_fences(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    spec: &AppSpec,
+) -> ApiResult<()> {
+    match super::super::fences::refusal(state, namespace, &spec.project, name, spec).await? {
+        Some(refused) => Err(ApiError::exceeded(
+            refused.code,
+            api_field(&refused.field),
+            refused.reason,
+        )),
+        None => Ok(()),
+    }
+}
+
 /// [`check_buildable`] with the refusal in the App's own terms (`spec.components[0]...`), for
 /// every door.
 pub(crate) async fn buildable(

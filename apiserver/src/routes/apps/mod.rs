@@ -111,6 +111,7 @@ pub async fn create_in(
     check_dns_label("name", name)?;
     let namespace = project.namespace();
     check_buildable(state, &namespace, &spec).await?;
+    check_fences(state, &namespace, name, &spec).await?;
     let mut app = App::new(name, spec);
     app.metadata.annotations = Some(actor_annotations(caller));
     // Created holding the controllers' cleanup finalizer, which they would otherwise add in
@@ -234,6 +235,7 @@ pub async fn patch(
         },
     )?;
     check_buildable(&state, &scoped.namespace(), &spec).await?;
+    check_fences(&state, &scoped.namespace(), &scoped.object.name_any(), &spec).await?;
     let mut patch = json!({"spec": {
         "components": spec.components,
         "progressDeadlineSeconds": spec.progress_deadline_seconds,

@@ -172,6 +172,7 @@ mod tests {
                 token_version: 1,
                 desired_node_count: None,
                 members: vec![],
+                budget: None,
             },
         );
         cluster.status = Some(ClusterStatus {

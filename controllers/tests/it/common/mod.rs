@@ -67,6 +67,7 @@ pub async fn organization(client: &kube::Client, prefix: &str) -> (String, Strin
     let spec = kubenest_crds::organization::OrganizationSpec {
         display_name: prefix.to_uppercase(),
         members: vec![],
+        budget: None,
         verification: None,
     };
     orgs.create(
@@ -104,6 +105,7 @@ pub async fn org_with_cluster(
         token_version: 1,
         desired_node_count: None,
         members: vec![],
+        budget: None,
     };
     clusters
         .create(

@@ -60,6 +60,9 @@ impl Tenant {
             members: vec![],
             progress_deadline_seconds: 600,
             pod_security: None,
+            quota: None,
+            defaults: None,
+            network: None,
         };
         self.projects()
             .create(&PostParams::default(), &Project::new(name, spec))

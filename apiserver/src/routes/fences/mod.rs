@@ -1,0 +1,291 @@
+//! Fences: a project's quota, default limits and network isolation, a cluster's and an
+//! organization's budget, what each uses, and the check of every App change against them.
+//!
+//! Fences are their organization's admins' to set (a project's members run the pods they hold
+//! in); the kubectl path is held the same way by the `kubenest-members` admission policy. The
+//! check itself is [`kubenest_domain::fences`]: the same on REST and in the admission webhook.
+
+mod body;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use kube::ResourceExt;
+use kube::api::{Api, Patch};
+use kubenest_crds::App;
+use kubenest_crds::cluster::Cluster;
+use kubenest_crds::project::Project;
+use kubenest_domain::fences::{Amounts, Ledger, Resource, format_amount, project_use};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use body::{
+    BudgetBody, DefaultsBody, FencesBody, QuotaBody, budget_view, check_budget, check_fences, view,
+};
+
+use super::{IdPath, OrgPath, org_view, patch_params};
+use crate::authz::{self, Caller, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::Body;
+use crate::k8s;
+use crate::state::AppState;
+
+/// An amount of each fenced resource, as people write them.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AmountsView {
+    pub cpu: String,
+    pub memory: String,
+    pub storage: String,
+    pub pods: String,
+    pub load_balancers: String,
+}
+
+fn amounts(a: &Amounts) -> AmountsView {
+    let f = |r| format_amount(r, a.get(r));
+    AmountsView {
+        cpu: f(Resource::Cpu),
+        memory: f(Resource::Memory),
+        storage: f(Resource::Storage),
+        pods: f(Resource::Pods),
+        load_balancers: f(Resource::LoadBalancers),
+    }
+}
+
+/// What a project uses against its quota.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectUsageResponse {
+    pub project: String,
+    pub cluster: String,
+    /// The project's fences (the defaults as given; containers under a CPU or memory quota
+    /// without a default request get 100m / 128Mi).
+    pub fences: FencesBody,
+    /// What counts against the quota: per resource, the more of `declared` and `reported`.
+    pub used: AmountsView,
+    /// What its Apps' specs request (image and Git workloads: replicas × requests).
+    pub declared: AmountsView,
+    /// What the cluster's ResourceQuota counted, as its agent last reported (every pod,
+    /// charts and addons included; only what the quota limits).
+    pub reported: AmountsView,
+}
+
+/// One project's use.
+pub async fn project_usage(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+) -> ApiResult<Json<ProjectUsageResponse>> {
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "project")?;
+    let namespace = scoped.namespace();
+    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
+    let projects = [scoped.object.clone()];
+    let ledger = Ledger {
+        org: &scoped.org,
+        clusters: &[],
+        projects: &projects,
+        apps: &apps,
+    };
+    let name = scoped.object.name_any();
+    let used = project_use(&ledger, &name);
+    let spec = &scoped.object.spec;
+    Ok(Json(ProjectUsageResponse {
+        project: name,
+        cluster: spec.cluster.clone(),
+        fences: body::view(
+            spec.quota.as_ref(),
+            spec.defaults.as_ref(),
+            spec.network.as_ref(),
+        ),
+        used: amounts(&used.counted),
+        declared: amounts(&used.declared),
+        reported: amounts(&used.reported),
+    }))
+}
+
+/// Sets a project's fences, replacing all three (organization admins). Absent parts: no
+/// quota, no defaults, isolated.
+pub async fn put_project_fences(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<FencesBody>,
+) -> ApiResult<Json<ProjectUsageResponse>> {
+    let scoped = super::project(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "project")?;
+    require_org_admin(&caller, &scoped.org, "setting a project's fences")?;
+    super::not_in_git(
+        &scoped.object,
+        "project",
+        "Change spec.quota, spec.defaults and spec.network in its manifest in Git.",
+    )?;
+    let namespace = scoped.namespace();
+    let projects: Vec<Project> = k8s::list_in(state.client(), &namespace).await?;
+    let names: Vec<String> = projects.iter().map(ResourceExt::name_any).collect();
+    let (quota, defaults, network) =
+        body::check_fences(&body, &scoped.object.name_any(), &names)?;
+    let patch = serde_json::json!({"spec": {
+        "quota": quota, "defaults": defaults, "network": network,
+    }});
+    Api::<Project>::namespaced(state.client().clone(), &namespace)
+        .patch(&scoped.object.name_any(), &patch_params(), &Patch::Merge(&patch))
+        .await?;
+    project_usage(State(state), caller, Path(path)).await
+}
+
+/// Sets a cluster's budget, across its projects (organization admins); `{}` removes it.
+pub async fn put_cluster_budget(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<IdPath>,
+    Body(body): Body<BudgetBody>,
+) -> ApiResult<Json<Option<BudgetBody>>> {
+    let scoped = super::cluster(&state, &caller, &path.id).await?;
+    scoped.require(Need::Read, "cluster")?;
+    require_org_admin(&caller, &scoped.org, "setting a cluster's budget")?;
+    super::not_in_git(
+        &scoped.object,
+        "cluster",
+        "Change spec.budget in its manifest in Git.",
+    )?;
+    let budget = check_budget(&body)?;
+    let patch = serde_json::json!({"spec": {"budget": budget}});
+    let updated = Api::<Cluster>::namespaced(state.client().clone(), &scoped.namespace())
+        .patch(&scoped.object.name_any(), &patch_params(), &Patch::Merge(&patch))
+        .await?;
+    Ok(Json(budget_view(updated.spec.budget.as_ref())))
+}
+
+fn require_org_admin(
+    caller: &Caller,
+    org: &kubenest_crds::Organization,
+    what: &str,
+) -> ApiResult<()> {
+    let role = authz::role_at(caller, org, None, None);
+    if role.is_some_and(|r| authz::allows(r, Need::Admin)) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "{what} needs the admin role in its organization"
+        )))
+    }
+}
+
+/// A scope's use against its budget.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScopeUsage {
+    /// `organization`, or the cluster's name.
+    pub scope: String,
+    pub cluster_id: Option<String>,
+    pub budget: Option<BudgetBody>,
+    pub used: AmountsView,
+}
+
+/// What an organization uses: in all, per cluster and per project.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct OrgUsageResponse {
+    pub organization: ScopeUsage,
+    pub clusters: Vec<ScopeUsage>,
+    pub projects: Vec<ProjectUsageRow>,
+}
+
+/// One project's line.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProjectUsageRow {
+    pub project: String,
+    pub project_id: String,
+    pub cluster: String,
+    pub quota: Option<QuotaBody>,
+    pub used: AmountsView,
+}
+
+/// What the organization uses against its budgets (anyone with a role in the organization
+/// itself).
+pub async fn org_usage(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(path): Path<OrgPath>,
+) -> ApiResult<Json<OrgUsageResponse>> {
+    let view = org_view(&state, &caller, &path.org).await?;
+    authz::require(
+        authz::role_at(&caller, &view.org, None, None),
+        Need::Read,
+        "organization usage",
+    )?;
+    let apps: Vec<App> = k8s::list_in(state.client(), &view.namespace).await?;
+    let ledger = Ledger {
+        org: &view.org,
+        clusters: &view.clusters,
+        projects: &view.projects,
+        apps: &apps,
+    };
+    let used: Vec<(&Project, Amounts)> = view
+        .projects
+        .iter()
+        .map(|p| (p, project_use(&ledger, &p.name_any()).counted))
+        .collect();
+    let sum = |on: Option<&str>| {
+        used.iter()
+            .filter(|(p, _)| on.is_none_or(|c| p.spec.cluster == c))
+            .fold(Amounts::default(), |s, (_, a)| s.plus(a))
+    };
+    Ok(Json(OrgUsageResponse {
+        organization: ScopeUsage {
+            scope: "organization".into(),
+            cluster_id: None,
+            budget: budget_view(view.org.spec.budget.as_ref()),
+            used: amounts(&sum(None)),
+        },
+        clusters: view
+            .clusters
+            .iter()
+            .map(|c| ScopeUsage {
+                scope: c.name_any(),
+                cluster_id: c.uid(),
+                budget: budget_view(c.spec.budget.as_ref()),
+                used: amounts(&sum(Some(&c.name_any()))),
+            })
+            .collect(),
+        projects: used
+            .iter()
+            .map(|(p, a)| ProjectUsageRow {
+                project: p.name_any(),
+                project_id: k8s::uid(*p),
+                cluster: p.spec.cluster.clone(),
+                quota: body::view(p.spec.quota.as_ref(), None, None).quota,
+                used: amounts(a),
+            })
+            .collect(),
+    }))
+}
+
+/// Whether App `app` of `project` (in the organization namespace `namespace`) may have
+/// `spec`: its project's quota and its cluster's and organization's budgets, each resource it
+/// asks more of. The refusal is in the App's own terms (`spec.components[1]...`).
+pub(crate) async fn refusal(
+    state: &AppState,
+    namespace: &str,
+    project: &str,
+    app: &str,
+    spec: &kubenest_crds::app::AppSpec,
+) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
+    let org_name = k8s::org_name_of(namespace).ok_or_else(|| ApiError::not_found("organization"))?;
+    let Some(org) = k8s::organization(state.client(), org_name).await? else {
+        return Err(ApiError::not_found("organization"));
+    };
+    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
+    let clusters: Vec<Cluster> = k8s::list_in(state.client(), namespace).await?;
+    let quota = projects
+        .iter()
+        .any(|p| p.name_any() == project && p.spec.quota.is_some());
+    let budgeted = org.spec.budget.is_some() || clusters.iter().any(|c| c.spec.budget.is_some());
+    if !quota && !budgeted {
+        return Ok(None);
+    }
+    let apps: Vec<App> = k8s::list_in(state.client(), namespace).await?;
+    let ledger = Ledger {
+        org: &org,
+        clusters: &clusters,
+        projects: &projects,
+        apps: &apps,
+    };
+    Ok(kubenest_domain::fences::check_change(&ledger, project, app, spec).err())
+}
