@@ -60,8 +60,8 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::routes::{
-    addons, alerts, apps, audit as audit_log, clusters, fences, ingress_ca, orgs, projects, registry,
-    session, stream, templates, users,
+    addons, alerts, apps, audit as audit_log, clusters, fences, ingress_ca, orgs, projects,
+    registry, session, stream, templates, users,
 };
 use crate::state::AppState;
 

@@ -95,6 +95,11 @@ pub enum Refused {
         field: String,
         how: &'static str,
     },
+    /// An object that carries a label kubenest's own pods are told apart by.
+    #[error(
+        "the chart renders {object} with the label {label}, which only kubenest's own pods carry; nothing of the chart was applied"
+    )]
+    ReservedLabel { object: String, label: &'static str },
     /// An object that is, or whose pods would read, a Secret of credentials.
     #[error(
         "the chart renders {object}, which {how} Secret {secret}, credentials only kubenest's builds and pulls may use; nothing of the chart was applied"
@@ -158,11 +163,38 @@ fn admit_one(
             });
         }
     }
+    if let Some(label) = reserved_label(object) {
+        return Err(Refused::ReservedLabel {
+            object: named(),
+            label,
+        });
+    }
     claims(object, kind).map_err(|(field, how)| Refused::PicksVolume {
         object: named(),
         field,
         how,
     })
+}
+
+/// Labels a chart's objects and pods may not carry: a build pod's, which the project's
+/// network fence lets reach outside it (to the Git server and the registry).
+const RESERVED_LABELS: [&str; 1] = [kubenest_crds::names::labels::BUILD_ID];
+
+/// The first reserved label anywhere in `value`'s `labels` maps (its own, its pod template's).
+fn reserved_label(value: &Value) -> Option<&'static str> {
+    match value {
+        Value::Array(items) => items.iter().find_map(reserved_label),
+        Value::Object(fields) => fields.iter().find_map(|(key, field)| {
+            if key == "labels"
+                && let Some(labels) = field.as_object()
+                && let Some(found) = RESERVED_LABELS.iter().find(|l| labels.contains_key(**l))
+            {
+                return Some(*found);
+            }
+            reserved_label(field)
+        }),
+        _ => None,
+    }
 }
 
 /// Ok when no object of `objects` is, or makes a pod read, one of the Secrets named in
@@ -251,6 +283,21 @@ mod tests {
             object("batch/v1", "Job", "migrate"),
         ];
         assert_eq!(admit(&objects, "shop", cluster), Ok(()));
+    }
+
+    #[test]
+    fn a_pod_dressed_as_a_build_refuses_the_render_so_it_cannot_leave_the_network_fence() {
+        let mut web = object("apps/v1", "Deployment", "web");
+        web["spec"] = json!({"template": {"metadata": {"labels": {
+            "app": "web", kubenest_crds::names::labels::BUILD_ID: "b1",
+        }}}});
+        assert_eq!(
+            admit(&[web], "shop", cluster),
+            Err(Refused::ReservedLabel {
+                object: "Deployment/web".into(),
+                label: kubenest_crds::names::labels::BUILD_ID,
+            })
+        );
     }
 
     #[test]

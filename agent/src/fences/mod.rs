@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::boundary::Refusal;
 use crate::context::Context;
 
-pub use render::{DEFAULTS, ISOLATION, KINDS, Place, QUOTA, fences};
+pub use render::{BUILDS, DEFAULTS, ISOLATION, KINDS, Place, QUOTA, fences};
 
 /// Why a fence is told on its object when the agent puts it back.
 pub const FENCE_RESTORED: &str = "FenceRestored";
@@ -38,9 +38,9 @@ pub const FENCE_RESTORED: &str = "FenceRestored";
 #[derive(Debug, Clone)]
 struct Held {
     project_id: wire::Id,
-    /// Each fence wanted (by kind): the object as rendered.
+    /// Each fence wanted (by name): the object as rendered.
     wanted: BTreeMap<&'static str, Value>,
-    /// Each fence's `spec` as the API server stored it after the agent's apply.
+    /// Each fence's `spec` (by name) as the API server stored it after the agent's apply.
     stored: BTreeMap<&'static str, Value>,
     usage: wire::Usage,
     healed: Vec<String>,
@@ -100,8 +100,8 @@ pub async fn keep(ctx: &Context, command: &wire::ProjectEnsure) -> Result<(), Re
                 if kind == "ResourceQuota" {
                     usage = used(&live);
                 }
-                stored.insert(kind, live.get("spec").cloned().unwrap_or_default());
-                wanted.insert(kind, object);
+                stored.insert(name, live.get("spec").cloned().unwrap_or_default());
+                wanted.insert(name, object);
             }
             None => remove(ctx, api_version, kind, namespace, name).await?,
         }
@@ -196,11 +196,13 @@ fn adopt(ctx: &Context) {
             if object.metadata.name.as_deref() != Some(name) {
                 continue;
             }
-            let Some(project_id) = ctx
-                .applier
-                .namespace(&namespace)
-                .and_then(|ns| ns.metadata.labels.as_ref()?.get(labels::PROJECT_ID).cloned())
-            else {
+            let Some(project_id) = ctx.applier.namespace(&namespace).and_then(|ns| {
+                ns.metadata
+                    .labels
+                    .as_ref()?
+                    .get(labels::PROJECT_ID)
+                    .cloned()
+            }) else {
                 continue;
             };
             let wanted = serde_json::json!({
@@ -211,7 +213,9 @@ fn adopt(ctx: &Context) {
                 },
                 "spec": spec,
             });
-            let used = serde_json::to_value(&*object).map(|o| used(&o)).unwrap_or_default();
+            let used = serde_json::to_value(&*object)
+                .map(|o| used(&o))
+                .unwrap_or_default();
             ctx.kept.with(|held| {
                 let entry = held.entry(namespace).or_insert_with(|| Held {
                     project_id: wire::Id::new(project_id),
@@ -223,8 +227,8 @@ fn adopt(ctx: &Context) {
                 if kind == "ResourceQuota" {
                     entry.usage = used;
                 }
-                entry.stored.insert(kind, spec);
-                entry.wanted.insert(kind, wanted);
+                entry.stored.insert(name, spec);
+                entry.wanted.insert(name, wanted);
             });
         }
     }
@@ -241,7 +245,7 @@ async fn look(ctx: &Context, changed: &DynamicObject) -> Result<(), crate::apply
     let Some(kind) = changed.types.as_ref().map(|t| t.kind.clone()) else {
         return Ok(());
     };
-    let Some((api_version, kind, _)) = KINDS
+    let Some((api_version, kind, name)) = KINDS
         .iter()
         .find(|(_, k, n)| *k == kind && n == name)
         .copied()
@@ -252,7 +256,7 @@ async fn look(ctx: &Context, changed: &DynamicObject) -> Result<(), crate::apply
         return Ok(());
     };
     let live = ctx.applier.get(api_version, kind, namespace, name).await?;
-    let (Some(wanted), Some(stored)) = (held.wanted.get(kind), held.stored.get(kind)) else {
+    let (Some(wanted), Some(stored)) = (held.wanted.get(name), held.stored.get(name)) else {
         return Ok(());
     };
     let mut healed = None;
@@ -285,7 +289,7 @@ async fn look(ctx: &Context, changed: &DynamicObject) -> Result<(), crate::apply
         let reference = ObjectReference {
             api_version: Some(api_version.into()),
             kind: Some(kind.into()),
-            name: Some(name.clone()),
+            name: Some(name.to_owned()),
             namespace: Some(namespace.clone()),
             ..ObjectReference::default()
         };
@@ -297,7 +301,7 @@ async fn look(ctx: &Context, changed: &DynamicObject) -> Result<(), crate::apply
     }
     ctx.kept.with(|h| {
         if let Some(entry) = h.get_mut(namespace) {
-            entry.stored.insert(kind, stored_now);
+            entry.stored.insert(name, stored_now);
             entry.usage = usage.clone();
             entry.healed = told.clone();
         }

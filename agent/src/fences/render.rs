@@ -11,12 +11,16 @@ pub const QUOTA: &str = "kubenest-quota";
 pub const DEFAULTS: &str = "kubenest-defaults";
 /// The NetworkPolicy of an isolated project namespace.
 pub const ISOLATION: &str = "kubenest-isolation";
+/// The NetworkPolicy that lets an isolated project's builds reach their Git server and
+/// registry (its pods carry [`labels::BUILD_ID`], which no chart may put on its own).
+pub const BUILDS: &str = "kubenest-builds";
 
-/// The kinds of the fences: (apiVersion, kind, the one name the agent gives it).
-pub const KINDS: [(&str, &str, &str); 3] = [
+/// The fences: (apiVersion, kind, name), each name once per namespace.
+pub const KINDS: [(&str, &str, &str); 4] = [
     ("v1", "ResourceQuota", QUOTA),
     ("v1", "LimitRange", DEFAULTS),
     ("networking.k8s.io/v1", "NetworkPolicy", ISOLATION),
+    ("networking.k8s.io/v1", "NetworkPolicy", BUILDS),
 ];
 
 /// Where a project's fences are and who else may reach it.
@@ -40,17 +44,56 @@ fn metadata(place: &Place<'_>, name: &str) -> Value {
 
 /// Every fence the namespace should hold, and the names of those it should not: (apiVersion,
 /// kind, name, the object or `None`).
-pub fn fences(place: &Place<'_>, fences: &wire::Fences) -> Vec<(&'static str, &'static str, &'static str, Option<Value>)> {
+pub fn fences(
+    place: &Place<'_>,
+    fences: &wire::Fences,
+) -> Vec<(&'static str, &'static str, &'static str, Option<Value>)> {
     vec![
-        ("v1", "ResourceQuota", QUOTA, fences.quota.as_ref().and_then(|q| quota(place, q))),
-        ("v1", "LimitRange", DEFAULTS, fences.defaults.as_ref().and_then(|d| defaults(place, d))),
+        (
+            "v1",
+            "ResourceQuota",
+            QUOTA,
+            fences.quota.as_ref().and_then(|q| quota(place, q)),
+        ),
+        (
+            "v1",
+            "LimitRange",
+            DEFAULTS,
+            fences.defaults.as_ref().and_then(|d| defaults(place, d)),
+        ),
         (
             "networking.k8s.io/v1",
             "NetworkPolicy",
             ISOLATION,
-            fences.network.isolated.then(|| isolation(place, &fences.network)),
+            fences
+                .network
+                .isolated
+                .then(|| isolation(place, &fences.network)),
+        ),
+        (
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            BUILDS,
+            fences.network.isolated.then(|| builds(place)),
         ),
     ]
+}
+
+/// A build clones from its Git server and pushes to its registry, wherever they are: its pods
+/// may open any connection (policies add up, so this widens only theirs). They still take
+/// none but from their own namespace and the trusted ones.
+fn builds(place: &Place<'_>) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": metadata(place, BUILDS),
+        "spec": {
+            "podSelector": {"matchExpressions": [
+                {"key": labels::BUILD_ID, "operator": "Exists"}
+            ]},
+            "policyTypes": ["Egress"],
+            "egress": [{}],
+        },
+    })
 }
 
 fn quota(place: &Place<'_>, quota: &wire::Quota) -> Option<Value> {
@@ -64,7 +107,10 @@ fn quota(place: &Place<'_>, quota: &wire::Quota) -> Option<Value> {
     put("requests.memory", quota.memory.clone());
     put("requests.storage", quota.storage.clone());
     put("pods", quota.pods.map(|n| n.to_string()));
-    put("services.loadbalancers", quota.load_balancers.map(|n| n.to_string()));
+    put(
+        "services.loadbalancers",
+        quota.load_balancers.map(|n| n.to_string()),
+    );
     (!hard.is_empty()).then(|| {
         json!({
             "apiVersion": "v1", "kind": "ResourceQuota",
@@ -110,9 +156,9 @@ fn defaults(place: &Place<'_>, defaults: &wire::Resources) -> Option<Value> {
 /// anywhere, and to the egress rules' blocks.
 fn isolation(place: &Place<'_>, network: &wire::NetworkFence) -> Value {
     let mut from = vec![json!({"podSelector": {}})];
-    from.extend(place.trusted.iter().map(|ns| {
-        json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}})
-    }));
+    from.extend(place.trusted.iter().map(
+        |ns| json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}),
+    ));
     if let Some(org) = place.organization {
         from.extend(network.allow_from.iter().map(|project| {
             json!({"namespaceSelector": {"matchLabels": {
@@ -167,8 +213,12 @@ mod tests {
     fn a_default_project_is_isolated_without_quota_or_defaults() {
         let trusted = ["kubenest-system".to_owned()];
         let objects = fences(&place(&trusted), &wire::Fences::default());
-        let present: Vec<_> = objects.iter().filter(|o| o.3.is_some()).map(|o| o.1).collect();
-        assert_eq!(present, ["NetworkPolicy"]);
+        let present: Vec<_> = objects
+            .iter()
+            .filter(|o| o.3.is_some())
+            .map(|o| o.1)
+            .collect();
+        assert_eq!(present, ["NetworkPolicy", "NetworkPolicy"]);
         let policy = objects[2].3.clone().unwrap();
         assert_eq!(policy["metadata"]["namespace"], "shop");
         let from = &policy["spec"]["ingress"][0]["from"];
@@ -206,7 +256,13 @@ mod tests {
             ..place(&[])
         };
         let policy = isolation(&unlabelled, &network);
-        assert_eq!(policy["spec"]["ingress"][0]["from"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            policy["spec"]["ingress"][0]["from"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
@@ -237,6 +293,6 @@ mod tests {
             json!({"type": "Container", "defaultRequest": {"cpu": "100m"},
                    "default": {"memory": "256Mi"}})
         );
-        assert!(objects[2].3.is_none());
+        assert!(objects[2].3.is_none() && objects[3].3.is_none());
     }
 }

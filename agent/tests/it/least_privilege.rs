@@ -290,6 +290,7 @@ fn the_agent_runs_an_app_with_namespaced_powers_and_is_fenced_outside_project_na
                 labels: Default::default(),
                 registry_secret: None,
                 pod_security: Default::default(),
+                fences: Default::default(),
             })
             .await;
         let refused = backend.answer(refused).await.unwrap_err();

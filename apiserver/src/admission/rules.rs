@@ -134,8 +134,20 @@ async fn app(state: &AppState, namespace: &str, new: &App, old: Option<&App>) ->
     apps::buildable(state, namespace, &new.spec)
         .await?
         .map_err(|e| invalid(&e.field, e.reason))?;
-    match crate::routes::fences::refusal(state, namespace, &new.spec.project, &new.name_any(), &new.spec).await? {
-        Some(refused) => Err(ApiError::exceeded(refused.code, refused.field, refused.reason)),
+    match crate::routes::fences::refusal(
+        state,
+        namespace,
+        &new.spec.project,
+        &new.name_any(),
+        &new.spec,
+    )
+    .await?
+    {
+        Some(refused) => Err(ApiError::exceeded(
+            refused.code,
+            refused.field,
+            refused.reason,
+        )),
         None => Ok(()),
     }
 }

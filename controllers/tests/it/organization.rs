@@ -123,6 +123,7 @@ fn org(name: &str, members: &[(&str, Role)]) -> Organization {
         name,
         OrganizationSpec {
             display_name: name.to_uppercase(),
+            budget: None,
             members: members
                 .iter()
                 .map(|(u, r)| Member {

@@ -15,7 +15,7 @@ pub use addons::{ResolvedAddon, resolved_addon, values_refusal};
 pub use assess::{Assessment, Facts, Outcome, assess};
 pub use build::{AppIdentity, BuildError, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};
-pub use validate::{FieldError, quantity, MAX_COMPONENTS, check_component_names, validate_deploy};
+pub use validate::{FieldError, MAX_COMPONENTS, check_component_names, quantity, validate_deploy};
 
 /// Every phase an App shows: the assessment's, and `Deleting` while its cleanup runs.
 pub const PHASES: &[&str] = &[

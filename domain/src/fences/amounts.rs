@@ -110,7 +110,11 @@ pub fn format_amount(resource: Resource, amount: f64) -> String {
             }
         }
         Resource::Memory | Resource::Storage => {
-            let units = [("Gi", 1024f64.powi(3)), ("Mi", 1024f64.powi(2)), ("Ki", 1024.0)];
+            let units = [
+                ("Gi", 1024f64.powi(3)),
+                ("Mi", 1024f64.powi(2)),
+                ("Ki", 1024.0),
+            ];
             for (suffix, size) in units {
                 if amount >= size && (amount / size).fract() == 0.0 {
                     return format!("{}{suffix}", amount / size);
@@ -219,8 +223,14 @@ mod tests {
         assert_eq!(format_amount(Resource::Cpu, 1.5), "1500m");
         assert_eq!(format_amount(Resource::Cpu, 4.0), "4");
         assert_eq!(format_amount(Resource::Cpu, 0.25), "250m");
-        assert_eq!(format_amount(Resource::Memory, 512.0 * 1024.0 * 1024.0), "512Mi");
-        assert_eq!(format_amount(Resource::Memory, 2.0 * 1024f64.powi(3)), "2Gi");
+        assert_eq!(
+            format_amount(Resource::Memory, 512.0 * 1024.0 * 1024.0),
+            "512Mi"
+        );
+        assert_eq!(
+            format_amount(Resource::Memory, 2.0 * 1024f64.powi(3)),
+            "2Gi"
+        );
         assert_eq!(format_amount(Resource::Pods, 3.0), "3");
         for good in ["2", "0.5", "250m", "1.5m"] {
             assert_eq!(quantity_refusal(Resource::Cpu, good), None, "{good}");

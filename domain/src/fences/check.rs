@@ -46,7 +46,11 @@ fn apps_of<'a>(ledger: &Ledger<'a>, project: &'a str) -> impl Iterator<Item = &'
 
 /// What project `project` uses (absent project: nothing).
 pub fn project_use(ledger: &Ledger<'_>, project: &str) -> ProjectUse {
-    let Some(found) = ledger.projects.iter().find(|p| name(&p.metadata) == project) else {
+    let Some(found) = ledger
+        .projects
+        .iter()
+        .find(|p| name(&p.metadata) == project)
+    else {
         return ProjectUse::default();
     };
     let defaults = super::effective_defaults(&found.spec);
@@ -101,7 +105,11 @@ pub fn check_change(
     app: &str,
     new: &AppSpec,
 ) -> Result<(), FenceRefusal> {
-    let Some(fenced) = ledger.projects.iter().find(|p| name(&p.metadata) == project) else {
+    let Some(fenced) = ledger
+        .projects
+        .iter()
+        .find(|p| name(&p.metadata) == project)
+    else {
         return Ok(());
     };
     let defaults = super::effective_defaults(&fenced.spec);
@@ -111,11 +119,8 @@ pub fn check_change(
     let old_parts = old
         .map(|a| component_charges(&a.spec, defaults))
         .unwrap_or_default();
-    let sum = |parts: &[(String, Amounts)]| {
-        parts
-            .iter()
-            .fold(Amounts::default(), |s, (_, c)| s.plus(c))
-    };
+    let sum =
+        |parts: &[(String, Amounts)]| parts.iter().fold(Amounts::default(), |s, (_, c)| s.plus(c));
     let (new_total, old_total) = (sum(&new_parts), sum(&old_parts));
     let before = project_use(ledger, project);
     // The project's use once the change is made: the specs' sum with the App's new charge in
@@ -160,7 +165,11 @@ pub fn check_change(
                 .iter()
                 .filter(|p| name(&p.metadata) != project)
                 .filter(|p| on_cluster.is_none_or(|c| p.spec.cluster == c))
-                .map(|p| project_use(ledger, &name(&p.metadata)).counted.get(resource))
+                .map(|p| {
+                    project_use(ledger, &name(&p.metadata))
+                        .counted
+                        .get(resource)
+                })
                 .sum::<f64>()
         };
         let cluster = ledger
@@ -170,7 +179,11 @@ pub fn check_change(
         let scopes = [
             cluster.and_then(|c| {
                 let budget = c.spec.budget.as_ref()?;
-                Some((format!("cluster {}", name(&c.metadata)), budget, Some(name(&c.metadata))))
+                Some((
+                    format!("cluster {}", name(&c.metadata)),
+                    budget,
+                    Some(name(&c.metadata)),
+                ))
             }),
             ledger.org.spec.budget.as_ref().map(|budget| {
                 (

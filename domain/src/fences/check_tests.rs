@@ -65,10 +65,13 @@ fn an_app_over_its_project_quota_is_refused_with_the_quota_its_use_and_the_field
         projects: &projects,
         apps: &apps,
     };
-    let refused = check_change(&ledger, "shop", "two", &app("two", "shop", "300m", 2).spec)
-        .unwrap_err();
+    let refused =
+        check_change(&ledger, "shop", "two", &app("two", "shop", "300m", 2).spec).unwrap_err();
     assert_eq!(refused.code, "quota_exceeded");
-    assert_eq!(refused.field, "spec.components[1].workload.resources.cpuRequest");
+    assert_eq!(
+        refused.field,
+        "spec.components[1].workload.resources.cpuRequest"
+    );
     assert_eq!(
         refused.reason,
         "project shop's quota of cpu is 2: it uses 1500m and this change adds 600m (2100m in all)"
@@ -96,9 +99,13 @@ fn an_app_changed_is_charged_its_difference_not_twice() {
         apps: &apps,
     };
     check_change(&ledger, "shop", "one", &app("one", "shop", "600m", 3).spec).unwrap();
-    let refused = check_change(&ledger, "shop", "one", &app("one", "shop", "700m", 3).spec)
-        .unwrap_err();
-    assert!(refused.reason.contains("(2100m in all)"), "{}", refused.reason);
+    let refused =
+        check_change(&ledger, "shop", "one", &app("one", "shop", "700m", 3).spec).unwrap_err();
+    assert!(
+        refused.reason.contains("(2100m in all)"),
+        "{}",
+        refused.reason
+    );
 }
 
 #[test]
@@ -117,9 +124,13 @@ fn what_the_cluster_reports_counts_when_it_is_more_than_the_specs() {
         projects: &projects,
         apps: &[],
     };
-    let refused = check_change(&ledger, "shop", "x", &app("x", "shop", "300m", 1).spec)
-        .unwrap_err();
-    assert!(refused.reason.contains("it uses 1800m"), "{}", refused.reason);
+    let refused =
+        check_change(&ledger, "shop", "x", &app("x", "shop", "300m", 1).spec).unwrap_err();
+    assert!(
+        refused.reason.contains("it uses 1800m"),
+        "{}",
+        refused.reason
+    );
 }
 
 #[test]
@@ -137,8 +148,13 @@ fn an_organization_budget_refuses_the_fifth_cpu_across_clusters_with_room_each()
         projects: &projects,
         apps: &apps,
     };
-    let refused = check_change(&ledger, "east-shop", "c", &app("c", "east-shop", "1", 1).spec)
-        .unwrap_err();
+    let refused = check_change(
+        &ledger,
+        "east-shop",
+        "c",
+        &app("c", "east-shop", "1", 1).spec,
+    )
+    .unwrap_err();
     assert_eq!(refused.code, "budget_exceeded");
     assert_eq!(
         refused.reason,
@@ -152,7 +168,12 @@ fn an_organization_budget_refuses_the_fifth_cpu_across_clusters_with_room_each()
     }
     check_change(&ledger, "east-shop", "c", &defaulted.spec).unwrap();
     let projects = [
-        project("east-shop", "east", json!({"defaults": {"cpuRequest": "250m"}}), &[]),
+        project(
+            "east-shop",
+            "east",
+            json!({"defaults": {"cpuRequest": "250m"}}),
+            &[],
+        ),
         project("west-shop", "west", json!({}), &[("requests.cpu", "3900m")]),
     ];
     let ledger = Ledger {
@@ -182,11 +203,24 @@ fn a_cluster_budget_counts_only_the_projects_on_that_cluster() {
         projects: &projects,
         apps: &[],
     };
-    check_change(&ledger, "east-shop", "c", &app("c", "east-shop", "1", 1).spec).unwrap();
-    let refused = check_change(&ledger, "east-shop", "c", &app("c", "east-shop", "1", 2).spec)
-        .unwrap_err();
+    check_change(
+        &ledger,
+        "east-shop",
+        "c",
+        &app("c", "east-shop", "1", 1).spec,
+    )
+    .unwrap();
+    let refused = check_change(
+        &ledger,
+        "east-shop",
+        "c",
+        &app("c", "east-shop", "1", 2).spec,
+    )
+    .unwrap_err();
     assert!(
-        refused.reason.starts_with("the budget of cluster east for cpu is 2:"),
+        refused
+            .reason
+            .starts_with("the budget of cluster east for cpu is 2:"),
         "{}",
         refused.reason
     );

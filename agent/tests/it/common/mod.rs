@@ -450,6 +450,7 @@ pub async fn project(backend: &Backend, prefix: &str) -> (String, String) {
             labels: Default::default(),
             registry_secret: None,
             pod_security: Default::default(),
+            fences: Default::default(),
         })
         .await;
     backend.answer(command).await.unwrap();
@@ -564,6 +565,7 @@ pub async fn project_with_registry(backend: &Backend, prefix: &str) -> (String, 
             labels: Default::default(),
             registry_secret: Some(wire::Name::new(wire::REGISTRY_SECRET)),
             pod_security: Default::default(),
+            fences: Default::default(),
         })
         .await;
     backend.answer(command).await.unwrap();

@@ -235,7 +235,13 @@ pub async fn patch(
         },
     )?;
     check_buildable(&state, &scoped.namespace(), &spec).await?;
-    check_fences(&state, &scoped.namespace(), &scoped.object.name_any(), &spec).await?;
+    check_fences(
+        &state,
+        &scoped.namespace(),
+        &scoped.object.name_any(),
+        &spec,
+    )
+    .await?;
     let mut patch = json!({"spec": {
         "components": spec.components,
         "progressDeadlineSeconds": spec.progress_deadline_seconds,

@@ -2,7 +2,9 @@
 //! field: `quota.cpu`, `network.egress[1].cidr`).
 
 use kubenest_crds::app::Resources;
-use kubenest_crds::fences::{Budget, EgressRule, Isolation, ProjectName, ProjectNetwork, ProjectQuota};
+use kubenest_crds::fences::{
+    Budget, EgressRule, Isolation, ProjectName, ProjectNetwork, ProjectQuota,
+};
 use kubenest_domain::fences::{Resource, quantity_refusal};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -120,7 +122,11 @@ pub fn check_fences(
     body: &FencesBody,
     own: &str,
     projects: &[String],
-) -> ApiResult<(Option<ProjectQuota>, Option<Resources>, Option<ProjectNetwork>)> {
+) -> ApiResult<(
+    Option<ProjectQuota>,
+    Option<Resources>,
+    Option<ProjectNetwork>,
+)> {
     let quota = body.quota.as_ref().map(check_quota).transpose()?;
     let defaults = body.defaults.as_ref().map(check_defaults).transpose()?;
     let network = body
@@ -136,7 +142,10 @@ fn check_quota(body: &QuotaBody) -> ApiResult<ProjectQuota> {
     quantity("quota.memory", Resource::Memory, &body.memory)?;
     quantity("quota.storage", Resource::Storage, &body.storage)?;
     if body.pods.is_some_and(|n| n > 100_000) {
-        return Err(ApiError::invalid("quota.pods", "quota.pods: at most 100000"));
+        return Err(ApiError::invalid(
+            "quota.pods",
+            "quota.pods: at most 100000",
+        ));
     }
     if body.load_balancers.is_some_and(|n| n > 10_000) {
         return Err(ApiError::invalid(
@@ -156,8 +165,16 @@ fn check_quota(body: &QuotaBody) -> ApiResult<ProjectQuota> {
 fn check_defaults(body: &DefaultsBody) -> ApiResult<Resources> {
     quantity("defaults.cpu_request", Resource::Cpu, &body.cpu_request)?;
     quantity("defaults.cpu_limit", Resource::Cpu, &body.cpu_limit)?;
-    quantity("defaults.memory_request", Resource::Memory, &body.memory_request)?;
-    quantity("defaults.memory_limit", Resource::Memory, &body.memory_limit)?;
+    quantity(
+        "defaults.memory_request",
+        Resource::Memory,
+        &body.memory_request,
+    )?;
+    quantity(
+        "defaults.memory_limit",
+        Resource::Memory,
+        &body.memory_limit,
+    )?;
     let amount = |v: &Option<String>| v.as_deref().and_then(kubenest_domain::app::quantity);
     for (what, request, limit) in [
         ("cpu", &body.cpu_request, &body.cpu_limit),
@@ -207,7 +224,8 @@ fn check_network(body: &NetworkBody, own: &str, projects: &[String]) -> ApiResul
         let field = format!("network.egress[{i}].cidr");
         let parsed: Option<ipnet::IpNet> = rule.cidr.parse().ok();
         // The hub's and the CRD's pattern: no IPv4-in-IPv6 forms.
-        let regex_shaped = rule.cidr.len() <= 64 && !(rule.cidr.contains(':') && rule.cidr.contains('.'));
+        let regex_shaped =
+            rule.cidr.len() <= 64 && !(rule.cidr.contains(':') && rule.cidr.contains('.'));
         if parsed.is_none() || !regex_shaped {
             return Err(ApiError::invalid(
                 &field,
@@ -222,7 +240,10 @@ fn check_network(body: &NetworkBody, own: &str, projects: &[String]) -> ApiResul
         }
         if let Some(j) = rule.ports.iter().position(|p| *p == 0) {
             let field = format!("network.egress[{i}].ports[{j}]");
-            return Err(ApiError::invalid(&field, format!("{field}: a port is 1 to 65535")));
+            return Err(ApiError::invalid(
+                &field,
+                format!("{field}: a port is 1 to 65535"),
+            ));
         }
     }
     Ok(ProjectNetwork {
@@ -247,10 +268,12 @@ fn check_network(body: &NetworkBody, own: &str, projects: &[String]) -> ApiResul
 pub fn check_budget(body: &BudgetBody) -> ApiResult<Option<Budget>> {
     quantity("budget.cpu", Resource::Cpu, &body.cpu)?;
     quantity("budget.memory", Resource::Memory, &body.memory)?;
-    Ok((body.cpu.is_some() || body.memory.is_some()).then(|| Budget {
-        cpu: body.cpu.clone(),
-        memory: body.memory.clone(),
-    }))
+    Ok(
+        (body.cpu.is_some() || body.memory.is_some()).then(|| Budget {
+            cpu: body.cpu.clone(),
+            memory: body.memory.clone(),
+        }),
+    )
 }
 
 /// The REST view of a project's fences.

@@ -120,13 +120,16 @@ pub async fn put_project_fences(
     let namespace = scoped.namespace();
     let projects: Vec<Project> = k8s::list_in(state.client(), &namespace).await?;
     let names: Vec<String> = projects.iter().map(ResourceExt::name_any).collect();
-    let (quota, defaults, network) =
-        body::check_fences(&body, &scoped.object.name_any(), &names)?;
+    let (quota, defaults, network) = body::check_fences(&body, &scoped.object.name_any(), &names)?;
     let patch = serde_json::json!({"spec": {
         "quota": quota, "defaults": defaults, "network": network,
     }});
     Api::<Project>::namespaced(state.client().clone(), &namespace)
-        .patch(&scoped.object.name_any(), &patch_params(), &Patch::Merge(&patch))
+        .patch(
+            &scoped.object.name_any(),
+            &patch_params(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     project_usage(State(state), caller, Path(path)).await
 }
@@ -149,7 +152,11 @@ pub async fn put_cluster_budget(
     let budget = check_budget(&body)?;
     let patch = serde_json::json!({"spec": {"budget": budget}});
     let updated = Api::<Cluster>::namespaced(state.client().clone(), &scoped.namespace())
-        .patch(&scoped.object.name_any(), &patch_params(), &Patch::Merge(&patch))
+        .patch(
+            &scoped.object.name_any(),
+            &patch_params(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     Ok(Json(budget_view(updated.spec.budget.as_ref())))
 }
@@ -267,7 +274,8 @@ pub(crate) async fn refusal(
     app: &str,
     spec: &kubenest_crds::app::AppSpec,
 ) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
-    let org_name = k8s::org_name_of(namespace).ok_or_else(|| ApiError::not_found("organization"))?;
+    let org_name =
+        k8s::org_name_of(namespace).ok_or_else(|| ApiError::not_found("organization"))?;
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
     };

@@ -303,6 +303,8 @@ impl Agent {
                     phase: ProjectPhase::Ready,
                     message: String::new(),
                     observed_at: chrono::Utc::now(),
+                    usage: Default::default(),
+                    healed: vec![],
                 }));
             }
             Message::ProjectDelete(p) => {
@@ -313,6 +315,8 @@ impl Agent {
                     phase: ProjectPhase::Deleted,
                     message: String::new(),
                     observed_at: chrono::Utc::now(),
+                    usage: Default::default(),
+                    healed: vec![],
                 }));
             }
             Message::AppDeploy(deploy) => {
