@@ -13,6 +13,7 @@ mod chart_workloads;
 mod common;
 mod crds;
 mod durability;
+mod fences;
 mod gitops;
 mod ingress_tls;
 mod least_privilege;

@@ -21,6 +21,7 @@ mod fences;
 mod gitops;
 mod ingress_ca;
 mod matrix;
+mod quotas;
 mod refusals;
 mod verification;
 
