@@ -17,6 +17,7 @@ helm_dir=$cache/helm/$HELM_VERSION
 coredns_dir=$cache/coredns/$COREDNS_VERSION
 local_path_dir=$cache/local-path/$LOCAL_PATH_VERSION
 traefik_dir=$cache/traefik/$TRAEFIK_VERSION
+netpol_dir=$cache/kube-network-policies/$KUBE_NETWORK_POLICIES_VERSION
 # Named by revision: a change to the stages below must not be hidden by a cached older file.
 stages_file=stages-2.yaml
 
@@ -28,6 +29,7 @@ if [[ ${1:-} == --print-env ]]; then
   echo "KUBENEST_COREDNS_BIN=$coredns_dir/coredns"
   echo "KUBENEST_LOCAL_PATH_BIN=$local_path_dir/local-path-provisioner"
   echo "KUBENEST_TRAEFIK_BIN=$traefik_dir/traefik"
+  echo "KUBENEST_NETWORK_POLICIES_BIN=$netpol_dir/kube-network-policies"
   exit 0
 fi
 
@@ -131,6 +133,38 @@ build_traefik() {
   mv "$traefik_dir/traefik.tmp" "$traefik_dir/traefik"
 }
 step "traefik $TRAEFIK_VERSION" "$traefik_dir/traefik" build_traefik
+
+# The real node's NetworkPolicy enforcement: kube-network-policies, a host process too. Its main
+# package is the module's `cmd` folder, which `go install` would name `cmd`, so it is built as the
+# main module from a writable copy of its source, like Traefik. One file of its nftables library
+# is replaced (a copy of the library, by a `replace` directive): our kernels lack nftables'
+# `queue` expression, so queueing goes through xtables' NFQUEUE target
+# (kube-network-policies/queue.go says why and how); every rule and decision stays upstream's.
+build_network_policies() {
+  local src nftables work
+  src=$(go env GOMODCACHE)/sigs.k8s.io/kube-network-policies@$KUBE_NETWORK_POLICIES_VERSION
+  [[ -d $src ]] || go mod download "sigs.k8s.io/kube-network-policies@$KUBE_NETWORK_POLICIES_VERSION"
+  # The replacement is of one version of the library; a bump must look at it again.
+  nftables=$(cd "$src" && go list -m -f '{{.Dir}}' github.com/google/nftables)
+  if [[ $nftables != */github.com/google/nftables@v0.3.0 ]]; then
+    echo "[build-k8s-bins] kube-network-policies uses $nftables, not nftables v0.3.0:" \
+      "review tools/kube-network-policies/queue.go" >&2
+    return 1
+  fi
+  work=$(mktemp -d)
+  cp -r "$src/." "$work/kube-network-policies"
+  cp -r "$nftables/." "$work/nftables"
+  chmod -R u+w "$work"
+  cp "$here/kube-network-policies/queue.go" "$work/nftables/expr/queue.go"
+  mkdir -p "$netpol_dir"
+  (cd "$work/kube-network-policies" &&
+    go mod edit -replace github.com/google/nftables=../nftables &&
+    go build -trimpath -ldflags "-s -w" -o "$netpol_dir/kube-network-policies.tmp" ./cmd)
+  rm -rf "$work"
+  mv "$netpol_dir/kube-network-policies.tmp" "$netpol_dir/kube-network-policies"
+}
+step "kube-network-policies $KUBE_NETWORK_POLICIES_VERSION" "$netpol_dir/kube-network-policies" \
+  build_network_policies
 
 # Every binary is cached above; the Go build cache (~5 GB) only speeds up a rebuild after a
 # version bump, and on a small CI disk it is what runs out. Dropped once everything is built.

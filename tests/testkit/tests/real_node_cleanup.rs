@@ -1,9 +1,9 @@
 //! The real node is harmless on a machine that runs another cluster: stopping it removes what it
-//! made (kube-proxy's nftables table, its CNI network's iptables rules, the bridge) and nothing
-//! else. A foreign cluster's rules planted before the node starts — a `KUBE-*` chain and the
-//! rule that jumps to it, a CNI rule of another network, an nftables table — are all there after
-//! the node has run a pod behind a Service and stopped. Needs root; its own node, not the shared
-//! one, since the cleanup runs when the node stops.
+//! made (the nftables tables of kube-proxy and kube-network-policies, its CNI network's iptables
+//! rules, the bridge) and nothing else. A foreign cluster's rules planted before the node starts
+//! — a `KUBE-*` chain and the rule that jumps to it, a CNI rule of another network, an nftables
+//! table — are all there after the node has run a pod behind a Service and stopped. Needs root;
+//! its own node, not the shared one, since the cleanup runs when the node stops.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
 use std::process::Command;
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Api;
 use kube::api::PostParams;
-use kubenest_testkit::node::BRIDGE;
+use kubenest_testkit::node::{BRIDGE, NETWORK_POLICY_TABLE};
 use kubenest_testkit::{Environment, pinned_version};
 use serde_json::json;
 
@@ -197,6 +197,10 @@ async fn stopping_the_node_removes_its_own_rules_and_leaves_a_foreign_clusters()
         Vec::<String>::new(),
         "the running node removed foreign rules"
     );
+    assert!(
+        run("nft", &["list", "table", "inet", NETWORK_POLICY_TABLE]).is_some(),
+        "kube-network-policies' table is missing while the node runs"
+    );
 
     cluster.stop();
     assert_eq!(
@@ -215,6 +219,10 @@ async fn stopping_the_node_removes_its_own_rules_and_leaves_a_foreign_clusters()
             "kube-proxy's {family} table outlived the node"
         );
     }
+    assert!(
+        run("nft", &["list", "table", "inet", NETWORK_POLICY_TABLE]).is_none(),
+        "kube-network-policies' table outlived the node"
+    );
     assert!(
         run("ip", &["link", "show", BRIDGE]).is_none(),
         "the bridge outlived the node"

@@ -1,8 +1,8 @@
 # Removes everything a real node puts on the host outside the processes the kit starts, so the
-# machine is as before: the pods' containers, mounts, kube-proxy's nftables table, the CNI
-# plugins' iptables rules, conntrack entries, the CNI bridge and the node's files, and nothing
-# else. Idempotent, and safe when nothing is there. Run by the guard (guard.sh) before a node
-# starts and after it stops, as
+# machine is as before: the pods' containers, mounts, the nftables tables of kube-proxy and
+# kube-network-policies, the CNI plugins' iptables rules, conntrack entries, the CNI bridge and
+# the node's files, and nothing else. Idempotent, and safe when nothing is there. Run by the
+# guard (guard.sh) before a node starts and after it stops, as
 #   sh cleanup.sh STATE_DIR BRIDGE SUBNET CNI_NETWORK
 state=$1 bridge=$2 subnet=$3 network=$4
 sock=$state/containerd/containerd.sock
@@ -28,6 +28,9 @@ if command -v nft >/dev/null 2>&1; then
   for family in ip ip6; do
     nft list table "$family" kube-proxy >/dev/null 2>&1 && nft delete table "$family" kube-proxy
   done
+  # kube-network-policies (netpol.rs) keeps one table, in the inet family. Killed, it leaves the
+  # table behind, and its NFQUEUE rules would then drop the policed pods' packets.
+  nft list table inet kube-network-policies >/dev/null 2>&1 && nft delete table inet kube-network-policies
 fi
 
 # The CNI plugins' iptables rules (the bridge's masquerade, portmap's forwards) carry the

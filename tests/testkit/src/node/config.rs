@@ -36,6 +36,8 @@ pub struct Layout {
     pub dns_ready_port: u16,
     /// The ingress controller's health endpoint (on loopback).
     pub ingress_ping_port: u16,
+    /// kube-network-policies' metrics (on loopback).
+    pub netpol_metrics_port: u16,
 }
 
 impl Layout {
@@ -333,6 +335,7 @@ mod tests {
             proxy_metrics_port: 10249,
             dns_ready_port: 8181,
             ingress_ping_port: 8182,
+            netpol_metrics_port: 9080,
         }
     }
 

@@ -36,6 +36,8 @@ pub struct NodeBinaries {
     pub helper_image: String,
     /// The ingress controller, Traefik (tools/build-k8s-bins.sh).
     pub ingress: PathBuf,
+    /// NetworkPolicy enforcement, kube-network-policies (tools/build-k8s-bins.sh).
+    pub network_policies: PathBuf,
     pub containerd: PathBuf,
     pub ctr: PathBuf,
     /// The pod sandbox image's OCI archive (tools/build-pause.sh) and its name.
@@ -91,6 +93,8 @@ impl NodeBinaries {
             "nft",
             "flock",
             "ps",
+            "unshare",
+            "mount",
         ] {
             find(program)?;
         }
@@ -114,6 +118,7 @@ impl NodeBinaries {
         let local_path_version = pinned_version("LOCAL_PATH_VERSION").unwrap_or("unknown");
         let testbox = pinned_version("TESTBOX_VERSION").unwrap_or("unknown");
         let traefik_version = pinned_version("TRAEFIK_VERSION").unwrap_or("unknown");
+        let netpol_version = pinned_version("KUBE_NETWORK_POLICIES_VERSION").unwrap_or("unknown");
         let found = Self {
             kubelet: k8s.join("kubelet"),
             kube_proxy: k8s.join("kube-proxy"),
@@ -135,6 +140,14 @@ impl NodeBinaries {
             ingress: std::env::var_os("KUBENEST_TRAEFIK_BIN")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| cache.join("traefik").join(traefik_version).join("traefik")),
+            network_policies: std::env::var_os("KUBENEST_NETWORK_POLICIES_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    cache
+                        .join("kube-network-policies")
+                        .join(netpol_version)
+                        .join("kube-network-policies")
+                }),
             containerd: find("containerd")?,
             ctr: find("ctr")?,
             pause_archive: cache.join("images").join(format!("pause-{pause}.oci.tar")),
@@ -146,6 +159,7 @@ impl NodeBinaries {
             &found.coredns,
             &found.local_path,
             &found.ingress,
+            &found.network_policies,
             &found.helper_archive,
             &found.pause_archive,
         ] {

@@ -1,5 +1,6 @@
 //! A real node for a workload cluster: containerd + runc with CNI bridge networking, a kubelet
-//! joined to the cluster's API server, kube-proxy (nftables) and CoreDNS, all as host processes.
+//! joined to the cluster's API server, kube-proxy (nftables), NetworkPolicy enforcement
+//! (kube-network-policies, [`netpol`]), CoreDNS, storage and ingress, all as host processes.
 //!
 //! Pods really run here: their images come from OCI archives imported into containerd
 //! ([`crate::Cluster::import_image`]; no registry is reachable), their sandbox image is the
@@ -13,14 +14,16 @@
 //! One real node per machine: the bridge and its subnet are the host's. A guard process holds
 //! the lock file [`host::LOCK_FILE`] for the node's life (a second start fails naming the
 //! holder) and, when the node ends however it ends (stop, drop, the test binary killed), kills
-//! the pods' containers, unmounts their mounts, removes kube-proxy's nftables table and the CNI
-//! plugins' iptables rules of its network (told by their comment), conntrack entries, the bridge
-//! and the node's runtime files under [`host::STATE_DIR`] — only what the node made, so another
-//! cluster on the same machine (a laptop's k3s or kind) keeps its rules.
+//! the pods' containers, unmounts their mounts, removes the nftables tables of kube-proxy and
+//! kube-network-policies, the CNI plugins' iptables rules of its network (told by their
+//! comment), conntrack entries, the bridge and the node's runtime files under
+//! [`host::STATE_DIR`] — only what the node made, so another cluster on the same machine (a
+//! laptop's k3s or kind) keeps its rules.
 
 mod config;
 mod host;
 mod ingress;
+mod netpol;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,7 @@ use kube::Api;
 pub use config::{BRIDGE, GATEWAY, SUBNET};
 pub use host::{LOCK_FILE, NodeBinaries, STATE_DIR};
 pub use ingress::{INGRESS_CLASS, INGRESS_HTTP_PORT, INGRESS_HTTPS_PORT};
+pub use netpol::NFT_TABLE as NETWORK_POLICY_TABLE;
 
 use crate::pki::{NodeIdentity, Pki};
 use crate::process::{ManagedProcess, tail};
@@ -126,6 +130,7 @@ impl RealNode {
             proxy_metrics_port: wait::free_port()?,
             dns_ready_port: wait::free_port()?,
             ingress_ping_port: wait::free_port()?,
+            netpol_metrics_port: wait::free_port()?,
         };
         let turn = turn().await?;
         let guard_log = dir.join("node-guard.log");
@@ -255,8 +260,9 @@ impl RealNode {
         .map_err(|e| e.to_string())
     }
 
-    /// Joins the node to the cluster: the kubelet (node identity from `pki`), kube-proxy and
-    /// CoreDNS against `url`; waits until the node is Ready and DNS answers.
+    /// Joins the node to the cluster: the kubelet (node identity from `pki`), kube-proxy,
+    /// kube-network-policies and CoreDNS against `url`; waits until the node is Ready, policies
+    /// are enforced and DNS answers.
     pub async fn join(
         &self,
         client: &kube::Client,
@@ -307,6 +313,8 @@ impl RealNode {
         let mut proxy = Command::new(&self.bins.kube_proxy);
         proxy.arg(format!("--config={}", proxy_conf.display()));
         self.spawn("kube-proxy", proxy)?;
+        self.start_network_policies(client, url, &pki.ca_pem)
+            .await?;
 
         let corefile = self.write(
             "Corefile",

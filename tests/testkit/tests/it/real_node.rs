@@ -1,12 +1,14 @@
 //! The real node: pods from locally built images really run, their logs come through the API
-//! (`pods/log`), and a pod reaches another through its Service's DNS name (CoreDNS, kube-proxy,
-//! the CNI bridge). Needs root; the image is tools/build-testbox.sh's busybox.
+//! (`pods/log`), a pod reaches another through its Service's DNS name (CoreDNS, kube-proxy, the
+//! CNI bridge), and NetworkPolicies are enforced (kube-network-policies). Needs root; the image
+//! is tools/build-testbox.sh's busybox.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::{LogParams, PostParams};
 use kubenest_testkit::{Cluster, shared_real_node};
@@ -168,4 +170,246 @@ async fn a_pod_reaches_another_through_its_service_name() {
     assert_eq!(phase, "Succeeded", "log: {log}\n{}", cluster.log_tails(20));
     assert!(log.contains("short: 10.96."), "log: {log}");
     assert!(log.contains("answer: hello from web-"), "log: {log}");
+}
+
+/// `sh -c script` run in `pod` of `namespace` (kubectl exec, through the kubelet); its stdout,
+/// trimmed. A failed exec fails the test with what kubectl said.
+async fn exec(cluster: &Cluster, namespace: &str, pod: &str, script: &str) -> String {
+    let kubectl = kubenest_testkit::Binaries::locate()
+        .expect("binaries")
+        .kubectl;
+    let out = tokio::process::Command::new(kubectl)
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.kubeconfig_path().display()
+        ))
+        .args(["-n", namespace, "exec", pod, "--", "sh", "-c", script])
+        .output()
+        .await
+        .expect("run kubectl exec");
+    assert!(
+        out.status.success(),
+        "kubectl exec {pod} -- {script}: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A shell line: one HTTP request to `ip`:`port` with a connect bounded at 2 s (busybox `nc -w
+/// 2`); prints `open` when a web pod answered, `closed` otherwise (refused, dropped, timed out).
+fn request(ip: &str, port: u16) -> String {
+    format!(
+        "if printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {ip} {port} | grep -q '^hello from'; \
+         then echo open; else echo closed; fi"
+    )
+}
+
+/// Whether `web` at `ip` answers `client` of `namespace`.
+async fn reaches(cluster: &Cluster, namespace: &str, client: &str, ip: &str) -> bool {
+    exec(cluster, namespace, client, &request(ip, 8080)).await == "open"
+}
+
+/// Whether `web` at `ip` answers a process on the host itself (this test's, root) run as `uid`.
+async fn host_reaches(uid: u32, ip: &str) -> bool {
+    let out = tokio::process::Command::new("setpriv")
+        .args([
+            &format!("--reuid={uid}"),
+            &format!("--regid={uid}"),
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            &request(ip, 8080).replace("nc -w", "busybox nc -w"),
+        ])
+        .output()
+        .await
+        .expect("run setpriv");
+    String::from_utf8_lossy(&out.stdout).trim() == "open"
+}
+
+/// Creates a web server (`web`, busybox httpd on 8080, answering `hello from web`) and a client
+/// (`client`) in `namespace`; returns their pod IPs once both run.
+async fn web_and_client(cluster: &Cluster, namespace: &str) -> (String, String) {
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await.expect("client"), namespace);
+    let web = "mkdir -p /tmp/www && echo 'hello from web' > /tmp/www/index.html && \
+               exec httpd -f -p 8080 -h /tmp/www";
+    for (name, script) in [("web", web), ("client", "exec sleep 3600")] {
+        pods.create(
+            &PostParams::default(),
+            &pod(name, json!({ "app": name }), script),
+        )
+        .await
+        .expect("create pod");
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut ips = Vec::new();
+    for name in ["web", "client"] {
+        loop {
+            let status = pods.get(name).await.expect("get pod").status;
+            let ip = status
+                .filter(|s| s.phase.as_deref() == Some("Running"))
+                .and_then(|s| s.pod_ip);
+            if let Some(ip) = ip {
+                ips.push(ip);
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "pod {namespace}/{name} not running\n{}",
+                cluster.log_tails(20)
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    (ips.remove(0), ips.remove(0))
+}
+
+/// Polls `probe` (each try bounded by its own connect timeout) until it holds, for at most a
+/// minute; the policy's controller applies a change within moments, not at a known instant.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, probe: impl Fn() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !probe().await {
+        assert!(Instant::now() < deadline, "{what}: not after 60 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// The pod IPs kube-network-policies polices (its nftables set), as `nft` lists them.
+async fn policed_ips() -> String {
+    let table = kubenest_testkit::node::NETWORK_POLICY_TABLE;
+    let out = tokio::process::Command::new("nft")
+        .args(["list", "set", "inet", table, "podips-v4"])
+        .output()
+        .await
+        .expect("run nft");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_policy_isolates_a_namespace_until_it_admits_another() {
+    let cluster = shared_real_node().await.expect("real node");
+    testbox(cluster).await;
+    let a = cluster.test_namespace("np-a").await.expect("namespace a");
+    let b = cluster.test_namespace("np-b").await.expect("namespace b");
+    let (a_web, _) = web_and_client(cluster, a.name()).await;
+    let (b_web, b_client) = web_and_client(cluster, b.name()).await;
+    let service = json!({
+        "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
+        "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80, "targetPort": 8080 }] }
+    });
+    Api::<Service>::namespaced(b.client(), b.name())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(service).expect("service"),
+        )
+        .await
+        .expect("create service");
+
+    // Open before the policy: the server is up, and what follows is the policy's doing.
+    until("A reaches B before any policy", || {
+        reaches(cluster, a.name(), "client", &b_web)
+    })
+    .await;
+
+    // Every pod of B: ingress from B only; egress to B and to DNS (53, UDP and TCP) anywhere.
+    let policy = |extra_ingress: Option<serde_json::Value>| {
+        let mut from = vec![json!({ "podSelector": {} })];
+        from.extend(extra_ingress);
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": { "name": "isolate" },
+            "spec": {
+                "podSelector": {},
+                "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{ "from": from }],
+                "egress": [
+                    { "to": [{ "podSelector": {} }] },
+                    { "ports": [{ "protocol": "UDP", "port": 53 }, { "protocol": "TCP", "port": 53 }] }
+                ]
+            }
+        })
+    };
+    let policies: Api<NetworkPolicy> = Api::namespaced(b.client(), b.name());
+    let apply = |object: serde_json::Value| {
+        let policies = policies.clone();
+        async move {
+            policies
+                .patch(
+                    "isolate",
+                    &kube::api::PatchParams::apply("real-node-test").force(),
+                    &kube::api::Patch::Apply(object),
+                )
+                .await
+                .expect("apply policy")
+        }
+    };
+    apply(policy(None)).await;
+    // Enforced once B's pods are in the controller's set; each probe below is then one try.
+    until("B's pods policed", || async {
+        let set = policed_ips().await;
+        set.contains(&b_web) && set.contains(&b_client)
+    })
+    .await;
+
+    assert!(
+        !reaches(cluster, a.name(), "client", &b_web).await,
+        "A reached isolated B"
+    );
+    assert!(
+        reaches(cluster, b.name(), "client", &b_web).await,
+        "B did not reach itself"
+    );
+    assert!(
+        !reaches(cluster, b.name(), "client", &a_web).await,
+        "B's egress reached A"
+    );
+    // DNS (CoreDNS, a host process on the gateway) by the Service's name, then the Service.
+    let resolved = exec(
+        cluster,
+        b.name(),
+        "client",
+        "nslookup web 2>/dev/null | awk '/^Address: / { a = $2 } END { print a }'",
+    )
+    .await;
+    assert!(
+        resolved.starts_with("10.96."),
+        "B resolved web as {resolved:?}"
+    );
+    assert_eq!(
+        exec(cluster, b.name(), "client", &request(&resolved, 80)).await,
+        "open",
+        "B did not reach its own Service"
+    );
+    // The host's own sockets: root's pass (the kubelet's probes, Traefik, this test); others'
+    // are policed like any peer outside the namespace.
+    assert!(
+        host_reaches(0, &b_web).await,
+        "root on the host was refused"
+    );
+    assert!(
+        !host_reaches(65534, &b_web).await,
+        "a non-root host process reached isolated B"
+    );
+    // B's egress to the host itself is not policed (it never reaches `postrouting`): B still
+    // reaches the API server on the gateway, though its policy allows only B and DNS.
+    let api = cluster.url().trim_start_matches("https://");
+    let (host, port) = api.rsplit_once(':').expect("host:port");
+    let script =
+        format!("printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {host} {port} | head -n 1");
+    let answer = exec(cluster, b.name(), "client", &script).await;
+    assert!(answer.starts_with("HTTP/"), "B to the host: {answer:?}");
+
+    let admit_a = json!({ "namespaceSelector": { "matchLabels": {
+        "kubernetes.io/metadata.name": a.name() } } });
+    apply(policy(Some(admit_a))).await;
+    until("A reaches B once admitted", || {
+        reaches(cluster, a.name(), "client", &b_web)
+    })
+    .await;
+    assert!(
+        !reaches(cluster, b.name(), "client", &a_web).await,
+        "B's egress reached A"
+    );
 }
