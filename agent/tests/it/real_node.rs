@@ -251,3 +251,86 @@ async fn on_the_real_node_a_project_refuses_privileged_and_host_path_pods_and_ch
     let (message, namespace) = refused_chart(&f.backend, f.repository.url(), "escape").await;
     assert_escape_refused(&client, &message, &namespace).await;
 }
+
+/// `project.ensure` of project `name` of organization `acme` on the fixture's agent, with
+/// `fences`; its namespace.
+async fn fenced_project(f: &Fixture, name: &str, fences: wire::Fences) -> String {
+    let namespace = format!("{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    ensure_fenced(f, name, &namespace, fences).await;
+    namespace
+}
+
+/// `project.ensure` of project `name` (organization `acme`) in `namespace` with `fences`.
+async fn ensure_fenced(f: &Fixture, name: &str, namespace: &str, fences: wire::Fences) {
+    use kubenest_crds::names::labels;
+    f.backend
+        .accept(wire::ProjectEnsure {
+            project_id: wire::Id::new(format!("p-{namespace}")),
+            namespace: wire::Name::new(namespace),
+            labels: [
+                (labels::ORGANIZATION.to_owned(), "acme".to_owned()),
+                (labels::PROJECT.to_owned(), name.to_owned()),
+            ]
+            .into(),
+            registry_secret: None,
+            pod_security: Default::default(),
+            fences,
+        })
+        .await;
+}
+
+/// The agent's network fences hold on a node that enforces NetworkPolicies: a pod of project A
+/// cannot open TCP to a pod of project B (isolated, the default), while B's own pods reach each
+/// other and resolve names; once B allows A (`allow_from: [A]`), A's pods reach B's, and B's
+/// still cannot reach A's (A allows no one).
+#[tokio::test(flavor = "multi_thread")]
+async fn fences_hold_between_projects() {
+    use kubenest_testkit::probes;
+    let f = fixture();
+    probes::import_testbox(f.edge).await.unwrap();
+    let shop = format!("shop{}", &uuid::Uuid::new_v4().simple().to_string()[..4]);
+    let a = fenced_project(f, &shop, wire::Fences::default()).await;
+    let b = fenced_project(f, "ledger", wire::Fences::default()).await;
+    let (a_web, _) = probes::web_and_client(f.edge, &a).await.unwrap();
+    let (b_web, _) = probes::web_and_client(f.edge, &b).await.unwrap();
+    let reaches = |from: &str, ip: &str| {
+        let (from, ip) = (from.to_owned(), ip.to_owned());
+        async move { probes::reaches(f.edge, &from, "client", &ip).await }
+    };
+    // The policies' controller polices new pods within moments: once A cannot reach B, each
+    // probe after is one try.
+    probes::until("A refused by isolated B", || async {
+        Ok(!reaches(&a, &b_web).await?)
+    })
+    .await
+    .unwrap();
+    assert!(reaches(&b, &b_web).await.unwrap(), "B did not reach itself");
+    assert!(reaches(&a, &a_web).await.unwrap(), "A did not reach itself");
+    assert!(!reaches(&b, &a_web).await.unwrap(), "B reached isolated A");
+    let answer = probes::exec(
+        f.edge,
+        &b,
+        "client",
+        "nslookup kubernetes.default.svc.cluster.local 2>&1; true",
+    )
+    .await
+    .unwrap();
+    assert!(answer.contains("Address: 10.96."), "B's lookup: {answer}");
+
+    let allow_a = wire::Fences {
+        network: wire::NetworkFence {
+            isolated: true,
+            allow_from: vec![wire::Name::new(&shop)],
+            egress: vec![],
+        },
+        ..wire::Fences::default()
+    };
+    ensure_fenced(f, "ledger", &b, allow_a).await;
+    probes::until("A admitted by B", || reaches(&a, &b_web))
+        .await
+        .unwrap();
+    assert!(
+        !reaches(&b, &a_web).await.unwrap(),
+        "B reached A, which allows no one"
+    );
+}

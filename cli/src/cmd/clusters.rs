@@ -20,6 +20,13 @@ pub enum ClustersCommand {
     Get { cluster: String },
     /// Mint a new connection token; the agent's current session is cut.
     RotateToken { cluster: String },
+    /// Set the CPU and memory requests the cluster's projects may hold in all (organization
+    /// admins); neither amount: no budget.
+    Budget {
+        cluster: String,
+        #[command(flatten)]
+        budget: super::fences::BudgetArgs,
+    },
     /// Delete a cluster (refused while projects use it).
     Delete {
         cluster: String,
@@ -105,6 +112,17 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
                 .post(&format!("/api/v1/clusters/{id}/rotate-token"), &json!({}))
                 .await?;
             global.print(&rotation, registration_table);
+        }
+        ClustersCommand::Budget { cluster, budget } => {
+            let id = resolve(global, &mut client, &cluster).await?;
+            let answer = client
+                .call(
+                    reqwest::Method::PUT,
+                    &format!("/api/v1/clusters/{id}/budget"),
+                    Some(&budget.body()),
+                )
+                .await?;
+            global.done(&answer, &format!("cluster {cluster}'s budget: {answer}"));
         }
         ClustersCommand::Delete { cluster, force } => {
             let id = resolve(global, &mut client, &cluster).await?;

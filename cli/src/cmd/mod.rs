@@ -7,6 +7,7 @@ mod alerts;
 mod apps;
 mod audit;
 mod clusters;
+mod fences;
 mod ingress_ca;
 mod members;
 mod projects;
@@ -189,6 +190,11 @@ pub enum OrgsCommand {
         #[arg(long)]
         display_name: Option<String>,
     },
+    /// Set the CPU and memory requests all the organization's projects may hold across its
+    /// clusters (organization admins); neither amount: no budget.
+    Budget(fences::BudgetArgs),
+    /// What the organization uses against its budgets: in all, per cluster, per project.
+    Usage,
 }
 
 /// Runs an API command.
@@ -272,6 +278,31 @@ async fn orgs(global: &Global, command: OrgsCommand) -> anyhow::Result<()> {
             });
             let org = client.post("/api/v1/orgs", &body).await?;
             global.done(&org, &format!("organization {name} created"));
+        }
+        OrgsCommand::Budget(args) => {
+            let org = global.org(&mut client).await?;
+            let body = args.body();
+            let budget = if body["cpu"].is_null() && body["memory"].is_null() {
+                Value::Null
+            } else {
+                body
+            };
+            let answer = client
+                .call(
+                    reqwest::Method::PATCH,
+                    &format!("/api/v1/orgs/{org}"),
+                    Some(&serde_json::json!({"budget": budget})),
+                )
+                .await?;
+            global.done(
+                &answer,
+                &format!("organization {org}'s budget: {}", answer["budget"]),
+            );
+        }
+        OrgsCommand::Usage => {
+            let org = global.org(&mut client).await?;
+            let usage = client.get(&format!("/api/v1/orgs/{org}/usage")).await?;
+            global.print(&usage, fences::org_usage_table);
         }
     }
     Ok(())

@@ -44,6 +44,12 @@ pub enum ProjectsCommand {
         #[command(subcommand)]
         command: IngressCaCommand,
     },
+    /// Set the project's quota, default limits and network isolation, all three at once
+    /// (organization admins); prints what it uses against them. Without flags: no quota, no
+    /// defaults, isolated.
+    Fences(super::fences::FencesArgs),
+    /// What the project uses against its quota.
+    Usage { project: String },
     /// Delete a project (refused while Apps or addons remain in it).
     Delete {
         project: String,
@@ -168,6 +174,15 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
             let id = resolve(global, &mut client, command.project()).await?;
             ingress_ca::run(global, &mut client, &id, command).await?;
         }
+        ProjectsCommand::Fences(args) => {
+            let id = resolve(global, &mut client, &args.project).await?;
+            super::fences::set(global, &mut client, &id, &args).await?;
+        }
+        ProjectsCommand::Usage { project } => {
+            let id = resolve(global, &mut client, &project).await?;
+            let usage = client.get(&format!("/api/v1/projects/{id}/usage")).await?;
+            global.print(&usage, super::fences::usage_table);
+        }
         ProjectsCommand::Delete { project, force } => {
             let id = resolve(global, &mut client, &project).await?;
             let (path, head) = if force {
@@ -200,5 +215,13 @@ fn project_table(project: &Value) -> Table {
         ("Message", text(&project["message"])),
         ("Registry secret", text(&project["registry_secret"])),
         ("Ingress CA", text(&project["ingress_ca"])),
+        ("Network", text(&project["fences"]["network"]["isolation"])),
+        (
+            "Quota",
+            match &project["fences"]["quota"] {
+                Value::Null => "none".to_owned(),
+                quota => quota.to_string(),
+            },
+        ),
     ])
 }

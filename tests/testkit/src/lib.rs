@@ -35,6 +35,7 @@ mod namespace;
 pub mod node;
 mod pki;
 mod postgres;
+pub mod probes;
 pub mod process;
 mod proxy;
 mod registry;

@@ -3,54 +3,14 @@
 //! CNI bridge), and NetworkPolicies are enforced (kube-network-policies). Needs root; the image
 //! is tools/build-testbox.sh's busybox.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
 use kube::api::{LogParams, PostParams};
-use kubenest_testkit::{Cluster, shared_real_node};
+use kubenest_testkit::{Cluster, probes, shared_real_node};
 use serde_json::json;
-
-const IMAGE: &str = "localhost/kubenest/testbox:1.1";
-
-/// Builds (or finds cached) the test image and imports it into the node.
-async fn testbox(cluster: &Cluster) -> PathBuf {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/build-testbox.sh");
-    let out = Command::new(script).output().expect("run build-testbox.sh");
-    assert!(
-        out.status.success(),
-        "build-testbox.sh: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let archive = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    cluster.import_image(&archive).await.expect("import image");
-    archive
-}
-
-fn pod(name: &str, labels: serde_json::Value, script: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": labels },
-        "spec": {
-            "restartPolicy": "Never",
-            "containers": [{
-                "name": "main",
-                "image": IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["/bin/sh", "-c", script],
-                "securityContext": {
-                    "allowPrivilegeEscalation": false,
-                    "runAsNonRoot": true,
-                    "capabilities": { "drop": ["ALL"] },
-                    "seccompProfile": { "type": "RuntimeDefault" }
-                }
-            }]
-        }
-    }))
-    .expect("pod manifest")
-}
 
 /// Waits until the pod has ended, then returns its phase and its log read through the API.
 async fn finished(pods: &Api<Pod>, name: &str, cluster: &Cluster) -> (String, String) {
@@ -88,13 +48,16 @@ async fn a_pod_from_a_local_image_runs_and_its_log_is_read_through_the_api() {
         "real node ready after {:.1}s",
         start.elapsed().as_secs_f64()
     );
-    testbox(cluster).await;
+    probes::import_testbox(cluster).await.expect("testbox");
     let ns = cluster.test_namespace("hello").await.expect("namespace");
     let pods: Api<Pod> = Api::namespaced(ns.client(), ns.name());
     let script = "echo \"hello from a real container in $(cat /etc/hostname)\"";
-    pods.create(&PostParams::default(), &pod("hello", json!({}), script))
-        .await
-        .expect("create pod");
+    pods.create(
+        &PostParams::default(),
+        &probes::testbox_pod("hello", json!({}), script).expect("pod"),
+    )
+    .await
+    .expect("create pod");
     let (phase, log) = finished(&pods, "hello", cluster).await;
     assert_eq!(phase, "Succeeded", "log: {log}");
     assert_eq!(log.trim(), "hello from a real container in hello");
@@ -103,7 +66,7 @@ async fn a_pod_from_a_local_image_runs_and_its_log_is_read_through_the_api() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_reaches_another_through_its_service_name() {
     let cluster = shared_real_node().await.expect("real node");
-    testbox(cluster).await;
+    probes::import_testbox(cluster).await.expect("testbox");
     let ns = cluster.test_namespace("svc").await.expect("namespace");
     let client = ns.client();
     let namespace = ns.name();
@@ -116,7 +79,7 @@ async fn a_pod_reaches_another_through_its_service_name() {
             "template": {
                 "metadata": { "labels": { "app": "web" } },
                 "spec": { "containers": [{
-                    "name": "web", "image": IMAGE, "imagePullPolicy": "Never",
+                    "name": "web", "image": probes::testbox_image(), "imagePullPolicy": "Never",
                     "command": ["/bin/sh", "-c",
                         "mkdir -p /tmp/www && echo \"hello from $(hostname)\" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"],
                     "ports": [{ "containerPort": 8080 }],
@@ -163,52 +126,16 @@ async fn a_pod_reaches_another_through_its_service_name() {
          done; nslookup web; nslookup {fqdn}; exit 1"
     );
     let pods: Api<Pod> = Api::namespaced(client, namespace);
-    pods.create(&PostParams::default(), &pod("client", json!({}), &script))
-        .await
-        .expect("create client");
+    pods.create(
+        &PostParams::default(),
+        &probes::testbox_pod("client", json!({}), &script).expect("pod"),
+    )
+    .await
+    .expect("create client");
     let (phase, log) = finished(&pods, "client", cluster).await;
     assert_eq!(phase, "Succeeded", "log: {log}\n{}", cluster.log_tails(20));
     assert!(log.contains("short: 10.96."), "log: {log}");
     assert!(log.contains("answer: hello from web-"), "log: {log}");
-}
-
-/// `sh -c script` run in `pod` of `namespace` (kubectl exec, through the kubelet); its stdout,
-/// trimmed. A failed exec fails the test with what kubectl said.
-async fn exec(cluster: &Cluster, namespace: &str, pod: &str, script: &str) -> String {
-    let kubectl = kubenest_testkit::Binaries::locate()
-        .expect("binaries")
-        .kubectl;
-    let out = tokio::process::Command::new(kubectl)
-        .arg(format!(
-            "--kubeconfig={}",
-            cluster.kubeconfig_path().display()
-        ))
-        .args(["-n", namespace, "exec", pod, "--", "sh", "-c", script])
-        .output()
-        .await
-        .expect("run kubectl exec");
-    assert!(
-        out.status.success(),
-        "kubectl exec {pod} -- {script}: {:?}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A shell line: one HTTP request to `ip`:`port` with a connect bounded at 2 s (busybox `nc -w
-/// 2`); prints `open` when a web pod answered, `closed` otherwise (refused, dropped, timed out).
-fn request(ip: &str, port: u16) -> String {
-    format!(
-        "if printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {ip} {port} | grep -q '^hello from'; \
-         then echo open; else echo closed; fi"
-    )
-}
-
-/// Whether `web` at `ip` answers `client` of `namespace`.
-async fn reaches(cluster: &Cluster, namespace: &str, client: &str, ip: &str) -> bool {
-    exec(cluster, namespace, client, &request(ip, 8080)).await == "open"
 }
 
 /// Whether `web` at `ip` answers a process on the host itself (this test's, root) run as `uid`.
@@ -221,59 +148,12 @@ async fn host_reaches(uid: u32, ip: &str) -> bool {
             "--",
             "sh",
             "-c",
-            &request(ip, 8080).replace("nc -w", "busybox nc -w"),
+            &probes::http_request(ip, 8080).replace("nc -w", "busybox nc -w"),
         ])
         .output()
         .await
         .expect("run setpriv");
     String::from_utf8_lossy(&out.stdout).trim() == "open"
-}
-
-/// Creates a web server (`web`, busybox httpd on 8080, answering `hello from web`) and a client
-/// (`client`) in `namespace`; returns their pod IPs once both run.
-async fn web_and_client(cluster: &Cluster, namespace: &str) -> (String, String) {
-    let pods: Api<Pod> = Api::namespaced(cluster.client().await.expect("client"), namespace);
-    let web = "mkdir -p /tmp/www && echo 'hello from web' > /tmp/www/index.html && \
-               exec httpd -f -p 8080 -h /tmp/www";
-    for (name, script) in [("web", web), ("client", "exec sleep 3600")] {
-        pods.create(
-            &PostParams::default(),
-            &pod(name, json!({ "app": name }), script),
-        )
-        .await
-        .expect("create pod");
-    }
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let mut ips = Vec::new();
-    for name in ["web", "client"] {
-        loop {
-            let status = pods.get(name).await.expect("get pod").status;
-            let ip = status
-                .filter(|s| s.phase.as_deref() == Some("Running"))
-                .and_then(|s| s.pod_ip);
-            if let Some(ip) = ip {
-                ips.push(ip);
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pod {namespace}/{name} not running\n{}",
-                cluster.log_tails(20)
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-    (ips.remove(0), ips.remove(0))
-}
-
-/// Polls `probe` (each try bounded by its own connect timeout) until it holds, for at most a
-/// minute; the policy's controller applies a change within moments, not at a known instant.
-async fn until<F: std::future::Future<Output = bool>>(what: &str, probe: impl Fn() -> F) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !probe().await {
-        assert!(Instant::now() < deadline, "{what}: not after 60 s");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
 }
 
 /// The pod IPs kube-network-policies polices (its nftables set), as `nft` lists them.
@@ -290,11 +170,15 @@ async fn policed_ips() -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_network_policy_isolates_a_namespace_until_it_admits_another() {
     let cluster = shared_real_node().await.expect("real node");
-    testbox(cluster).await;
+    probes::import_testbox(cluster).await.expect("testbox");
     let a = cluster.test_namespace("np-a").await.expect("namespace a");
     let b = cluster.test_namespace("np-b").await.expect("namespace b");
-    let (a_web, _) = web_and_client(cluster, a.name()).await;
-    let (b_web, b_client) = web_and_client(cluster, b.name()).await;
+    let (a_web, _) = probes::web_and_client(cluster, a.name())
+        .await
+        .expect("web and client");
+    let (b_web, b_client) = probes::web_and_client(cluster, b.name())
+        .await
+        .expect("web and client");
     let service = json!({
         "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
         "spec": { "selector": { "app": "web" }, "ports": [{ "port": 80, "targetPort": 8080 }] }
@@ -308,10 +192,11 @@ async fn a_network_policy_isolates_a_namespace_until_it_admits_another() {
         .expect("create service");
 
     // Open before the policy: the server is up, and what follows is the policy's doing.
-    until("A reaches B before any policy", || {
-        reaches(cluster, a.name(), "client", &b_web)
+    probes::until("A reaches B before any policy", || {
+        probes::reaches(cluster, a.name(), "client", &b_web)
     })
-    .await;
+    .await
+    .expect("A reaches B before any policy");
 
     // Every pod of B: ingress from B only; egress to B and to DNS (53, UDP and TCP) anywhere.
     let policy = |extra_ingress: Option<serde_json::Value>| {
@@ -347,38 +232,53 @@ async fn a_network_policy_isolates_a_namespace_until_it_admits_another() {
     };
     apply(policy(None)).await;
     // Enforced once B's pods are in the controller's set; each probe below is then one try.
-    until("B's pods policed", || async {
+    probes::until("B's pods policed", || async {
         let set = policed_ips().await;
-        set.contains(&b_web) && set.contains(&b_client)
+        Ok(set.contains(&b_web) && set.contains(&b_client))
     })
-    .await;
+    .await
+    .expect("B's pods policed");
 
     assert!(
-        !reaches(cluster, a.name(), "client", &b_web).await,
+        !probes::reaches(cluster, a.name(), "client", &b_web)
+            .await
+            .expect("probe"),
         "A reached isolated B"
     );
     assert!(
-        reaches(cluster, b.name(), "client", &b_web).await,
+        probes::reaches(cluster, b.name(), "client", &b_web)
+            .await
+            .expect("probe"),
         "B did not reach itself"
     );
     assert!(
-        !reaches(cluster, b.name(), "client", &a_web).await,
+        !probes::reaches(cluster, b.name(), "client", &a_web)
+            .await
+            .expect("probe"),
         "B's egress reached A"
     );
     // DNS (CoreDNS, a host process on the gateway) by the Service's name, then the Service.
-    let resolved = exec(
+    let resolved = probes::exec(
         cluster,
         b.name(),
         "client",
         "nslookup web 2>/dev/null | awk '/^Address: / { a = $2 } END { print a }'",
     )
-    .await;
+    .await
+    .expect("exec");
     assert!(
         resolved.starts_with("10.96."),
         "B resolved web as {resolved:?}"
     );
     assert_eq!(
-        exec(cluster, b.name(), "client", &request(&resolved, 80)).await,
+        probes::exec(
+            cluster,
+            b.name(),
+            "client",
+            &probes::http_request(&resolved, 80)
+        )
+        .await
+        .expect("exec"),
         "open",
         "B did not reach its own Service"
     );
@@ -398,18 +298,23 @@ async fn a_network_policy_isolates_a_namespace_until_it_admits_another() {
     let (host, port) = api.rsplit_once(':').expect("host:port");
     let script =
         format!("printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {host} {port} | head -n 1");
-    let answer = exec(cluster, b.name(), "client", &script).await;
+    let answer = probes::exec(cluster, b.name(), "client", &script)
+        .await
+        .expect("exec");
     assert!(answer.starts_with("HTTP/"), "B to the host: {answer:?}");
 
     let admit_a = json!({ "namespaceSelector": { "matchLabels": {
         "kubernetes.io/metadata.name": a.name() } } });
     apply(policy(Some(admit_a))).await;
-    until("A reaches B once admitted", || {
-        reaches(cluster, a.name(), "client", &b_web)
+    probes::until("A reaches B once admitted", || {
+        probes::reaches(cluster, a.name(), "client", &b_web)
     })
-    .await;
+    .await
+    .expect("A reaches B once admitted");
     assert!(
-        !reaches(cluster, b.name(), "client", &a_web).await,
+        !probes::reaches(cluster, b.name(), "client", &a_web)
+            .await
+            .expect("probe"),
         "B's egress reached A"
     );
 }
