@@ -177,7 +177,7 @@ async fn main() {
     let (get_rps, get_p99) = load(get_api).await;
     let (kube_get_rps, kube_get_p99) = load(get_kube).await;
 
-    let post_api = {
+    let post_api_named = |prefix: &'static str| {
         let (http, token, urls, project_id) = (
             http.clone(),
             token.clone(),
@@ -188,10 +188,11 @@ async fn main() {
             let request = http
                 .post(format!("{}/api/v1/apps", urls[i % 2]))
                 .bearer_auth(&token)
-                .json(&web_app(&project_id, &format!("api-{i}"), "bench:1"));
+                .json(&web_app(&project_id, &format!("{prefix}-{i}"), "bench:1"));
             async move { request.send().await.unwrap().status() == 202 }
         }
     };
+    let post_api = post_api_named("api");
     let post_kube = {
         let (apps, project) = (apps.clone(), project_name.clone());
         move |i: usize| {
@@ -247,6 +248,26 @@ async fn main() {
     let (post_rps, post_p99) = load(post_api).await;
     let (kube_post_rps, kube_post_p99) = load(post_kube).await;
     let (door_post_rps, door_post_p99) = load(post_door).await;
+    // The same creates once the organization has a budget and the project a quota (both far
+    // from reached): each create is then checked against them, which reads the organization's
+    // Apps to count their requests.
+    admin
+        .expect(
+            Method::PATCH,
+            &format!("/api/v1/orgs/{org}"),
+            Some(json!({"budget": {"cpu": "100000", "memory": "100000Gi"}})),
+            200,
+        )
+        .await;
+    admin
+        .expect(
+            Method::PUT,
+            &format!("/api/v1/projects/{project_id}/fences"),
+            Some(json!({"quota": {"cpu": "100000"}})),
+            200,
+        )
+        .await;
+    let (fenced_rps, fenced_p99) = load(post_api_named("fenced")).await;
 
     eprintln!("SSE to {SUBSCRIBERS} subscribers");
     let watched = admin
@@ -274,6 +295,9 @@ async fn main() {
         "post_apps_rps": round(post_rps), "post_apps_p99_ms": round(post_p99),
         "kube_create_rps": round(kube_post_rps), "kube_create_p99_ms": round(kube_post_p99),
         "post_ratio": ratio(post_rps, kube_post_rps),
+        "post_apps_fenced_rps": round(fenced_rps), "post_apps_fenced_p99_ms": round(fenced_p99),
+        "fenced_post_ratio": ratio(fenced_rps, kube_post_rps),
+        "fenced_vs_unfenced": ratio(fenced_rps, post_rps),
         "kubectl_create_through_webhooks_rps": round(door_post_rps),
         "kubectl_create_through_webhooks_p99_ms": round(door_post_p99),
         "webhooks_ratio": ratio(door_post_rps, kube_post_rps),

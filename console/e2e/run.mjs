@@ -116,6 +116,17 @@ async function main() {
     await admin.getByRole("button", { name: "Create project" }).click();
     await admin.getByTestId(`project-${project}`).waitFor();
     await step(admin, "project-created");
+    // Its fences: a CPU quota, isolated; the row shows what it uses of the quota.
+    const fences = admin.getByRole("form", { name: "Project fences" });
+    await fences.getByLabel("Project").selectOption({ label: project });
+    await fences.getByLabel("CPU quota").fill("2");
+    await fences.getByRole("button", { name: "Set fences" }).click();
+    await admin.getByTestId(`cpu-${project}`).filter({ hasText: "0 / 2" }).waitFor();
+    // A quantity the API refuses is shown with its field.
+    await fences.getByLabel("CPU quota").fill("lots");
+    await fences.getByRole("button", { name: "Set fences" }).click();
+    await fences.getByRole("alert").filter({ hasText: "quota.cpu" }).waitFor();
+    await step(admin, "project-fenced");
 
     // The cluster cannot go while it has projects: the API's reason is shown.
     await admin.getByRole("link", { name: "Fleet" }).click();

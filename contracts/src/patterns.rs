@@ -177,6 +177,13 @@ pub fn matches(pattern: &str, value: &str) -> bool {
     }
 }
 
+/// A CPU quantity as kubenest takes it: cores with an optional fraction, or millicores (`m`).
+pub const CPU_QUANTITY: &str = r"^[0-9]+(\.[0-9]+)?m?$";
+
+/// A memory or storage quantity as kubenest takes it: bytes with an optional fraction and a
+/// binary (`Ki` … `Ti`) or decimal (`k` … `T`) suffix.
+pub const MEMORY_QUANTITY: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,10 +362,3 @@ mod tests {
         assert!(refused.is_empty(), "{refused:?}");
     }
 }
-
-/// A CPU quantity as kubenest takes it: cores with an optional fraction, or millicores (`m`).
-pub const CPU_QUANTITY: &str = r"^[0-9]+(\.[0-9]+)?m?$";
-
-/// A memory or storage quantity as kubenest takes it: bytes with an optional fraction and a
-/// binary (`Ki` … `Ti`) or decimal (`k` … `T`) suffix.
-pub const MEMORY_QUANTITY: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$";

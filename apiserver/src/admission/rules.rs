@@ -211,6 +211,16 @@ async fn addon(
             ways_out::admit_addon(old, change)?;
         }
     }
+    if old.is_none()
+        && let Some(refused) =
+            crate::routes::fences::addon_refusal(state, namespace, &new.spec.project).await?
+    {
+        return Err(ApiError::exceeded(
+            refused.code,
+            refused.field,
+            refused.reason,
+        ));
+    }
     match addons::values_refusal(&definition, &new.spec.values)? {
         Some((field, reason)) => Err(invalid(&field, reason)),
         None => Ok(()),

@@ -9,6 +9,7 @@ import { canAdmin, canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { ErrorNote, Head, Phase } from "../components/ui";
 import { useClusters } from "./Fleet";
+import { BudgetLine, FencesForm, usedOf } from "./Fences";
 
 export function Projects() {
   const { org, me } = useAccount();
@@ -20,6 +21,12 @@ export function Projects() {
     // A project turns Ready when its agent confirms the namespace; events reload the list.
     [org, events],
   );
+  // What the projects use; only those with a role in the organization itself may read it.
+  const usage = useLoad(
+    async () => (orgRole ? ok(await api.GET("/api/v1/orgs/{org}/usage", { params: { path: { org } } })) : undefined),
+    [org, orgRole, events],
+  );
+  const used = (name: string) => usage.data?.projects.find((p) => p.project === name);
   const [error, setError] = useState<Error>();
   const create = async (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
@@ -63,8 +70,18 @@ export function Projects() {
         </form>
       )}
       <ErrorNote error={error ?? projects.error} />
+      <BudgetLine usage={usage.data} />
+      {canAdmin(orgRole) && (projects.data ?? []).length > 0 && (
+        <FencesForm
+          projects={projects.data ?? []}
+          onSaved={() => {
+            projects.reload();
+            usage.reload();
+          }}
+        />
+      )}
       <table>
-        <Head columns={["Project", "Cluster", "Namespace", "Phase", "Members", "Actions"]} />
+        <Head columns={["Project", "Cluster", "Namespace", "Phase", "Network", "CPU", "Memory", "Members", "Actions"]} />
         <tbody>
           {(projects.data ?? []).map((p) => {
             const role = roleOf({ platformAdmin: me.platform_admin, username: me.username, orgRole, members: [p.members] });
@@ -78,6 +95,9 @@ export function Projects() {
                 <td>
                   <Phase phase={p.phase} />
                 </td>
+                <td>{p.fences.network?.isolation ?? "isolated"}</td>
+                <td data-testid={`cpu-${p.name}`}>{usedOf(used(p.name)?.used.cpu, p.fences.quota?.cpu)}</td>
+                <td>{usedOf(used(p.name)?.used.memory, p.fences.quota?.memory)}</td>
                 <td>{p.members.map((m) => `${m.user} (${m.role})`).join(", ")}</td>
                 <td>
                   {canAdmin(role) && (

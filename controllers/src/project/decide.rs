@@ -49,7 +49,7 @@ pub enum Plan {
     /// [`waiting`] gives for the attempt.
     Ensure {
         placement: Box<Placement>,
-        command: wire::ProjectEnsure,
+        command: Box<wire::ProjectEnsure>,
         sent: Sent,
         routed: String,
     },
@@ -201,7 +201,7 @@ pub fn decide(facts: &Facts<'_>) -> Plan {
     if !confirmed(facts.old, facts.generation) {
         return Plan::Ensure {
             placement: Box::new(placement.clone()),
-            command: ensure_command(project, placement),
+            command: Box::new(ensure_command(project, placement)),
             sent: Sent::ProjectEnsure {
                 project: facts.key.clone(),
                 generation: facts.generation,

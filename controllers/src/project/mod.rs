@@ -180,7 +180,7 @@ async fn apply(project: &Project, plane: &Plane, key: &ObjectKey) -> Result<Acti
         } => {
             let previous = conditions::get(&old.conditions, PROGRESSING);
             let attempt = plane
-                .attempt(&key.uid, &placement, command, sent, routed, previous)
+                .attempt(&key.uid, &placement, *command, sent, routed, previous)
                 .await;
             let (status, requeue) = decide::waiting(&facts, &attempt);
             write_status(plane, key, project.metadata.generation, &old, &status).await?;

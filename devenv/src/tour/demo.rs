@@ -47,17 +47,19 @@ pub fn app(project_id: &str, name: &str, image: &str, version: &str, deadline: D
     app
 }
 
-/// The demo's JSON answer to a request from inside the cluster network: a pod in `default`
+/// The demo's JSON answer to a request from inside the cluster network: a pod in the App's own
+/// project `namespace` (an isolated project takes no connection from another namespace)
 /// running the demo image's `kubenest-demo get` asks `url` (the App's Service by its DNS
 /// name), again until the answer reports `version` or `within` has passed.
 pub async fn ask(
     client: &kube::Client,
+    namespace: &str,
     image: &str,
     url: &str,
     version: &str,
     within: Duration,
 ) -> anyhow::Result<Value> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let deadline = Instant::now() + within;
     let mut last = String::new();
     let mut attempt = 0u32;
@@ -171,7 +173,7 @@ pub(super) async fn on_real_node(
     running(client, &app_id, None, out).await?;
     let url = format!("http://demo-web.{namespace}.svc:8080/");
     let workload = kubenest_runtime::kube::client(Some(kubeconfig.as_path())).await?;
-    let answer = ask(&workload, image, &url, "tour", STEP).await?;
+    let answer = ask(&workload, &namespace, image, &url, "tour", STEP).await?;
     out.line(format!(
         "   GET {url} from a pod on {edge}, answered by {}:",
         text(&answer["hostname"])
@@ -268,7 +270,15 @@ pub(super) async fn built_from_git(
         .unwrap_or_default();
     out.line(format!("   built and pushed {built}"));
     let url = format!("http://site-web.{namespace}.svc:8080/");
-    let answer = ask(&workload, image, &url, crate::builds::SAMPLE_VERSION, STEP).await?;
+    let answer = ask(
+        &workload,
+        &namespace,
+        image,
+        &url,
+        crate::builds::SAMPLE_VERSION,
+        STEP,
+    )
+    .await?;
     out.line(format!(
         "   GET {url} from a pod on {edge}: version {}",
         text(&answer["version"])

@@ -210,6 +210,7 @@ async fn the_demo(
     assert_eq!(answer["postgres"]["connected"], true, "{answer}");
     assert_eq!(answer["redis"]["connected"], true, "{answer}");
     eprintln!("the demo answered: {answer}");
+    fenced(admin, &edge_client, &project_id).await;
 
     // The web container's own log lines (a real process's stdout) reach a REST reader
     // through the agent pod and the hub, tagged with pod and container.
@@ -350,6 +351,7 @@ async fn running(
 async fn ask(client: &kube::Client, version: &str) -> Value {
     demo::ask(
         client,
+        "shop",
         DEMO,
         "http://demo-web.shop.svc:8080/",
         version,
@@ -357,4 +359,40 @@ async fn ask(client: &kube::Client, version: &str) -> Value {
     )
     .await
     .unwrap()
+}
+
+/// The demo's project fenced through REST: the agent the chart installed (with its project
+/// role only) keeps the quota in the namespace, the cluster counts the demo's pods, and the
+/// count comes back through the hub and the controllers to the project's use.
+async fn fenced(admin: &mut kubenest_cli::api::Client, edge: &kube::Client, project_id: &str) {
+    use k8s_openapi::api::core::v1::ResourceQuota;
+    let path = format!("/api/v1/projects/{project_id}/fences");
+    admin
+        .call(
+            reqwest::Method::PUT,
+            &path,
+            Some(&json!({"quota": {"pods": 100}})),
+        )
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(edge.clone(), "shop");
+    let usage = format!("/api/v1/projects/{project_id}/usage");
+    let deadline = std::time::Instant::now() + REAL;
+    loop {
+        let kept = quotas.get_opt("kubenest-quota").await.unwrap().is_some();
+        let answer = admin.get(&usage).await.unwrap();
+        let counted = answer["reported"]["pods"]
+            .as_str()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0);
+        if kept && counted > 0 {
+            eprintln!("the demo's project reports {counted} pods against its quota");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the quota kept: {kept}; the project's use: {answer}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }

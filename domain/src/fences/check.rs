@@ -216,6 +216,40 @@ pub fn check_change(
     Ok(())
 }
 
+/// Whether a new standalone addon fits project `project`. A chart declares nothing the door can
+/// read before it is rendered, so the addon is refused only when the project has no room left
+/// for a resource its quota limits and every pod takes (CPU and memory requests, pods): the
+/// cluster would refuse its pods anyway, and the refusal says so now, with the numbers.
+pub fn check_room(ledger: &Ledger<'_>, project: &str) -> Result<(), FenceRefusal> {
+    let Some(quota) = ledger
+        .projects
+        .iter()
+        .find(|p| name(&p.metadata) == project)
+        .and_then(|p| p.spec.quota.as_ref())
+    else {
+        return Ok(());
+    };
+    let used = project_use(ledger, project).counted;
+    for resource in [Resource::Cpu, Resource::Memory, Resource::Pods] {
+        if let Some(limit) = quota_limit(quota, resource)
+            && used.get(resource) >= limit - 1e-9
+        {
+            return Err(FenceRefusal {
+                code: "quota_exceeded",
+                field: "spec.project".into(),
+                reason: format!(
+                    "project {project}'s quota of {} is {}: it uses {}, and an addon's pods \
+                     need room",
+                    resource.field(),
+                    format_amount(resource, limit),
+                    format_amount(resource, used.get(resource)),
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The App's field that asks for more of `resource`: the request of the component whose charge
 /// grew the most, or its `replicas` when the request is a default (the component sets none).
 fn field_of(

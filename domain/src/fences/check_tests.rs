@@ -225,3 +225,47 @@ fn a_cluster_budget_counts_only_the_projects_on_that_cluster() {
         refused.reason
     );
 }
+
+#[test]
+fn an_addon_is_refused_only_by_a_project_with_no_room_left() {
+    let full = [project(
+        "shop",
+        "east",
+        json!({"quota": {"pods": 3}}),
+        &[("pods", "3")],
+    )];
+    let org = org(Value::Null);
+    let ledger = Ledger {
+        org: &org,
+        clusters: &[],
+        projects: &full,
+        apps: &[],
+    };
+    let refused = check_room(&ledger, "shop").unwrap_err();
+    assert_eq!(
+        (
+            refused.code,
+            refused.field.as_str(),
+            refused.reason.as_str()
+        ),
+        (
+            "quota_exceeded",
+            "spec.project",
+            "project shop's quota of pods is 3: it uses 3, and an addon's pods need room"
+        )
+    );
+    let roomy = [project(
+        "shop",
+        "east",
+        json!({"quota": {"pods": 4}}),
+        &[("pods", "3")],
+    )];
+    check_room(
+        &Ledger {
+            projects: &roomy,
+            ..ledger
+        },
+        "shop",
+    )
+    .unwrap();
+}

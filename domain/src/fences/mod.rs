@@ -26,7 +26,7 @@ mod check;
 pub use amounts::{
     Amounts, Resource, app_charge, component_charges, format_amount, quantity_refusal, reported,
 };
-pub use check::{FenceRefusal, Ledger, ProjectUse, check_change, project_use};
+pub use check::{FenceRefusal, Ledger, ProjectUse, check_change, check_room, project_use};
 
 use kubenest_crds::app::Resources;
 use kubenest_crds::project::ProjectSpec;

@@ -201,6 +201,16 @@ pub async fn create(
     check_version(body.version.as_ref())?;
     check_values(&definition, &body.values)?;
     let deadline = super::apps::check_deadline(body.progress_deadline_seconds)?;
+    let namespace = project.namespace();
+    if let Some(refused) =
+        super::fences::addon_refusal(&state, &namespace, &project.object.name_any()).await?
+    {
+        return Err(ApiError::exceeded(
+            refused.code,
+            "project_id",
+            refused.reason,
+        ));
+    }
     let mut addon = AddonInstance::new(
         &body.name,
         AddonInstanceSpec {

@@ -297,3 +297,32 @@ pub(crate) async fn refusal(
     };
     Ok(kubenest_domain::fences::check_change(&ledger, project, app, spec).err())
 }
+
+/// Whether a new standalone addon of `project` finds room in its quota
+/// ([`kubenest_domain::fences::check_room`]); the refusal names `spec.project`.
+pub(crate) async fn addon_refusal(
+    state: &AppState,
+    namespace: &str,
+    project: &str,
+) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
+    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
+    if !projects
+        .iter()
+        .any(|p| p.name_any() == project && p.spec.quota.is_some())
+    {
+        return Ok(None);
+    }
+    let org_name =
+        k8s::org_name_of(namespace).ok_or_else(|| ApiError::not_found("organization"))?;
+    let Some(org) = k8s::organization(state.client(), org_name).await? else {
+        return Err(ApiError::not_found("organization"));
+    };
+    let apps: Vec<App> = k8s::list_in(state.client(), namespace).await?;
+    let ledger = Ledger {
+        org: &org,
+        clusters: &[],
+        projects: &projects,
+        apps: &apps,
+    };
+    Ok(kubenest_domain::fences::check_room(&ledger, project).err())
+}

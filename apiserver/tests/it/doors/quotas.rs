@@ -147,6 +147,53 @@ async fn an_app_over_its_project_quota_is_refused_at_both_doors_with_the_numbers
     assert_eq!(usage["used"]["cpu"], "550m", "{usage}");
     assert_eq!(usage["declared"]["pods"], "2", "{usage}");
     assert_eq!(usage["reported"]["cpu"], "0", "{usage}");
+
+    // A full project has no room for an addon's pods: refused at both doors, naming the
+    // project.
+    session
+        .expect(
+            Method::POST,
+            "/api/v1/apps",
+            Some(web(project_id, "five", 2, "10m")),
+            202,
+        )
+        .await;
+    common::redis_definition().await;
+    let (status, body) = session
+        .post(
+            "/api/v1/addon-instances",
+            json!({"project_id": project_id, "name": "cache", "definition": "redis"}),
+        )
+        .await;
+    let rest = rest_refusal(status, &body);
+    assert_eq!(
+        (rest.status, rest.code.as_str(), rest.field.as_deref()),
+        (422, "quota_exceeded", Some("project_id")),
+        "{body}"
+    );
+    assert_eq!(
+        rest.reason,
+        format!(
+            "project {project_name}'s quota of pods is 4: it uses 4, and an addon's pods need room"
+        )
+    );
+    let addons: Api<AddonInstance> = Api::namespaced(as_user(&id).await, &format!("org-{org}"));
+    let addon: AddonInstance = serde_json::from_value(json!({
+        "apiVersion": "kubenest.io/v1alpha1", "kind": "AddonInstance",
+        "metadata": {"name": "cache"},
+        "spec": {"project": project_name, "definition": "redis"},
+    }))
+    .unwrap();
+    let kube = kube_refusal(
+        addons
+            .create(&PostParams::default(), &addon)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (kube.status, kube.code.as_str(), kube.reason.as_str()),
+        (422, "quota_exceeded", rest.reason.as_str())
+    );
 }
 
 /// What a REST refusal looks like through kubectl: the same status, code and reason, the field
