@@ -31,8 +31,10 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 mod claims;
+mod labels;
 
 use claims::claims;
+use labels::reserved_label;
 
 /// The kinds a chart may render, as (API group, kind): `""` is the core group. Any version of
 /// the group is accepted; discovery still has to know it.
@@ -176,27 +178,6 @@ fn admit_one(
     })
 }
 
-/// Labels a chart's objects and pods may not carry: a build pod's, which the project's
-/// network fence lets reach outside it (to the Git server and the registry).
-const RESERVED_LABELS: [&str; 1] = [kubenest_crds::names::labels::BUILD_ID];
-
-/// The first reserved label anywhere in `value`'s `labels` maps (its own, its pod template's).
-fn reserved_label(value: &Value) -> Option<&'static str> {
-    match value {
-        Value::Array(items) => items.iter().find_map(reserved_label),
-        Value::Object(fields) => fields.iter().find_map(|(key, field)| {
-            if key == "labels"
-                && let Some(labels) = field.as_object()
-                && let Some(found) = RESERVED_LABELS.iter().find(|l| labels.contains_key(**l))
-            {
-                return Some(*found);
-            }
-            reserved_label(field)
-        }),
-        _ => None,
-    }
-}
-
 /// Ok when no object of `objects` is, or makes a pod read, one of the Secrets named in
 /// `reserved` (the namespace's credentials); else the first that does.
 pub fn credentials(objects: &[Value], reserved: &BTreeSet<String>) -> Result<(), Refused> {
@@ -283,21 +264,6 @@ mod tests {
             object("batch/v1", "Job", "migrate"),
         ];
         assert_eq!(admit(&objects, "shop", cluster), Ok(()));
-    }
-
-    #[test]
-    fn a_pod_dressed_as_a_build_refuses_the_render_so_it_cannot_leave_the_network_fence() {
-        let mut web = object("apps/v1", "Deployment", "web");
-        web["spec"] = json!({"template": {"metadata": {"labels": {
-            "app": "web", kubenest_crds::names::labels::BUILD_ID: "b1",
-        }}}});
-        assert_eq!(
-            admit(&[web], "shop", cluster),
-            Err(Refused::ReservedLabel {
-                object: "Deployment/web".into(),
-                label: kubenest_crds::names::labels::BUILD_ID,
-            })
-        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod common;
 mod control_plane;
 mod deadlines;
 mod faults;
+mod fences;
 mod generated_apps;
 mod gitops;
 mod install;

@@ -11,12 +11,15 @@
 //! - [`matrix`]: the shared role matrix through kubectl;
 //! - [`gitops`]: objects kept in Git and applied by Flux pass the same door;
 //! - [`fences`]: a member of another project cannot reach a project's objects;
+//! - [`quotas`], [`fence_admins`]: quotas and budgets refused alike at both doors, with the
+//!   numbers; fences set by the organization's admins alone;
 //! - [`ingress_ca`]: an ingress whose certificate the project's CA would issue needs the CA;
 //! - [`verification`]: a metrics path that climbs out of the pod's proxy path is refused.
 
 use crate::common;
 
 mod authorship;
+mod fence_admins;
 mod fences;
 mod gitops;
 mod ingress_ca;
