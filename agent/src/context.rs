@@ -29,7 +29,7 @@ pub struct Context {
     /// Namespaces whose pods may connect to every isolated project's: the agent's own first.
     pub trusted_namespaces: Vec<String>,
     /// The project fences the agent keeps.
-    pub kept: crate::fences::Kept,
+    pub kept: crate::fences::kept::Kept,
 }
 
 /// The images that build from source.

@@ -18,6 +18,14 @@ pub const PRUNABLE: &[(&str, &str)] = &[
     ("v1", "PersistentVolumeClaim"),
 ];
 
+/// The kinds of a project namespace's fences ([`crate::fences`]): watched like the rendered
+/// kinds, never rendered for a tenant, so never pruned (no App's labels select them).
+pub const FENCES: &[(&str, &str)] = &[
+    ("v1", "ResourceQuota"),
+    ("v1", "LimitRange"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+];
+
 /// The kinds of an App's (or a standalone addon's) objects whose changes wake its StackDeploy
 /// (its AddonRelease): a rollout's progress, a field changed by hand, an Ingress given its
 /// address.

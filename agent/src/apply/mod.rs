@@ -32,7 +32,7 @@ mod caches;
 mod kinds;
 mod remaining;
 
-pub use kinds::{ApplyError, ObjectId, PRUNABLE, WAKING, id_of, stamped};
+pub use kinds::{ApplyError, FENCES, ObjectId, PRUNABLE, WAKING, id_of, stamped};
 use kinds::{carries, selector_pairs};
 
 use caches::Cache;
@@ -65,10 +65,8 @@ impl Applier {
     ) -> Result<Self, ApplyError> {
         let mut kinds = HashMap::new();
         let mut resources = Vec::new();
-        // The kinds it renders, and the fences of project namespaces (never rendered for a
-        // tenant, so never pruned: no App's labels select them).
-        let fences = crate::fences::KINDS.iter().map(|(a, k, _)| (*a, *k));
-        for (api_version, kind) in PRUNABLE.iter().copied().chain(fences) {
+        // The kinds it renders, and the fences of project namespaces.
+        for (api_version, kind) in PRUNABLE.iter().chain(FENCES).copied() {
             let (resource, namespaced) = discover(&client, api_version, kind).await?;
             let key = ((*api_version).to_owned(), (*kind).to_owned());
             kinds.insert(key.clone(), (resource.clone(), namespaced));

@@ -11,10 +11,11 @@
 //! no such kind for a chart (confine), and the management side takes a project's fences from
 //! its organization's admins only.
 
+pub mod kept;
 mod render;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -31,50 +32,10 @@ use crate::context::Context;
 
 pub use render::{BUILDS, DEFAULTS, ISOLATION, KINDS, Place, QUOTA, fences};
 
+use kept::Held;
+
 /// Why a fence is told on its object when the agent puts it back.
 pub const FENCE_RESTORED: &str = "FenceRestored";
-
-/// What the agent holds of one project namespace's fences.
-#[derive(Debug, Clone)]
-struct Held {
-    project_id: wire::Id,
-    /// Each fence wanted (by name): the object as rendered.
-    wanted: BTreeMap<&'static str, Value>,
-    /// Each fence's `spec` (by name) as the API server stored it after the agent's apply.
-    stored: BTreeMap<&'static str, Value>,
-    usage: wire::Usage,
-    healed: Vec<String>,
-}
-
-/// The fences the agent keeps, by namespace.
-#[derive(Debug, Default)]
-pub struct Kept {
-    held: Mutex<BTreeMap<String, Held>>,
-    /// Taken by [`keep`] and by each look at a change, so a change the agent itself is making
-    /// is never mistaken for someone else's.
-    turn: tokio::sync::Mutex<()>,
-}
-
-impl Kept {
-    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Held>) -> T) -> Option<T> {
-        self.held.lock().ok().map(|mut held| f(&mut held))
-    }
-
-    /// What `namespace` uses of its quota and the fences last healed there, as last seen.
-    pub fn report(&self, namespace: &str) -> (wire::Usage, Vec<String>) {
-        self.with(|held| {
-            held.get(namespace)
-                .map(|h| (h.usage.clone(), h.healed.clone()))
-        })
-        .flatten()
-        .unwrap_or_default()
-    }
-
-    /// Forgets a namespace being deleted.
-    pub fn forget(&self, namespace: &str) {
-        self.with(|held| held.remove(namespace));
-    }
-}
 
 /// Applies the fences of `command` in its namespace and removes those it no longer has.
 pub async fn keep(ctx: &Context, command: &wire::ProjectEnsure) -> Result<(), Refusal> {

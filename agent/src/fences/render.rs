@@ -15,7 +15,8 @@ pub const ISOLATION: &str = "kubenest-isolation";
 /// registry (its pods carry [`labels::BUILD_ID`], which no chart may put on its own).
 pub const BUILDS: &str = "kubenest-builds";
 
-/// The fences: (apiVersion, kind, name), each name once per namespace.
+/// The fences: (apiVersion, kind, name), each name once per namespace; their kinds are the
+/// applier's [`crate::apply::FENCES`].
 pub const KINDS: [(&str, &str, &str); 4] = [
     ("v1", "ResourceQuota", QUOTA),
     ("v1", "LimitRange", DEFAULTS),
