@@ -24,8 +24,8 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use integral::Integral;
 
-/// A JSON request body. Unknown fields, wrong types and missing fields are a 400 naming the
-/// field (`components[0].workload_spec.replicas`).
+/// A JSON request body: an object. Unknown fields, wrong types and missing fields are a 400
+/// naming the field (`components[0].workload_spec.replicas`).
 #[derive(Debug)]
 pub struct Body<T>(pub T);
 
@@ -57,6 +57,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 ApiError::bad_request(e.body_text())
             }
         })?;
+        // Every body this API takes is a JSON object. serde also builds a struct from an array
+        // of its fields in order (`[null, null]`), which no document of this API allows.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::bad_request("the body must be a JSON object"));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
         let value = match serde_path_to_error::deserialize(&mut deserializer) {
             Ok(value) => value,

@@ -1,6 +1,7 @@
 //! The REST shapes of fences and budgets, and their checks at the door (each refusal names its
 //! field: `quota.cpu`, `network.egress[1].cidr`).
 
+use kubenest_contracts::patterns::{CPU_QUANTITY, MEMORY_QUANTITY};
 use kubenest_crds::app::Resources;
 use kubenest_crds::fences::{
     Budget, EgressRule, Isolation, ProjectName, ProjectNetwork, ProjectQuota,
@@ -17,12 +18,15 @@ use crate::error::{ApiError, ApiResult};
 pub struct QuotaBody {
     /// CPU requested by all the project's containers: `2`, `1500m`.
     #[serde(default)]
+    #[schemars(regex(pattern = CPU_QUANTITY), length(max = 32))]
     pub cpu: Option<String>,
     /// Memory requested by all its containers: `4Gi`.
     #[serde(default)]
+    #[schemars(regex(pattern = MEMORY_QUANTITY), length(max = 32))]
     pub memory: Option<String>,
     /// Storage requested by all its volume claims: `20Gi`.
     #[serde(default)]
+    #[schemars(regex(pattern = MEMORY_QUANTITY), length(max = 32))]
     pub storage: Option<String>,
     /// Pods at once.
     #[serde(default)]
@@ -39,12 +43,16 @@ pub struct QuotaBody {
 #[serde(deny_unknown_fields)]
 pub struct DefaultsBody {
     #[serde(default)]
+    #[schemars(regex(pattern = CPU_QUANTITY), length(max = 32))]
     pub cpu_request: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = CPU_QUANTITY), length(max = 32))]
     pub cpu_limit: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = MEMORY_QUANTITY), length(max = 32))]
     pub memory_request: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = MEMORY_QUANTITY), length(max = 32))]
     pub memory_limit: Option<String>,
 }
 
@@ -81,9 +89,10 @@ pub struct NetworkBody {
 #[serde(deny_unknown_fields)]
 pub struct EgressBody {
     /// `10.0.0.0/8`, `0.0.0.0/0`, `2001:db8::/32`.
+    #[schemars(regex(pattern = kubenest_contracts::CIDR), length(max = 64))]
     pub cidr: String,
     #[serde(default)]
-    #[schemars(length(max = 32))]
+    #[schemars(length(max = 32), inner(range(min = 1)))]
     pub ports: Vec<u16>,
 }
 
@@ -104,8 +113,10 @@ pub struct FencesBody {
 #[serde(deny_unknown_fields)]
 pub struct BudgetBody {
     #[serde(default)]
+    #[schemars(regex(pattern = CPU_QUANTITY), length(max = 32))]
     pub cpu: Option<String>,
     #[serde(default)]
+    #[schemars(regex(pattern = MEMORY_QUANTITY), length(max = 32))]
     pub memory: Option<String>,
 }
 

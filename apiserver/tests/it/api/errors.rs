@@ -135,4 +135,22 @@ async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_paramet
     let (status, body, _) = send(Method::POST, "/api/v1/orgs", Some("name=x")).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "bad_request", "{body}");
+
+    // serde would build a body of optional fields from an array of them in order; the API
+    // takes objects only.
+    for body in ["[null, null]", " [\"x\"]", "null"] {
+        let response = admin
+            .http
+            .post(format!("{}/api/v1/orgs", admin.base))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["error"]["message"], "the body must be a JSON object");
+    }
 }
