@@ -3,7 +3,8 @@
 //! - `GET /api/v1/apps?org=…&limit=100` with 1,000 Apps stored, against a direct list of the
 //!   same Apps (`limit=100`) from the kube-apiserver;
 //! - `POST /api/v1/apps` against a direct create of the same App object;
-//! - SSE delivery: 1,000 subscribers (half on each replica) of one App's events; a sample is the
+//! - SSE delivery: 1,000 subscribers (half on each replica; 63 viewers holding 16 streams each,
+//!   the most one person may) of one App's events; a sample is the
 //!   time from patching the App's status to a subscriber receiving the phase event, against the
 //!   same number of kube-apiserver watches of that App receiving the same change;
 //! - the same create by a person's kubectl (a kubenest member's Kubernetes identity), which goes
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 use common::{Client, cluster, org, plane, project, web_app};
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kubenest_apiserver::events::MAX_STREAMS_PER_USER;
 use kubenest_crds::App;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -112,13 +114,10 @@ async fn main() {
             )
             .await;
         let app_id = watched["id"].as_str().unwrap().to_owned();
-        let (http, token, urls) = (
-            reqwest::Client::new(),
-            admin.token.clone().unwrap(),
-            plane.urls.clone(),
-        );
-        let sse = fan_out(Side::Sse, &http, &token, &urls, &app_id, &apps).await;
-        let watch = fan_out(Side::Watch, &http, &token, &urls, &app_id, &apps).await;
+        let (http, urls) = (reqwest::Client::new(), plane.urls.clone());
+        let tokens = subscribers(&admin, &org).await;
+        let sse = fan_out(Side::Sse, &http, &tokens, &urls, &app_id, &apps).await;
+        let watch = fan_out(Side::Watch, &http, &tokens, &urls, &app_id, &apps).await;
         println!(
             "{}",
             json!({"sse_p50_ms": percentile(&sse, 0.5), "sse_p99_ms": percentile(&sse, 0.99),
@@ -280,8 +279,9 @@ async fn main() {
         .await;
     let app_id = watched["id"].as_str().unwrap().to_owned();
     // One side at a time: both at once would share the two cores and slow each other.
-    let sse = fan_out(Side::Sse, &http, &token, &urls, &app_id, &apps).await;
-    let kube_watch = fan_out(Side::Watch, &http, &token, &urls, &app_id, &apps).await;
+    let tokens = subscribers(&admin, &org).await;
+    let sse = fan_out(Side::Sse, &http, &tokens, &urls, &app_id, &apps).await;
+    let kube_watch = fan_out(Side::Watch, &http, &tokens, &urls, &app_id, &apps).await;
 
     let ratio = |a: f64, b: f64| (a / b * 100.0).round() / 100.0;
     let round = |x: f64| (x * 10.0).round() / 10.0;
@@ -311,6 +311,27 @@ async fn main() {
     std::process::exit(0);
 }
 
+/// The bearer tokens of the stream's subscribers: viewers of `org`, each holding as many
+/// streams as the API lets one person hold ([`MAX_STREAMS_PER_USER`]), as a team of people
+/// watching one App would.
+async fn subscribers(admin: &Client, org: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for _ in 0..SUBSCRIBERS.div_ceil(MAX_STREAMS_PER_USER) {
+        let viewer = common::user(admin, "bench-viewer").await;
+        admin
+            .expect(
+                Method::PUT,
+                &format!("/api/v1/orgs/{org}/members"),
+                Some(json!({"user": viewer, "role": "viewer"})),
+                200,
+            )
+            .await;
+        let client = Client::login(0, &viewer, common::PASSWORD).await;
+        tokens.push(client.token.unwrap());
+    }
+    tokens
+}
+
 /// Who receives the changes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Side {
@@ -324,7 +345,7 @@ enum Side {
 async fn fan_out(
     side: Side,
     http: &reqwest::Client,
-    token: &str,
+    tokens: &[String],
     urls: &[String; 2],
     app_id: &str,
     apps: &Api<App>,
@@ -341,6 +362,7 @@ async fn fan_out(
     };
     for i in (0..SUBSCRIBERS).filter(|_| side == Side::Sse) {
         let url = format!("{}/api/v1/events/stream?app_id={app_id}", urls[i % 2]);
+        let token = &tokens[i / MAX_STREAMS_PER_USER % tokens.len()];
         let request = http.get(url).bearer_auth(token);
         let (sent, sse, ready, counts, seen_phases) = (
             sent.clone(),
