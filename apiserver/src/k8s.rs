@@ -1,7 +1,8 @@
 //! Reading the management cluster: the API's ids are object uids, found through an index of
 //! every kubenest object's uid (metadata watches; a miss falls back to a list, so an object
-//! created a moment ago on another replica is found too). Objects themselves are always read
-//! from the API server, never from a cache, so every replica answers with the same state.
+//! created a moment ago on another replica is found too). Objects themselves are read from the
+//! API server, never from a cache, so every replica answers with the same state; the one
+//! exception is the fence check's count over a whole organization ([`crate::mirror`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

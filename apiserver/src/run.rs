@@ -91,9 +91,11 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         None => Secrets::disabled(),
     };
     let index = Index::start(&config.client, shutdown);
+    let (mirror, mirror_writer) = crate::mirror::Mirror::new();
     let events = Events::start(
         &config.client,
         index.clone(),
+        mirror_writer,
         database.event_log(),
         config.settings.event_buffer,
         shutdown,
@@ -105,6 +107,7 @@ pub async fn start(config: Config, shutdown: &CancellationToken) -> anyhow::Resu
         accounts,
         tokens,
         index,
+        mirror,
         limits: Limits::new(config.limits),
         secrets,
         logs,

@@ -44,6 +44,8 @@ pub struct Inner {
     pub accounts: Accounts,
     pub tokens: AccessTokens,
     pub index: Arc<Index>,
+    /// Apps, Projects and Clusters as the event stream's watches last saw them.
+    pub mirror: Arc<crate::mirror::Mirror>,
     pub limits: Limits,
     pub secrets: Secrets,
     /// Readers of log streams on this server.
@@ -87,6 +89,10 @@ impl AppState {
 
     pub fn index(&self) -> &Index {
         &self.0.index
+    }
+
+    pub fn mirror(&self) -> &crate::mirror::Mirror {
+        &self.0.mirror
     }
 
     pub fn limits(&self) -> &Limits {

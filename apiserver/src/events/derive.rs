@@ -20,12 +20,15 @@ use super::addon_kinds::*;
 use super::kinds::*;
 use super::{NewEvent, alerts};
 use crate::k8s::{Index, Kind};
+use crate::mirror::MirrorWriter;
 
 /// Watches Apps, standalone addons, Projects and Clusters, queues the events their changes make
-/// for the writer (`super::store`), and keeps the id `index`'s entries of Apps, Projects and Clusters.
+/// for the writer (`super::store`), and keeps the id `index`'s entries of Apps, Projects and
+/// Clusters and the [`crate::mirror`] of them.
 pub(super) async fn derive(
     client: kube::Client,
     index: Arc<Index>,
+    mut mirror: MirrorWriter,
     out: mpsc::UnboundedSender<NewEvent>,
     shutdown: CancellationToken,
 ) {
@@ -57,6 +60,12 @@ pub(super) async fn derive(
             change = changes.next() => change,
         };
         let Some(change) = change else { return };
+        match &change {
+            Change::App(Ok(event)) => mirror.app(event),
+            Change::Project(Ok(event)) => mirror.project(event),
+            Change::Cluster(Ok(event)) => mirror.cluster(event),
+            _ => {}
+        }
         let mut new = Vec::new();
         match change {
             Change::Project(Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => {

@@ -165,6 +165,7 @@ impl Events {
     pub async fn start(
         client: &kube::Client,
         index: Arc<Index>,
+        mirror: crate::mirror::MirrorWriter,
         log: EventLog,
         buffer: usize,
         shutdown: &CancellationToken,
@@ -182,6 +183,7 @@ impl Events {
         tokio::spawn(derive::derive(
             client.clone(),
             index,
+            mirror,
             derived,
             shutdown.clone(),
         ));

@@ -1,6 +1,8 @@
 //! Whether a change fits its project's quota and its cluster's and organization's budgets
 //! (pure), over one organization's objects.
 
+use std::sync::Arc;
+
 use kubenest_crds::App;
 use kubenest_crds::app::AppSpec;
 use kubenest_crds::cluster::Cluster;
@@ -17,7 +19,8 @@ pub struct Ledger<'a> {
     pub org: &'a Organization,
     pub clusters: &'a [Cluster],
     pub projects: &'a [Project],
-    pub apps: &'a [App],
+    /// Shared, as the API server's watch cache holds them ([`Arc`]).
+    pub apps: &'a [Arc<App>],
 }
 
 /// A change that does not fit: `quota_exceeded` or `budget_exceeded`, the App's field that
@@ -41,6 +44,7 @@ fn apps_of<'a>(ledger: &Ledger<'a>, project: &'a str) -> impl Iterator<Item = &'
     ledger
         .apps
         .iter()
+        .map(|a| &**a)
         .filter(move |a| a.spec.project == project)
 }
 

@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
@@ -57,7 +58,7 @@ fn cluster(name: &str) -> Cluster {
 #[test]
 fn an_app_over_its_project_quota_is_refused_with_the_quota_its_use_and_the_field() {
     let projects = [project("shop", "east", json!({"quota": {"cpu": "2"}}), &[])];
-    let apps = [app("one", "shop", "500m", 3)];
+    let apps = [Arc::new(app("one", "shop", "500m", 3))];
     let org = org(Value::Null);
     let ledger = Ledger {
         org: &org,
@@ -90,7 +91,7 @@ fn an_app_changed_is_charged_its_difference_not_twice() {
         json!({"quota": {"cpu": "2"}}),
         &[("requests.cpu", "1500m")],
     )];
-    let apps = [app("one", "shop", "500m", 3)];
+    let apps = [Arc::new(app("one", "shop", "500m", 3))];
     let org = org(Value::Null);
     let ledger = Ledger {
         org: &org,
@@ -139,7 +140,10 @@ fn an_organization_budget_refuses_the_fifth_cpu_across_clusters_with_room_each()
         project("east-shop", "east", json!({}), &[]),
         project("west-shop", "west", json!({}), &[("requests.cpu", "2")]),
     ];
-    let apps = [app("a", "east-shop", "1", 2), app("b", "west-shop", "1", 2)];
+    let apps = [
+        Arc::new(app("a", "east-shop", "1", 2)),
+        Arc::new(app("b", "west-shop", "1", 2)),
+    ];
     let org = org(json!({"cpu": "4"}));
     let clusters = [cluster("east"), cluster("west")];
     let ledger = Ledger {

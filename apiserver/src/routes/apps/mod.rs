@@ -129,6 +129,7 @@ pub async fn create_in(
             ),
             other => other.into(),
         })?;
+    state.mirror().wrote(&created);
     let scoped = Scoped {
         object: created.clone(),
         org: project.org,
@@ -193,6 +194,7 @@ pub(super) async fn write(
             &Patch::Merge(&patch),
         )
         .await?;
+    state.mirror().wrote(&updated);
     Ok(Accepted(Json(response(&updated, Some(scoped)))))
 }
 

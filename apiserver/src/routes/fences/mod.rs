@@ -7,6 +7,8 @@
 
 mod body;
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
@@ -76,7 +78,7 @@ pub async fn project_usage(
     let scoped = super::project(&state, &caller, &path.id).await?;
     scoped.require(Need::Read, "project")?;
     let namespace = scoped.namespace();
-    let apps: Vec<App> = k8s::list_in(state.client(), &namespace).await?;
+    let apps = listed(k8s::list_in(state.client(), &namespace).await?);
     let projects = [scoped.object.clone()];
     let ledger = Ledger {
         org: &scoped.org,
@@ -217,7 +219,7 @@ pub async fn org_usage(
         Need::Read,
         "organization usage",
     )?;
-    let apps: Vec<App> = k8s::list_in(state.client(), &view.namespace).await?;
+    let apps = listed(k8s::list_in(state.client(), &view.namespace).await?);
     let ledger = Ledger {
         org: &view.org,
         clusters: &view.clusters,
@@ -279,8 +281,11 @@ pub(crate) async fn refusal(
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
     };
-    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
-    let clusters: Vec<Cluster> = k8s::list_in(state.client(), namespace).await?;
+    let projects = projects_of(state, namespace).await?;
+    let clusters = match state.mirror().clusters_in(namespace) {
+        Some(clusters) => clusters,
+        None => k8s::list_in(state.client(), namespace).await?,
+    };
     let quota = projects
         .iter()
         .any(|p| p.name_any() == project && p.spec.quota.is_some());
@@ -288,7 +293,7 @@ pub(crate) async fn refusal(
     if !quota && !budgeted {
         return Ok(None);
     }
-    let apps: Vec<App> = k8s::list_in(state.client(), namespace).await?;
+    let apps = apps_of(state, namespace).await?;
     let ledger = Ledger {
         org: &org,
         clusters: &clusters,
@@ -305,7 +310,7 @@ pub(crate) async fn addon_refusal(
     namespace: &str,
     project: &str,
 ) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
-    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
+    let projects = projects_of(state, namespace).await?;
     if !projects
         .iter()
         .any(|p| p.name_any() == project && p.spec.quota.is_some())
@@ -317,7 +322,7 @@ pub(crate) async fn addon_refusal(
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
     };
-    let apps: Vec<App> = k8s::list_in(state.client(), namespace).await?;
+    let apps = apps_of(state, namespace).await?;
     let ledger = Ledger {
         org: &org,
         clusters: &[],
@@ -325,4 +330,25 @@ pub(crate) async fn addon_refusal(
         apps: &apps,
     };
     Ok(kubenest_domain::fences::check_room(&ledger, project).err())
+}
+
+/// Apps as read from the API server, shared as the mirror shares them.
+fn listed(apps: Vec<App>) -> Vec<Arc<App>> {
+    apps.into_iter().map(Arc::new).collect()
+}
+
+/// The Apps of `namespace` the check counts: the [`crate::mirror`], or a list while the mirror
+/// has not its first one. The views (`GET …/usage`) list them from the API server instead.
+async fn apps_of(state: &AppState, namespace: &str) -> ApiResult<Vec<Arc<App>>> {
+    match state.mirror().apps_in(namespace) {
+        Some(apps) => Ok(apps),
+        None => Ok(listed(k8s::list_in(state.client(), namespace).await?)),
+    }
+}
+
+async fn projects_of(state: &AppState, namespace: &str) -> ApiResult<Vec<Project>> {
+    match state.mirror().projects_in(namespace) {
+        Some(projects) => Ok(projects),
+        None => k8s::list_in(state.client(), namespace).await,
+    }
 }
