@@ -34,9 +34,11 @@ pub struct Mirror {
     apps: Store<App>,
     projects: Store<Project>,
     clusters: Store<Cluster>,
-    /// Apps this replica wrote, by (namespace, name), with when.
-    written: Mutex<HashMap<(String, String), (Arc<App>, Instant)>>,
+    written: Mutex<Written>,
 }
+
+/// Apps this replica wrote, by (namespace, name), with when.
+type Written = HashMap<(String, String), (Arc<App>, Instant)>;
 
 impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,7 +110,7 @@ impl Mirror {
         (Arc::new(mirror), writer)
     }
 
-    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (Arc<App>, Instant)>> {
+    fn written(&self) -> std::sync::MutexGuard<'_, Written> {
         self.written.lock().unwrap_or_else(|e| e.into_inner())
     }
 
