@@ -16,15 +16,19 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use common::{Backend, Hub, HubKey, app_ref, web_app};
 use kube::api::Api;
 use kubenest_contracts::{self as wire, AppPhase, Message};
+use kubenest_testkit::bench::size;
 use tokio_util::sync::CancellationToken;
 
-const SAMPLES: usize = 20;
-const MANAGED: usize = 500;
+// Full size under `make bench`; tiny under `make test`, which only checks that the benchmark
+// still runs (kubenest_testkit::bench).
+static SAMPLES: LazyLock<usize> = LazyLock::new(|| size(20, 2));
+static MANAGED: LazyLock<usize> = LazyLock::new(|| size(500, 10));
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -186,7 +190,7 @@ async fn main() {
     through_kubectl(&bins.kubectl, east.kubeconfig_path(), &kubectl_ns, 9999);
 
     let (mut agent_ms, mut kubectl_ms) = (Vec::new(), Vec::new());
-    for i in 0..SAMPLES {
+    for i in 0..*SAMPLES {
         agent_ms.push(through_agent(&backend, &project, &namespace, i).await);
         kubectl_ms.push(through_kubectl(
             &bins.kubectl,
@@ -203,9 +207,9 @@ async fn main() {
     // Memory while managing 500 StackDeploys (the ones above count); `converge_more_s` is how
     // long the remaining ones took to run, all sent at once.
     let started = Instant::now();
-    let have = SAMPLES + 1;
+    let have = *SAMPLES + 1;
     let mut ids = Vec::new();
-    for i in have..MANAGED {
+    for i in have..*MANAGED {
         let id = uuid::Uuid::new_v4().to_string();
         let app = app_ref(&id, &format!("m{i}"), &project, &namespace);
         backend.send(web_app(app, "r1", "nginx:1.27", 1, 600)).await;
@@ -232,7 +236,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let converge_s = started.elapsed().as_secs_f64();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(size(Duration::from_secs(5), Duration::from_millis(500))).await;
     let rss = rss_mb(agent.id());
     agent.kill().unwrap();
     let _ = agent.wait();
@@ -240,7 +244,7 @@ async fn main() {
 
     let report = serde_json::json!({
         "benchmark": "agent",
-        "samples": SAMPLES,
+        "samples": *SAMPLES,
         "agent_ready_p50_ms": (agent_p50 * 10.0).round() / 10.0,
         "agent_ready_p99_ms": (percentile(&agent_ms, 0.99) * 10.0).round() / 10.0,
         "kubectl_ready_p50_ms": (kubectl_p50 * 10.0).round() / 10.0,
@@ -248,7 +252,7 @@ async fn main() {
         "ratio": (agent_p50 / kubectl_p50 * 1000.0).round() / 1000.0,
         "overhead_p50_ms": ((agent_p50 - kubectl_p50) * 10.0).round() / 10.0,
         "agent_rss_mb_500": (rss * 10.0).round() / 10.0,
-        "stack_deploys": MANAGED,
+        "stack_deploys": *MANAGED,
         "converge_more_s": (converge_s * 10.0).round() / 10.0,
     });
     println!("{report}");

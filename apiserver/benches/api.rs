@@ -20,7 +20,7 @@
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use common::{Client, cluster, org, plane, project, web_app};
@@ -28,15 +28,19 @@ use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kubenest_apiserver::events::MAX_STREAMS_PER_USER;
 use kubenest_crds::App;
+use kubenest_testkit::bench::size;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-const STORED: usize = 1000;
-const CONCURRENCY: usize = 16;
-const ROUND: Duration = Duration::from_secs(8);
-const SUBSCRIBERS: usize = 1000;
-const CHANGES: usize = 20;
+// Full size under `make bench`; tiny under `make test`, which only checks that every round
+// still runs (kubenest_testkit::bench).
+static STORED: LazyLock<usize> = LazyLock::new(|| size(1000, 20));
+static CONCURRENCY: LazyLock<usize> = LazyLock::new(|| size(16, 2));
+static ROUND: LazyLock<Duration> =
+    LazyLock::new(|| size(Duration::from_secs(8), Duration::from_millis(300)));
+static SUBSCRIBERS: LazyLock<usize> = LazyLock::new(|| size(1000, 40));
+static CHANGES: LazyLock<usize> = LazyLock::new(|| size(20, 3));
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -52,17 +56,17 @@ where
     let call = Arc::new(call);
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let started = Instant::now();
-    let workers: Vec<_> = (0..CONCURRENCY)
+    let workers: Vec<_> = (0..*CONCURRENCY)
         .map(|w| {
             let (call, latencies) = (call.clone(), latencies.clone());
             tokio::spawn(async move {
                 let mut mine = Vec::new();
                 let mut i = w;
-                while started.elapsed() < ROUND {
+                while started.elapsed() < *ROUND {
                     let t = Instant::now();
                     assert!(call(i).await, "a request failed");
                     mine.push(t.elapsed().as_secs_f64() * 1000.0);
-                    i += CONCURRENCY;
+                    i += *CONCURRENCY;
                 }
                 latencies.lock().await.extend(mine);
             })
@@ -125,8 +129,8 @@ async fn main() {
         );
         std::process::exit(0);
     }
-    eprintln!("storing {STORED} apps");
-    futures::stream::iter(0..STORED)
+    eprintln!("storing {} apps", *STORED);
+    futures::stream::iter(0..*STORED)
         .for_each_concurrent(16, |i| {
             let (apps, project) = (apps.clone(), project_name.clone());
             async move {
@@ -140,7 +144,7 @@ async fn main() {
         })
         .await;
     // Let the controllers take on the new Apps before measuring.
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(size(Duration::from_secs(10), Duration::from_secs(1))).await;
 
     let http = reqwest::Client::new();
     let token = admin.token.clone().unwrap();
@@ -268,7 +272,7 @@ async fn main() {
         .await;
     let (fenced_rps, fenced_p99) = load(post_api_named("fenced")).await;
 
-    eprintln!("SSE to {SUBSCRIBERS} subscribers");
+    eprintln!("SSE to {} subscribers", *SUBSCRIBERS);
     let watched = admin
         .expect(
             Method::POST,
@@ -287,8 +291,8 @@ async fn main() {
     let round = |x: f64| (x * 10.0).round() / 10.0;
     let line = json!({
         "bench": "api",
-        "stored_apps": STORED,
-        "concurrency": CONCURRENCY,
+        "stored_apps": *STORED,
+        "concurrency": *CONCURRENCY,
         "get_apps_rps": round(get_rps), "get_apps_p99_ms": round(get_p99),
         "kube_list_rps": round(kube_get_rps), "kube_list_p99_ms": round(kube_get_p99),
         "get_ratio": ratio(get_rps, kube_get_rps),
@@ -301,7 +305,7 @@ async fn main() {
         "kubectl_create_through_webhooks_rps": round(door_post_rps),
         "kubectl_create_through_webhooks_p99_ms": round(door_post_p99),
         "webhooks_ratio": ratio(door_post_rps, kube_post_rps),
-        "sse_subscribers": SUBSCRIBERS,
+        "sse_subscribers": *SUBSCRIBERS,
         "sse_p50_ms": round(percentile(&sse, 0.5)), "sse_p99_ms": round(percentile(&sse, 0.99)),
         "kube_watch_p50_ms": round(percentile(&kube_watch, 0.5)),
         "kube_watch_p99_ms": round(percentile(&kube_watch, 0.99)),
@@ -353,14 +357,14 @@ async fn fan_out(
     let sent: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
     let sse = Arc::new(Mutex::new(Vec::new()));
     let kube_watch = Arc::new(Mutex::new(Vec::new()));
-    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(SUBSCRIBERS);
-    let counts = Arc::new(Mutex::new(vec![0usize; SUBSCRIBERS]));
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(*SUBSCRIBERS);
+    let counts = Arc::new(Mutex::new(vec![0usize; *SUBSCRIBERS]));
     let seen_phases: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
     let tag = match side {
         Side::Sse => "Sse",
         Side::Watch => "Watch",
     };
-    for i in (0..SUBSCRIBERS).filter(|_| side == Side::Sse) {
+    for i in (0..*SUBSCRIBERS).filter(|_| side == Side::Sse) {
         let url = format!("{}/api/v1/events/stream?app_id={app_id}", urls[i % 2]);
         let token = &tokens[i / MAX_STREAMS_PER_USER % tokens.len()];
         let request = http.get(url).bearer_auth(token);
@@ -402,7 +406,7 @@ async fn fan_out(
                         counts.lock().await[i] += 1;
                         seen_phases.lock().await.push((i, phase.to_owned()));
                         seen += 1;
-                        if seen == CHANGES {
+                        if seen == *CHANGES {
                             return;
                         }
                     }
@@ -414,7 +418,7 @@ async fn fan_out(
             );
         });
     }
-    for _ in (0..SUBSCRIBERS).filter(|_| side == Side::Watch) {
+    for _ in (0..*SUBSCRIBERS).filter(|_| side == Side::Watch) {
         let (apps, sent, kube_watch, ready) = (
             apps.clone(),
             sent.clone(),
@@ -447,7 +451,7 @@ async fn fan_out(
                                 .await
                                 .push((at - origin).as_secs_f64() * 1000.0);
                             seen += 1;
-                            if seen == CHANGES {
+                            if seen == *CHANGES {
                                 return;
                             }
                         }
@@ -457,14 +461,18 @@ async fn fan_out(
             }
         });
     }
-    for _ in 0..SUBSCRIBERS {
-        ready_rx.recv().await.unwrap();
+    for _ in 0..*SUBSCRIBERS {
+        // A subscriber that cannot connect panics in its task; this one must not wait for it.
+        tokio::time::timeout(Duration::from_secs(60), ready_rx.recv())
+            .await
+            .expect("a subscriber never connected (its task's panic is above)")
+            .unwrap();
     }
     // Every receiver exists now (a stream's headers are sent once it is subscribed, a watch
     // announces itself once listed), but a watch client opens its watch only after its list:
     // a pause keeps the first changes from timing connection set-up on either side.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    for n in 0..CHANGES {
+    tokio::time::sleep(size(Duration::from_secs(5), Duration::from_secs(1))).await;
+    for n in 0..*CHANGES {
         let phase = format!("{tag}{n}");
         sent.lock().await.push((phase.clone(), Instant::now()));
         let patch = json!({"status": {"phase": phase}});
@@ -478,17 +486,17 @@ async fn fan_out(
         Side::Sse => sse,
         Side::Watch => kube_watch,
     };
-    while Instant::now() < deadline && received.lock().await.len() < SUBSCRIBERS * CHANGES {
+    while Instant::now() < deadline && received.lock().await.len() < *SUBSCRIBERS * *CHANGES {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut all = received.lock().await.clone();
     eprintln!(
         "{side:?}: {} of {} delivered",
         all.len(),
-        SUBSCRIBERS * CHANGES
+        *SUBSCRIBERS * *CHANGES
     );
     // Diagnostics: how late the stragglers are, and who is missing what.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    tokio::time::sleep(size(Duration::from_secs(5), Duration::ZERO)).await;
     let later = received.lock().await.clone();
     let slow = later.iter().filter(|ms| **ms > 1000.0).count();
     let worst = later.iter().copied().fold(0.0, f64::max);
@@ -502,13 +510,13 @@ async fn fan_out(
             .iter()
             .copied()
             .enumerate()
-            .filter(|(_, c)| *c < CHANGES)
+            .filter(|(_, c)| *c < *CHANGES)
             .collect();
         let on_replica = |r: usize| short.iter().filter(|(i, _)| i % 2 == r).count();
         let seen_phases = seen_phases.lock().await;
         let mut missing: std::collections::BTreeMap<String, usize> = Default::default();
         for (i, _) in &short {
-            for n in 0..CHANGES {
+            for n in 0..*CHANGES {
                 let phase = format!("{tag}{n}");
                 if !seen_phases.iter().any(|(j, p)| j == i && *p == phase) {
                     *missing.entry(phase).or_default() += 1;
@@ -524,6 +532,13 @@ async fn fan_out(
             short.iter().map(|(_, c)| *c).take(20).collect::<Vec<_>>()
         );
     }
+    // Checking (not measuring), every change must reach every receiver.
+    assert!(
+        kubenest_testkit::bench::measuring() || later.len() == *SUBSCRIBERS * *CHANGES,
+        "{side:?}: {} of {} changes delivered",
+        later.len(),
+        *SUBSCRIBERS * *CHANGES
+    );
     all.sort_by(f64::total_cmp);
     all
 }

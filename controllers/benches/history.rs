@@ -18,7 +18,7 @@
 #[path = "../tests/it/common/mod.rs"]
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use common::agent::Agent;
@@ -29,9 +29,12 @@ use kubenest_contracts::TokenSigner;
 use kubenest_crds::app::App;
 use kubenest_crds::project::{Project, ProjectPhase, ProjectSpec};
 use kubenest_store::{DatabaseUrl, History, NewDeployment, Operation};
+use kubenest_testkit::bench::size;
 use tokio_util::sync::CancellationToken;
 
-const APPS: usize = 1000;
+// Full size under `make bench`; tiny under `make test`, which only checks that the benchmark
+// still runs (kubenest_testkit::bench).
+static APPS: LazyLock<usize> = LazyLock::new(|| size(1000, 10));
 const CONNECTIONS: u32 = 8;
 
 /// When the App controller's first reconcile began, once cleared.
@@ -146,7 +149,7 @@ fn pgbench_rate(url: &str) -> f64 {
             "-j",
             "2",
             "-T",
-            "10",
+            size("10", "1"),
             "-f",
         ])
         .arg(&script)
@@ -174,7 +177,7 @@ async fn store_rate(postgres: &kubenest_testkit::Postgres) -> f64 {
         .await
         .unwrap();
     let started = Instant::now();
-    let calls = (0..APPS).map(|i| {
+    let calls = (0..*APPS).map(|i| {
         let history = history.clone();
         tokio::spawn(async move {
             let spec = serde_json::json!({"project": "shop", "components": [{"name": "web",
@@ -201,7 +204,7 @@ async fn store_rate(postgres: &kubenest_testkit::Postgres) -> f64 {
     for call in calls.collect::<Vec<_>>() {
         call.await.unwrap();
     }
-    APPS as f64 / started.elapsed().as_secs_f64()
+    *APPS as f64 / started.elapsed().as_secs_f64()
 }
 
 fn controllers(
@@ -285,7 +288,7 @@ async fn main() {
     let created = Instant::now();
     let gate = Arc::new(tokio::sync::Semaphore::new(32));
     let mut tasks = Vec::new();
-    for i in 0..APPS {
+    for i in 0..*APPS {
         let apps = apps.clone();
         let gate = gate.clone();
         tasks.push(tokio::spawn(async move {
@@ -302,7 +305,7 @@ async fn main() {
     for task in tasks {
         task.await.unwrap();
     }
-    eprintln!("created {APPS} Apps in {:?}", created.elapsed());
+    eprintln!("created {} Apps in {:?}", *APPS, created.elapsed());
 
     // The timed set of controllers, recording into a database of its own.
     let db = postgres.fresh_database("history-bench").await.unwrap();
@@ -327,7 +330,7 @@ async fn main() {
         if progress.last().is_none_or(|(_, last)| *last != n) {
             progress.push((started.elapsed().as_millis(), n));
         }
-        if n >= APPS as i64 {
+        if n >= *APPS as i64 {
             break;
         }
         assert!(
@@ -355,7 +358,7 @@ async fn main() {
                 _ => None,
             })
             .collect();
-        if reached.len() >= APPS {
+        if reached.len() >= *APPS {
             break started.elapsed();
         }
         assert!(
@@ -368,16 +371,17 @@ async fn main() {
     stop.cancel();
     let _ = run.await;
     stop_hub.cancel();
-    let rows_per_s = APPS as f64 / recording.as_secs_f64();
+    let rows_per_s = *APPS as f64 / recording.as_secs_f64();
     eprintln!(
-        "{APPS} rows in {recording:?} from the first reconcile; {deployed} app.deploy commands had reached the agent"
+        "{} rows in {recording:?} from the first reconcile; {deployed} app.deploy commands had reached the agent",
+        *APPS
     );
 
     let store = store_rate(postgres).await;
     let pgbench = pgbench_rate(&db.url);
     let report = serde_json::json!({
         "benchmark": "history",
-        "apps": APPS,
+        "apps": *APPS,
         "rows_per_s": (rows_per_s * 10.0).round() / 10.0,
         "seconds_first_reconcile_to_last_row": (recording.as_secs_f64() * 1000.0).round() / 1000.0,
         "controllers_start_to_first_reconcile_s": (taken_on.as_secs_f64() * 100.0).round() / 100.0,

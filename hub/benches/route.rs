@@ -15,22 +15,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a benchmark aborts on error
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use kubenest_contracts::{Envelope, FloorsSnapshot, Id, ResyncRequest, TokenSigner, Validator};
+use kubenest_testkit::bench::size;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_tungstenite::tungstenite::Message as Ws;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-const AGENTS: usize = 100;
-const IDLE_AGENTS: usize = 5000;
+// Full size under `make bench`; tiny under `make test`, which only checks that the benchmark
+// still runs (kubenest_testkit::bench).
+static AGENTS: LazyLock<usize> = LazyLock::new(|| size(100, 10));
+static IDLE_AGENTS: LazyLock<usize> = LazyLock::new(|| size(5000, 50));
 const WINDOW: usize = 256;
-const ROUNDS: usize = 3;
-const PHASE: Duration = Duration::from_secs(3);
+static ROUNDS: LazyLock<usize> = LazyLock::new(|| size(3, 1));
+static PHASE: LazyLock<Duration> =
+    LazyLock::new(|| size(Duration::from_secs(3), Duration::from_millis(200)));
 const TARGET_RATE: f64 = 20_000.0;
 const MAX_MESSAGES: usize = 1 << 21;
 const ORG: &str = "bench";
@@ -149,13 +153,13 @@ async fn measure<S: Send2>(
     // Closed loop.
     let before = tracker.done.load(Ordering::Relaxed);
     let started = Instant::now();
-    while started.elapsed() < PHASE {
+    while started.elapsed() < *PHASE {
         tracker.window.acquire().await.unwrap().forget();
         tracker.mark_sent(seq);
         sender
             .send(
-                seq as usize % AGENTS,
-                command_frame(&template, seq as usize % AGENTS, seq),
+                seq as usize % *AGENTS,
+                command_frame(&template, seq as usize % *AGENTS, seq),
             )
             .await;
         seq += 1;
@@ -177,7 +181,7 @@ async fn measure<S: Send2>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let started = Instant::now();
     let mut sent = 0u64;
-    while started.elapsed() < PHASE {
+    while started.elapsed() < *PHASE {
         tick.tick().await;
         due += per_tick;
         while due >= 1.0 {
@@ -187,8 +191,8 @@ async fn measure<S: Send2>(
                 tracker.mark_sent(seq);
                 sender
                     .send(
-                        seq as usize % AGENTS,
-                        command_frame(&template, seq as usize % AGENTS, seq),
+                        seq as usize % *AGENTS,
+                        command_frame(&template, seq as usize % *AGENTS, seq),
                     )
                     .await;
                 seq += 1;
@@ -362,10 +366,10 @@ async fn bench_hub(rate: Option<f64>, hub: &HubProcess) -> Phases {
     )
     .await;
     let (mut tx, mut rx) = backend.split();
-    push_floors(&mut tx, IDLE_AGENTS).await;
+    push_floors(&mut tx, *IDLE_AGENTS).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut agents = Vec::new();
-    for i in 0..AGENTS {
+    for i in 0..*AGENTS {
         let token = hub
             .signer
             .cluster_token(&Id::new(cluster(i)), &Id::from(ORG), 1)
@@ -400,11 +404,11 @@ async fn idle_bytes_per_agent(hub: &HubProcess) -> f64 {
     )
     .await;
     let (mut tx, _rx) = backend.split();
-    push_floors(&mut tx, IDLE_AGENTS).await;
+    push_floors(&mut tx, *IDLE_AGENTS).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = rss_bytes(hub.child.id());
-    let mut sockets = Vec::with_capacity(IDLE_AGENTS);
-    for i in 0..IDLE_AGENTS {
+    let mut sockets = Vec::with_capacity(*IDLE_AGENTS);
+    for i in 0..*IDLE_AGENTS {
         let token = hub
             .signer
             .cluster_token(&Id::new(cluster(i)), &Id::from(ORG), 1)
@@ -421,7 +425,7 @@ async fn idle_bytes_per_agent(hub: &HubProcess) -> f64 {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_bytes(hub.child.id());
     drop(sockets);
-    (after.saturating_sub(before)) as f64 / IDLE_AGENTS as f64
+    (after.saturating_sub(before)) as f64 / *IDLE_AGENTS as f64
 }
 
 // ---------------------------------------------------------------- NATS
@@ -481,7 +485,7 @@ async fn bench_nats(rate: Option<f64>, nats: &NatsProcess) -> Phases {
     let backend = nats_connect(&nats.url).await;
     let mut status = backend.subscribe("status").await.unwrap();
     let mut agents = Vec::new();
-    for i in 0..AGENTS {
+    for i in 0..*AGENTS {
         let client = nats_connect(&nats.url).await;
         let mut commands = client
             .subscribe(format!("cmd.{}", cluster(i)))
@@ -522,7 +526,7 @@ async fn main() {
     // Throughput, alternating the two systems over three rounds (the median of each counts),
     // so that a noisy moment on two shared cores does not favour either.
     let (mut hub_rounds, mut nats_rounds) = (Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    for _ in 0..*ROUNDS {
         hub_rounds.push(bench_hub(None, &hub).await.max_per_s);
         nats_rounds.push(bench_nats(None, &nats).await.max_per_s);
     }
@@ -542,7 +546,7 @@ async fn main() {
     );
     let report = json!({
         "bench": "hub",
-        "agents": AGENTS,
+        "agents": *AGENTS,
         "payload_bytes": 256,
         "window": WINDOW,
         "hub_rounds_per_s": hub_rounds,
@@ -555,7 +559,7 @@ async fn main() {
         "hub_p99_us": percentile(&hub_run.latencies_us, 0.99),
         "nats_p50_us": percentile(&nats_run.latencies_us, 0.5),
         "nats_p99_us": percentile(&nats_run.latencies_us, 0.99),
-        "idle_agents": IDLE_AGENTS,
+        "idle_agents": *IDLE_AGENTS,
         "idle_bytes_per_agent": idle.round(),
     });
     println!("{report}");

@@ -15,7 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -26,12 +26,15 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kubenest_cli::api::{Client, query_value};
 use kubenest_devenv::system::{Options, System};
 use kubenest_devenv::tour::EventStream;
+use kubenest_testkit::bench::size;
 use kubenest_testkit::{Binaries, Environment, NodePool};
 use serde_json::{Value, json};
 
-const ROUNDS: usize = 40;
-const WARMUP: usize = 3;
-const CONVERGE_APPS: usize = 1000;
+// Full size under `make bench`; tiny under `make test`, which only checks that the benchmark
+// still runs (kubenest_testkit::bench).
+static ROUNDS: LazyLock<usize> = LazyLock::new(|| size(40, 2));
+static WARMUP: LazyLock<usize> = LazyLock::new(|| size(3, 1));
+static CONVERGE_APPS: LazyLock<usize> = LazyLock::new(|| size(1000, 5));
 /// Overrides [`CONVERGE_APPS`] (0 measures the latency alone), for looking into one part.
 const CONVERGE_APPS_ENV: &str = "E2E_CONVERGE_APPS";
 /// How long the 1,000 Apps get before the figure is reported as not reached.
@@ -252,7 +255,7 @@ async fn bench() {
     // by a pause: a scrape of `/metrics` is megabytes the API servers make and this bench
     // parses, and it must not weigh on the round that follows.
     let mut served = counts(&management, &east).await;
-    for round in 0..WARMUP + ROUNDS {
+    for round in 0..*WARMUP + *ROUNDS {
         let before = cpu_by_program();
         let (ours, parts) =
             through_kubenest(&mut admin, &stages, &east_project, &format!("lat-{round}")).await;
@@ -265,7 +268,7 @@ async fn bench() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let after_theirs = cpu_by_program();
         let served_after = counts(&management, &east).await;
-        if round >= WARMUP {
+        if round >= *WARMUP {
             add_growth(&mut cpu_ours, &before, &after_ours);
             add_growth(&mut cpu_theirs, &middle, &after_theirs);
             add_growth(&mut requests_ours, &served.0, &served_middle.0);
@@ -296,20 +299,20 @@ async fn bench() {
     }
     eprintln!("median ms per stage (each since the one before): {stage_p50:?}");
     let (cpu_ours, cpu_theirs) = (
-        per_sample(&cpu_ours, ROUNDS),
-        per_sample(&cpu_theirs, ROUNDS),
+        per_sample(&cpu_ours, *ROUNDS),
+        per_sample(&cpu_theirs, *ROUNDS),
     );
     eprintln!("CPU ms per App through kubenest: {cpu_ours:?}");
     eprintln!("CPU ms per direct apply: {cpu_theirs:?}");
     let (requests_ours, requests_idle) = (
-        largest_per_sample(&requests_ours, ROUNDS, 1.0, 0.1),
-        largest_per_sample(&requests_idle, ROUNDS, 1.0, 0.1),
+        largest_per_sample(&requests_ours, *ROUNDS, 1.0, 0.1),
+        largest_per_sample(&requests_idle, *ROUNDS, 1.0, 0.1),
     );
     eprintln!("management API requests per App: {requests_ours:?}");
     eprintln!("management API requests meanwhile per direct apply: {requests_idle:?}");
     let (workload_ours, workload_theirs) = (
-        largest_per_sample(&workload_ours, ROUNDS, 1.0, 0.1),
-        largest_per_sample(&workload_theirs, ROUNDS, 1.0, 0.1),
+        largest_per_sample(&workload_ours, *ROUNDS, 1.0, 0.1),
+        largest_per_sample(&workload_theirs, *ROUNDS, 1.0, 0.1),
     );
     eprintln!("workload API requests per App: {workload_ours:?}");
     eprintln!("workload API requests per direct apply: {workload_theirs:?}");
@@ -318,14 +321,15 @@ async fn bench() {
     let (k50, k99) = (percentile(&kubenest, 50.0), percentile(&kubenest, 99.0));
     let (d50, d99) = (percentile(&kubectl, 50.0), percentile(&kubectl, 99.0));
     eprintln!(
-        "create → Running over {ROUNDS} rounds: kubenest p50 {k50:.0} ms p99 {k99:.0} ms; \
-         direct apply p50 {d50:.0} ms p99 {d99:.0} ms"
+        "create → Running over {} rounds: kubenest p50 {k50:.0} ms p99 {k99:.0} ms; \
+         direct apply p50 {d50:.0} ms p99 {d99:.0} ms",
+        *ROUNDS
     );
 
     let fleet = std::env::var(CONVERGE_APPS_ENV)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(CONVERGE_APPS);
+        .unwrap_or(*CONVERGE_APPS);
     // The peer first: the same objects applied directly, half on each cluster.
     let west = env.cluster("west").unwrap().client().await.unwrap();
     direct_namespace(&west).await;
@@ -365,7 +369,7 @@ async fn bench() {
             async move {
                 running(&mut lister, &projects)
                     .await
-                    .saturating_sub(WARMUP + ROUNDS)
+                    .saturating_sub(*WARMUP + *ROUNDS)
             }
         })
         .await;
@@ -383,7 +387,7 @@ async fn bench() {
         "{}",
         json!({
             "bench": "e2e",
-            "rounds": ROUNDS,
+            "rounds": *ROUNDS,
             "kubenest_p50_ms": round(k50),
             "kubenest_p99_ms": round(k99),
             "kubectl_p50_ms": round(d50),

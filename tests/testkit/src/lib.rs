@@ -22,6 +22,7 @@
 //! stopped on drop; a reaper process stops whatever is left when the test binary exits, even
 //! when it is killed.
 
+pub mod bench;
 mod bins;
 mod charts;
 mod cluster;
