@@ -214,14 +214,7 @@ async fn main() {
             200,
         )
         .await;
-    let member_id = Client::login(0, &member, common::PASSWORD)
-        .await
-        .get("/api/v1/me")
-        .await
-        .1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let member_id = common::user_id(&member).await;
     let mut config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::read_from(&plane.kubeconfig).unwrap(),
         &Default::default(),

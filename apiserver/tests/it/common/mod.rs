@@ -271,6 +271,14 @@ impl Client {
         client
     }
 
+    /// The signed-in user's id, as `/me` answers.
+    pub async fn my_id(&self) -> String {
+        self.get("/api/v1/me").await.1["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     pub async fn admin() -> Self {
         Self::login(0, ADMIN, ADMIN_PASSWORD).await
     }
@@ -342,6 +350,11 @@ pub async fn user(admin: &Client, prefix: &str) -> String {
         )
         .await;
     name
+}
+
+/// The id of user `name` (whose password is [`PASSWORD`]), as `/me` answers after a login.
+pub async fn user_id(name: &str) -> String {
+    Client::login(0, name, PASSWORD).await.my_id().await
 }
 
 /// A new organization with `members`; returns its name.

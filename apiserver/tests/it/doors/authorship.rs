@@ -176,14 +176,7 @@ async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_
             200,
         )
         .await;
-    let other_id = Client::login(0, &other, PASSWORD)
-        .await
-        .get("/api/v1/me")
-        .await
-        .1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other_id = user_id(&other).await;
     let theirs: Api<App> = Api::namespaced(as_user(&other_id).await, &namespace);
     eventually("the other member's binding", 30, async || {
         theirs.delete("forged", &Default::default()).await.is_ok()

@@ -59,10 +59,7 @@ async fn fences_are_the_organizations_admins_to_set_at_both_doors() {
     let boss_session = Client::login(0, &boss, PASSWORD).await;
     let (status, body) = boss_session.call(Method::PUT, &path, Some(open)).await;
     assert_eq!(status, 403, "{body}");
-    let boss_id = boss_session.get("/api/v1/me").await.1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let boss_id = boss_session.my_id().await;
     let as_boss: Api<Project> = Api::namespaced(as_user(&boss_id).await, &namespace);
     let deadline = json!({"spec": {"progressDeadlineSeconds": 900}});
     eventually("the project admin's Role", 30, async || {
@@ -127,10 +124,7 @@ async fn fences_are_the_organizations_admins_to_set_at_both_doors() {
         )
         .await;
     assert_eq!(status, 403, "{body}");
-    let keeper_id = keeper_session.get("/api/v1/me").await.1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let keeper_id = keeper_session.my_id().await;
     let as_keeper: Api<Cluster> = Api::namespaced(as_user(&keeper_id).await, &namespace);
     let budget = json!({"spec": {"budget": {"cpu": "100"}}});
     let mut last = String::new();

@@ -75,14 +75,7 @@ async fn a_member_of_another_project_cannot_reach_a_projects_objects_through_kub
             200,
         )
         .await;
-    let mia_id = Client::login(0, &mia, PASSWORD)
-        .await
-        .get("/api/v1/me")
-        .await
-        .1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let mia_id = user_id(&mia).await;
 
     // B's App and A's AddonInstance share the name `twin`; A also has an App.
     let admin_apps: Api<App> = Api::namespaced(kube.clone(), &namespace);

@@ -85,10 +85,7 @@ async fn objects_kept_in_git_are_not_rewritten_through_rest_and_a_cluster_manife
         )
         .await;
     let keeper_session = Client::login(0, &keeper, PASSWORD).await;
-    let keeper_id = keeper_session.get("/api/v1/me").await.1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let keeper_id = keeper_session.my_id().await;
     let cluster_id = session
         .get(&format!(
             "/api/v1/projects/{}",

@@ -194,10 +194,7 @@ async fn every_role_at_every_scope_through_kubectl_in_two_organizations_with_esc
                 )
                 .await;
             let session = Client::login(0, &name, PASSWORD).await;
-            let id = session.get("/api/v1/me").await.1["id"]
-                .as_str()
-                .unwrap()
-                .to_owned();
+            let id = session.my_id().await;
             let client = as_user(&id).await;
             // Every one of them reaches project A's addon once the controllers have bound
             // the role (the addon is the last object the Roles name).

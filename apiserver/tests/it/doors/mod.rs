@@ -32,7 +32,7 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use crate::common::{
-    Client, PASSWORD, agent_took_namespace, cluster, eventually, org, plane, project, user,
+    Client, PASSWORD, agent_took_namespace, cluster, eventually, org, plane, project, user, user_id,
 };
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -119,10 +119,7 @@ async fn setting(prefix: &str) -> (String, Value, Client, String) {
     let project = project(&admin, &org, registration["cluster_id"].as_str().unwrap()).await;
     agent_took_namespace(&admin, &kube, &org, &project).await;
     let session = Client::login(0, &who, PASSWORD).await;
-    let id = session.get("/api/v1/me").await.1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = session.my_id().await;
     // The member's RoleBinding lets their Kubernetes user write in the organization.
     let kube = plane().kube().await;
     eventually("the member's RoleBinding", 30, async || {

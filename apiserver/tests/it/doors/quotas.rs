@@ -214,14 +214,7 @@ async fn an_organization_budget_refuses_the_fifth_cpu_across_its_clusters() {
     let kube = plane().kube().await;
     let lead = user(&admin, "lead").await;
     let org = org(&admin, "budget", json!([{"user": lead, "role": "admin"}])).await;
-    let lead_id = Client::login(0, &lead, PASSWORD)
-        .await
-        .get("/api/v1/me")
-        .await
-        .1["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let lead_id = user_id(&lead).await;
     let org_budget = admin
         .expect(
             Method::PATCH,
