@@ -38,20 +38,7 @@ fn a_project_fenced_through_the_cli_is_held_by_its_cluster_and_its_use_comes_bac
         let org = options.org.clone();
         let dir = tempfile::tempdir().unwrap();
         let session = dir.path().join("session.json");
-        let api = f.system.api_url();
-        let login = common::kubenest(
-            &session,
-            &[
-                "--api",
-                &api,
-                "login",
-                "-u",
-                &options.admin_user,
-                "--password-stdin",
-            ],
-            &options.admin_password,
-        );
-        assert!(login.status.success(), "{}", common::text(&login));
+        common::admin_login(&f.system, &session);
 
         let (ok, out) = cli(
             &session,

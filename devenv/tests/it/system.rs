@@ -395,23 +395,9 @@ fn the_admin_kubeconfig_meets_the_same_rules_and_is_named_in_the_history() {
         apps.delete("door-ok", &Default::default()).await.unwrap();
 
         // `kubenest audit` shows both, and the delete, as the admin reads the log.
-        let options = f.system.options();
         let dir = tempfile::tempdir().unwrap();
         let session = dir.path().join("session.json");
-        let api = f.system.api_url();
-        let login = common::kubenest(
-            &session,
-            &[
-                "--api",
-                &api,
-                "login",
-                "-u",
-                &options.admin_user,
-                "--password-stdin",
-            ],
-            &options.admin_password,
-        );
-        assert!(login.status.success(), "{}", common::text(&login));
+        common::admin_login(&f.system, &session);
         let audit = common::kubenest(
             &session,
             &[

@@ -335,6 +335,25 @@ pub fn kubenest(session: &Path, args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Signs the CLI in to `system` as its administrator, the session in `session`.
+pub fn admin_login(system: &System, session: &Path) {
+    let options = system.options();
+    let api = system.api_url();
+    let login = kubenest(
+        session,
+        &[
+            "--api",
+            &api,
+            "login",
+            "-u",
+            &options.admin_user,
+            "--password-stdin",
+        ],
+        &options.admin_password,
+    );
+    assert!(login.status.success(), "{}", text(&login));
+}
+
 /// What a command printed, standard output then error.
 pub fn text(output: &Output) -> String {
     format!(
