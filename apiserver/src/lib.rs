@@ -9,8 +9,8 @@
 //! - History (deployments, addon revisions) is read from PostgreSQL; users, password hashes
 //!   (argon2id), refresh-token families, failed logins and the event log live there too.
 //! - No request state in memory: any replica answers any request the same way. The id index
-//!   ([`k8s::Index`]), the live event fan-out ([`events`]) and the mirror of Apps, Projects
-//!   and Clusters the fence check counts over ([`mirror`]) are caches that every replica
+//!   ([`k8s::Index`]), the live event fan-out ([`events`]) and the mirror of the Apps the
+//!   fence check counts over ([`mirror`]) are caches that every replica
 //!   rebuilds from the management cluster and PostgreSQL.
 //! - Authorization ([`authz`]) reads the members of Organizations, Clusters and Projects; an
 //!   object the caller has no role on answers 404, a role too weak 403.

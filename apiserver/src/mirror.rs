@@ -1,11 +1,12 @@
-//! The management cluster's Apps, Projects and Clusters as this replica's event-stream watches
-//! last saw them ([`crate::events`]), for what counts over a whole organization: the fence
-//! check charges each App change against every App of the organization, and listing them from
-//! the API server on every create cost 25 times the create itself with 5,000 Apps stored
-//! (bench/README.md, `api`).
+//! The management cluster's Apps as this replica's event-stream watch last saw them
+//! ([`crate::events`]), for what counts over a whole organization: the fence check charges each
+//! App change against every App of the organization, and listing them from the API server on
+//! every create made a fenced create 25 times slower than an unfenced one with 6,000 Apps
+//! stored (bench/README.md, `api`). The fences themselves (Projects, Clusters, the
+//! Organization) are few and read fresh, so a quota just set holds from the next request on.
 //!
-//! The stores are kube-runtime reflector stores fed by the watches the event stream holds
-//! anyway, so the management cluster serves no extra watch. A store is behind the API server by
+//! The store is a kube-runtime reflector store fed by the watch the event stream holds anyway,
+//! so the management cluster serves no extra watch. A store is behind the API server by
 //! the watch's delay (milliseconds). So that a caller's next request sees what the caller just
 //! wrote, this replica's own App writes are laid over the store until the watch brings them or
 //! something newer ([`Mirror::wrote`]). Two requests at once may both fit where only one of
@@ -22,18 +23,14 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::{Store, Writer};
 use kube::runtime::watcher;
 use kubenest_crds::App;
-use kubenest_crds::cluster::Cluster;
-use kubenest_crds::project::Project;
 
 /// How long an App this replica wrote is laid over the store at most: the watch has brought it
 /// long before, unless the watch is down (then the store is stale anyway and is relisted).
 const OWN_WRITE_TTL: Duration = Duration::from_secs(5);
 
-/// The readers, shared by every handler.
+/// The reader, shared by every handler.
 pub struct Mirror {
     apps: Store<App>,
-    projects: Store<Project>,
-    clusters: Store<Cluster>,
     written: Mutex<Written>,
 }
 
@@ -44,30 +41,18 @@ impl std::fmt::Debug for Mirror {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mirror")
             .field("apps", &self.apps.len())
-            .field("projects", &self.projects.len())
-            .field("clusters", &self.clusters.len())
             .finish_non_exhaustive()
     }
 }
 
-/// The writers, owned by the event stream's watch task.
+/// The writer, owned by the event stream's watch task.
 pub struct MirrorWriter {
     apps: Writer<App>,
-    projects: Writer<Project>,
-    clusters: Writer<Cluster>,
 }
 
 impl MirrorWriter {
     pub fn app(&mut self, event: &watcher::Event<App>) {
         self.apps.apply_watcher_event(event);
-    }
-
-    pub fn project(&mut self, event: &watcher::Event<Project>) {
-        self.projects.apply_watcher_event(event);
-    }
-
-    pub fn cluster(&mut self, event: &watcher::Event<Cluster>) {
-        self.clusters.apply_watcher_event(event);
     }
 }
 
@@ -83,30 +68,19 @@ fn version(app: &App) -> Option<u64> {
     app.resource_version()?.parse().ok()
 }
 
-/// Whether every store has its first complete list.
-fn ready<K: kube::Resource + Clone + 'static>(store: &Store<K>) -> bool
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
+/// Whether the store has its first complete list.
+fn ready(store: &Store<App>) -> bool {
     matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
 }
 
 impl Mirror {
     pub fn new() -> (Arc<Self>, MirrorWriter) {
-        let (apps, apps_writer) = kube::runtime::reflector::store();
-        let (projects, projects_writer) = kube::runtime::reflector::store();
-        let (clusters, clusters_writer) = kube::runtime::reflector::store();
+        let (apps, writer) = kube::runtime::reflector::store();
         let mirror = Self {
             apps,
-            projects,
-            clusters,
             written: Mutex::default(),
         };
-        let writer = MirrorWriter {
-            apps: apps_writer,
-            projects: projects_writer,
-            clusters: clusters_writer,
-        };
+        let writer = MirrorWriter { apps: writer };
         (Arc::new(mirror), writer)
     }
 
@@ -147,28 +121,6 @@ impl Mirror {
             }
         }
         Some(apps.into_values().collect())
-    }
-
-    /// The Projects of `namespace`; `None` until the first list is complete.
-    pub fn projects_in(&self, namespace: &str) -> Option<Vec<Project>> {
-        ready(&self.projects).then(|| {
-            self.projects
-                .state_filter(|p| p.namespace().as_deref() == Some(namespace))
-                .iter()
-                .map(|p| (**p).clone())
-                .collect()
-        })
-    }
-
-    /// The Clusters of `namespace`; `None` until the first list is complete.
-    pub fn clusters_in(&self, namespace: &str) -> Option<Vec<Cluster>> {
-        ready(&self.clusters).then(|| {
-            self.clusters
-                .state_filter(|c| c.namespace().as_deref() == Some(namespace))
-                .iter()
-                .map(|c| (**c).clone())
-                .collect()
-        })
     }
 }
 

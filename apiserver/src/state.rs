@@ -44,7 +44,7 @@ pub struct Inner {
     pub accounts: Accounts,
     pub tokens: AccessTokens,
     pub index: Arc<Index>,
-    /// Apps, Projects and Clusters as the event stream's watches last saw them.
+    /// Apps as the event stream's watch last saw them, for the fence check.
     pub mirror: Arc<crate::mirror::Mirror>,
     pub limits: Limits,
     pub secrets: Secrets,

@@ -24,7 +24,7 @@ use crate::mirror::MirrorWriter;
 
 /// Watches Apps, standalone addons, Projects and Clusters, queues the events their changes make
 /// for the writer (`super::store`), and keeps the id `index`'s entries of Apps, Projects and
-/// Clusters and the [`crate::mirror`] of them.
+/// Clusters and the [`crate::mirror`] of Apps.
 pub(super) async fn derive(
     client: kube::Client,
     index: Arc<Index>,
@@ -60,11 +60,8 @@ pub(super) async fn derive(
             change = changes.next() => change,
         };
         let Some(change) = change else { return };
-        match &change {
-            Change::App(Ok(event)) => mirror.app(event),
-            Change::Project(Ok(event)) => mirror.project(event),
-            Change::Cluster(Ok(event)) => mirror.cluster(event),
-            _ => {}
+        if let Change::App(Ok(event)) = &change {
+            mirror.app(event);
         }
         let mut new = Vec::new();
         match change {

@@ -281,11 +281,10 @@ pub(crate) async fn refusal(
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
     };
-    let projects = projects_of(state, namespace).await?;
-    let clusters = match state.mirror().clusters_in(namespace) {
-        Some(clusters) => clusters,
-        None => k8s::list_in(state.client(), namespace).await?,
-    };
+    // The fences themselves are read fresh (a handful of objects): a quota or budget just set
+    // holds from the next request on. Only the Apps, the many, come from the mirror.
+    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
+    let clusters: Vec<Cluster> = k8s::list_in(state.client(), namespace).await?;
     let quota = projects
         .iter()
         .any(|p| p.name_any() == project && p.spec.quota.is_some());
@@ -310,7 +309,7 @@ pub(crate) async fn addon_refusal(
     namespace: &str,
     project: &str,
 ) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
-    let projects = projects_of(state, namespace).await?;
+    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
     if !projects
         .iter()
         .any(|p| p.name_any() == project && p.spec.quota.is_some())
@@ -343,12 +342,5 @@ async fn apps_of(state: &AppState, namespace: &str) -> ApiResult<Vec<Arc<App>>> 
     match state.mirror().apps_in(namespace) {
         Some(apps) => Ok(apps),
         None => Ok(listed(k8s::list_in(state.client(), namespace).await?)),
-    }
-}
-
-async fn projects_of(state: &AppState, namespace: &str) -> ApiResult<Vec<Project>> {
-    match state.mirror().projects_in(namespace) {
-        Some(projects) => Ok(projects),
-        None => k8s::list_in(state.client(), namespace).await,
     }
 }
