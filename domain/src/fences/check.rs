@@ -1,10 +1,11 @@
 //! Whether a change fits its project's quota and its cluster's and organization's budgets
 //! (pure), over one organization's objects.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kubenest_crds::App;
-use kubenest_crds::app::AppSpec;
+use kubenest_crds::app::{AppSpec, Resources};
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::fences::{Budget, ProjectQuota};
 use kubenest_crds::organization::Organization;
@@ -74,6 +75,43 @@ pub fn project_use(ledger: &Ledger<'_>, project: &str) -> ProjectUse {
     }
 }
 
+/// Every project's use, by name, in one pass over the Apps: what a budget, which spans
+/// projects, is checked against.
+pub fn project_uses(ledger: &Ledger<'_>) -> HashMap<String, ProjectUse> {
+    let defaults: HashMap<String, Option<Resources>> = ledger
+        .projects
+        .iter()
+        .map(|p| (name(&p.metadata), super::effective_defaults(&p.spec)))
+        .collect();
+    let mut declared: HashMap<&str, Amounts> = HashMap::new();
+    for app in ledger.apps {
+        if let Some(defaults) = defaults.get(&app.spec.project) {
+            let sum = declared.entry(app.spec.project.as_str()).or_default();
+            *sum = sum.plus(&super::app_charge(&app.spec, defaults.as_ref()));
+        }
+    }
+    ledger
+        .projects
+        .iter()
+        .map(|p| {
+            let project = name(&p.metadata);
+            let declared = declared.get(project.as_str()).copied().unwrap_or_default();
+            let reported = p
+                .status
+                .as_ref()
+                .map(|s| reported(&s.usage))
+                .unwrap_or_default();
+            let counted = declared.max(&reported);
+            let used = ProjectUse {
+                declared,
+                reported,
+                counted,
+            };
+            (project, used)
+        })
+        .collect()
+}
+
 fn name(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
@@ -126,7 +164,8 @@ pub fn check_change(
     let sum =
         |parts: &[(String, Amounts)]| parts.iter().fold(Amounts::default(), |s, (_, c)| s.plus(c));
     let (new_total, old_total) = (sum(&new_parts), sum(&old_parts));
-    let before = project_use(ledger, project);
+    let uses = project_uses(ledger);
+    let before = uses.get(project).copied().unwrap_or_default();
     // The project's use once the change is made: the specs' sum with the App's new charge in
     // place of its old one, or the cluster's count plus what the change adds, whichever is more.
     let added = new_total.zip(&old_total, |n, o| (n - o).max(0.0));
@@ -169,11 +208,8 @@ pub fn check_change(
                 .iter()
                 .filter(|p| name(&p.metadata) != project)
                 .filter(|p| on_cluster.is_none_or(|c| p.spec.cluster == c))
-                .map(|p| {
-                    project_use(ledger, &name(&p.metadata))
-                        .counted
-                        .get(resource)
-                })
+                .filter_map(|p| uses.get(&name(&p.metadata)))
+                .map(|used| used.counted.get(resource))
                 .sum::<f64>()
         };
         let cluster = ledger

@@ -164,6 +164,12 @@ fn an_organization_budget_refuses_the_fifth_cpu_across_clusters_with_room_each()
         refused.reason,
         "the budget of organization acme for cpu is 4: it uses 4 and this change adds 1 (5 in all)"
     );
+    // Every project's use in one pass is each project's own.
+    let uses = project_uses(&ledger);
+    for name in ["east-shop", "west-shop"] {
+        assert_eq!(uses[name], project_use(&ledger, name), "{name}");
+    }
+    assert_eq!(uses.len(), 2);
     // A request without an amount of its own is charged the project's default, named by its
     // replicas.
     let mut defaulted = app("c", "east-shop", "1", 1);

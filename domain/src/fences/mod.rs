@@ -26,7 +26,9 @@ mod check;
 pub use amounts::{
     Amounts, Resource, app_charge, component_charges, format_amount, quantity_refusal, reported,
 };
-pub use check::{FenceRefusal, Ledger, ProjectUse, check_change, check_room, project_use};
+pub use check::{
+    FenceRefusal, Ledger, ProjectUse, check_change, check_room, project_use, project_uses,
+};
 
 use kubenest_crds::app::Resources;
 use kubenest_crds::project::ProjectSpec;

@@ -16,7 +16,9 @@ use kube::api::{Api, Patch};
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
 use kubenest_crds::project::Project;
-use kubenest_domain::fences::{Amounts, Ledger, Resource, format_amount, project_use};
+use kubenest_domain::fences::{
+    Amounts, Ledger, Resource, format_amount, project_use, project_uses,
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -226,10 +228,14 @@ pub async fn org_usage(
         projects: &view.projects,
         apps: &apps,
     };
+    let uses = project_uses(&ledger);
     let used: Vec<(&Project, Amounts)> = view
         .projects
         .iter()
-        .map(|p| (p, project_use(&ledger, &p.name_any()).counted))
+        .map(|p| {
+            let used = uses.get(&p.name_any()).copied().unwrap_or_default();
+            (p, used.counted)
+        })
         .collect();
     let sum = |on: Option<&str>| {
         used.iter()
