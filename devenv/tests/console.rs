@@ -74,8 +74,9 @@ fn the_console_operates_the_fleet_in_chromium() {
             .unwrap();
         system.ensure_org().await.unwrap();
         let bins = Binaries::locate().unwrap();
+        let mut cluster_ids = Vec::new();
         for cluster in env.workloads() {
-            system.register(cluster, &bins).await.unwrap();
+            cluster_ids.push(system.register(cluster, &bins).await.unwrap());
         }
         system.wait_connected(CONVERGE).await.unwrap();
 
@@ -101,10 +102,28 @@ fn the_console_operates_the_fleet_in_chromium() {
                 cluster.kubeconfig_path(),
             );
         }
+        // The console's benchmark (bench/console), at a tiny size: that every step of it still
+        // runs, so that it cannot break unseen (its figures mean nothing here).
+        let mut bench = Command::new("node");
+        bench
+            .arg("../bench/console/measure.mjs")
+            .env("KUBENEST_BENCH_TINY", "1")
+            .env("KUBENEST_CONSOLE", system.console_url().unwrap())
+            .env("KUBENEST_API", system.api_url())
+            .env("KUBENEST_ADMIN_USER", &system.options().admin_user)
+            .env("KUBENEST_ADMIN_PASSWORD", &system.options().admin_password)
+            .env("KUBENEST_ORG", &system.options().org)
+            .env("KUBENEST_KUBECTL", &bins.kubectl)
+            .env("KUBENEST_CLUSTER_ID_EAST", &cluster_ids[0])
+            .env(
+                "KUBENEST_MGMT_KUBECONFIG",
+                env.management().unwrap().kubeconfig_path(),
+            );
         // The system's proxies run on this runtime's workers; the browser is waited for
         // beside them.
         tokio::task::spawn_blocking(move || {
-            run("the console's browser test", &console, &mut script)
+            run("the console's browser test", &console, &mut script);
+            run("the console's benchmark, tiny", &console, &mut bench);
         })
         .await
         .unwrap();
