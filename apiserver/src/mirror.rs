@@ -89,10 +89,13 @@ impl Mirror {
     }
 
     /// Notes an App this replica has just created or changed, as the API server answered it.
+    /// What was noted longer ago than [`OWN_WRITE_TTL`] is forgotten here too, so the notes stay
+    /// as few as the writes of the last seconds even when no check reads them.
     pub fn wrote(&self, app: &App) {
         let key = (app.namespace().unwrap_or_default(), app.name_any());
-        self.written()
-            .insert(key, (Arc::new(app.clone()), Instant::now()));
+        let mut written = self.written();
+        written.retain(|_, (_, at)| at.elapsed() < OWN_WRITE_TTL);
+        written.insert(key, (Arc::new(app.clone()), Instant::now()));
     }
 
     /// The Apps of `namespace` with this replica's own writes laid over them; `None` until the
@@ -182,5 +185,19 @@ mod tests {
             mirror.written().is_empty(),
             "caught-up writes are forgotten"
         );
+    }
+
+    #[test]
+    fn notes_of_old_writes_are_forgotten_even_when_nothing_reads_them() {
+        let (mirror, _writer) = Mirror::new();
+        mirror.wrote(&app("one", "10", 1));
+        let long_ago = Instant::now().checked_sub(OWN_WRITE_TTL * 2).unwrap();
+        mirror
+            .written()
+            .values_mut()
+            .for_each(|(_, at)| *at = long_ago);
+        mirror.wrote(&app("two", "11", 1));
+        let names: Vec<String> = mirror.written().keys().map(|(_, n)| n.clone()).collect();
+        assert_eq!(names, ["two"]);
     }
 }
