@@ -109,6 +109,11 @@ impl<'a> Facts<'a> {
                 // A workload's objects all bear its name (`render::workload`).
                 let name = render::component_object(app, w.name.as_str());
                 for (api_version, kind) in WORKLOAD_KINDS {
+                    // A workload without an ingress renders none: looking for it would be a
+                    // GET per pass that finds nothing (the cache holds only what exists).
+                    if kind == "Ingress" && w.ingress.is_none() {
+                        continue;
+                    }
                     let live = ctx
                         .applier
                         .get(api_version, kind, app.namespace.as_str(), &name)
