@@ -6,13 +6,24 @@
 //!
 //! A dispatch succeeds only on the hub's `route.ack`, which proves routing and nothing more; the
 //! caller keeps its durable intent until the agent reports the revision observed.
+//!
+//! The replica of a cluster is read from a watch of the session Leases (a kube-runtime
+//! reflector), not from the API server on every command: that was one to two Lease reads of
+//! the management cluster per App (`make bench BENCH=e2e`). A cache a moment behind a session
+//! that moved sends the command to the replica it left, which answers `no_session`; the Lease
+//! is then read from the API server and the command sent once more where it says.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::FutureExt;
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kubenest_contracts::{
     Direction, Envelope, Floor, FloorsSnapshot, FloorsUpdate, Id, Message, NackReason, TokenSigner,
     Validator,
@@ -101,6 +112,8 @@ struct Inner {
     /// to retry (503).
     floors: Mutex<Option<Vec<Floor>>>,
     leases: Api<Lease>,
+    /// The session Leases as the watch last saw them.
+    routes: Store<Lease>,
     validator: &'static Validator,
     /// Counts successful connections to any replica.
     connects: tokio::sync::watch::Sender<u64>,
@@ -160,12 +173,28 @@ impl HubClient {
         shutdown: CancellationToken,
     ) -> Result<(Self, mpsc::Receiver<Envelope>), DispatchError> {
         let validator = Validator::shared().map_err(|e| DispatchError::Invalid(e.to_string()))?;
+        let (routes, writer) = reflector::store();
+        let watch = reflector::reflector(
+            writer,
+            watcher(config.leases.clone(), watcher::Config::default()),
+        )
+        .default_backoff()
+        .applied_objects()
+        .for_each(|_| async {});
+        let stop_watching = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop_watching.cancelled() => {}
+                () = watch => {}
+            }
+        });
         let inner = Arc::new(Inner {
             urls: config.urls.clone(),
             sessions: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             floors: Mutex::new(None),
             leases: config.leases,
+            routes,
             validator,
             connects: tokio::sync::watch::Sender::new(0),
         });
@@ -261,17 +290,34 @@ impl HubClient {
             .cluster_id
             .clone()
             .ok_or_else(|| DispatchError::Invalid("no cluster_id".into()))?;
-        let url = self.replica_of(&cluster_id).await?;
+        let (url, cached) = self.replica_of(&cluster_id).await?;
+        match self.send_to(&url, &command).await {
+            // The cache may be a moment behind a session that moved: ask the API server.
+            Err(DispatchError::Nacked(NackReason::NoSession) | DispatchError::NotConnected(_))
+                if cached =>
+            {
+                let fresh = self.fresh_replica_of(&cluster_id).await?;
+                if fresh == url {
+                    return Err(DispatchError::Nacked(NackReason::NoSession));
+                }
+                self.send_to(&fresh, &command).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Sends `command` to the replica at `url` and waits for its route.ack.
+    async fn send_to(&self, url: &str, command: &Envelope) -> Result<(), DispatchError> {
         let sender = self
             .inner
             .sessions()
-            .get(&url)
+            .get(url)
             .cloned()
-            .ok_or(DispatchError::NotConnected(url.clone()))?;
+            .ok_or_else(|| DispatchError::NotConnected(url.to_owned()))?;
         let text = self
             .inner
             .validator
-            .encode(&command)
+            .encode(command)
             .map_err(|e| DispatchError::Invalid(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         self.inner.pending().insert(command.id, tx);
@@ -279,11 +325,11 @@ impl HubClient {
             sender
                 .send(text)
                 .await
-                .map_err(|_| DispatchError::NotConnected(url.clone()))?;
+                .map_err(|_| DispatchError::NotConnected(url.to_owned()))?;
             match tokio::time::timeout(ACK_TIMEOUT, rx).await {
                 Ok(Ok(Message::RouteAck(_))) => Ok(()),
                 Ok(Ok(Message::RouteNack(nack))) => Err(DispatchError::Nacked(nack.reason)),
-                Ok(_) => Err(DispatchError::NotConnected(url.clone())),
+                Ok(_) => Err(DispatchError::NotConnected(url.to_owned())),
                 Err(_) => Err(DispatchError::Timeout),
             }
         }
@@ -326,7 +372,20 @@ impl HubClient {
         })
     }
 
-    async fn replica_of(&self, cluster_id: &Id) -> Result<String, DispatchError> {
+    /// The connect URL of the replica holding `cluster_id`'s session, and whether it was read
+    /// from the watch's cache (else from the API server: the cache has not got the Lease yet).
+    async fn replica_of(&self, cluster_id: &Id) -> Result<(String, bool), DispatchError> {
+        let name = kubenest_contracts::names::lease::name(cluster_id.as_str());
+        let routes = &self.inner.routes;
+        let ready = matches!(routes.wait_until_ready().now_or_never(), Some(Ok(())));
+        if ready && let Some(lease) = routes.find(|l| l.name_any() == name) {
+            return Ok((address_of(Some((*lease).clone()))?, true));
+        }
+        Ok((self.fresh_replica_of(cluster_id).await?, false))
+    }
+
+    /// [`Self::replica_of`] from the API server.
+    async fn fresh_replica_of(&self, cluster_id: &Id) -> Result<String, DispatchError> {
         let name = kubenest_contracts::names::lease::name(cluster_id.as_str());
         let lease = self
             .inner
@@ -334,16 +393,21 @@ impl HubClient {
             .get_opt(&name)
             .await
             .map_err(|e| DispatchError::Kube(e.to_string()))?;
-        let address = lease
-            .and_then(|l| {
-                l.metadata
-                    .annotations?
-                    .get(kubenest_contracts::names::lease::ADDRESS_ANNOTATION)
-                    .cloned()
-            })
-            .ok_or(DispatchError::NoSession)?;
-        Ok(format!("{address}/v1/connect"))
+        address_of(lease)
     }
+}
+
+/// The connect URL of the replica a session Lease names.
+fn address_of(lease: Option<Lease>) -> Result<String, DispatchError> {
+    let address = lease
+        .and_then(|l| {
+            l.metadata
+                .annotations?
+                .get(kubenest_contracts::names::lease::ADDRESS_ANNOTATION)
+                .cloned()
+        })
+        .ok_or(DispatchError::NoSession)?;
+    Ok(format!("{address}/v1/connect"))
 }
 
 async fn refresh_floors(inner: Arc<Inner>, shutdown: CancellationToken) {
