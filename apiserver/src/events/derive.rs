@@ -12,6 +12,7 @@ use kube::runtime::watcher;
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::Cluster;
+use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -22,9 +23,10 @@ use super::{NewEvent, alerts};
 use crate::k8s::{Index, Kind};
 use crate::mirror::MirrorWriter;
 
-/// Watches Apps, standalone addons, Projects and Clusters, queues the events their changes make
-/// for the writer (`super::store`), and keeps the id `index`'s entries of Apps, Projects and
-/// Clusters and the [`crate::mirror`] of Apps.
+/// Watches Apps, standalone addons, Projects, Clusters and Organizations, queues the events
+/// their changes make for the writer (`super::store`), and keeps the id `index`'s entries of
+/// Apps, Projects and Clusters and the [`crate::mirror`] of Apps, Projects, Clusters and
+/// Organizations.
 pub(super) async fn derive(
     client: kube::Client,
     index: Arc<Index>,
@@ -38,12 +40,16 @@ pub(super) async fn derive(
         watcher::watcher(Api::<Project>::all(client.clone()), config.clone()).map(Change::Project);
     let addons = watcher::watcher(Api::<AddonInstance>::all(client.clone()), config.clone())
         .map(Change::Addon);
-    let clusters = watcher::watcher(Api::<Cluster>::all(client), config).map(Change::Cluster);
+    let clusters =
+        watcher::watcher(Api::<Cluster>::all(client.clone()), config.clone()).map(Change::Cluster);
+    let organizations =
+        watcher::watcher(Api::<Organization>::all(client), config).map(Change::Organization);
     let mut changes = futures::stream::select_all([
         apps.boxed(),
         addons.boxed(),
         projects.boxed(),
         clusters.boxed(),
+        organizations.boxed(),
     ]);
     let mut places = Places::default();
     let mut app_facts_by_uid: HashMap<String, AppFacts> = HashMap::new();
@@ -60,8 +66,12 @@ pub(super) async fn derive(
             change = changes.next() => change,
         };
         let Some(change) = change else { return };
-        if let Change::App(Ok(event)) = &change {
-            mirror.app(event);
+        match &change {
+            Change::App(Ok(event)) => mirror.app(event),
+            Change::Project(Ok(event)) => mirror.project(event),
+            Change::Cluster(Ok(event)) => mirror.cluster(event),
+            Change::Organization(Ok(event)) => mirror.organization(event),
+            _ => {}
         }
         let mut new = Vec::new();
         match change {
@@ -162,14 +172,16 @@ pub(super) async fn derive(
             Change::App(Err(e))
             | Change::Addon(Err(e))
             | Change::Project(Err(e))
-            | Change::Cluster(Err(e)) => {
+            | Change::Cluster(Err(e))
+            | Change::Organization(Err(e)) => {
                 tracing::debug!(error = %e, "event watch error; the watcher retries");
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Change::App(Ok(_))
             | Change::Addon(Ok(_))
             | Change::Project(Ok(_))
-            | Change::Cluster(Ok(_)) => {}
+            | Change::Cluster(Ok(_))
+            | Change::Organization(Ok(_)) => {}
         }
         for event in new {
             if out.send(event).is_err() {
@@ -186,4 +198,6 @@ enum Change {
     Addon(Result<watcher::Event<AddonInstance>, watcher::Error>),
     Project(Result<watcher::Event<Project>, watcher::Error>),
     Cluster(Result<watcher::Event<Cluster>, watcher::Error>),
+    /// Only for the mirror: an organization's changes make no events of their own.
+    Organization(Result<watcher::Event<Organization>, watcher::Error>),
 }

@@ -219,6 +219,7 @@ pub async fn patch(
     let updated = api
         .patch(&path.org, &patch_params(), &Patch::Merge(&patch))
         .await?;
+    state.mirror().caught_up(&updated).await;
     Ok(Json(response(&caller, &updated)))
 }
 

@@ -232,6 +232,8 @@ pub async fn create(
             ),
             other => other.into(),
         })?;
+    // Its fences hold from the caller's next request on (`fences::refusal` reads the mirror).
+    state.mirror().caught_up(&created).await;
     let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
     let created = if connected {
         confirmed(&api, created, field).await?

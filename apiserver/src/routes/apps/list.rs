@@ -36,7 +36,7 @@ pub struct ListQuery {
     pub limit: Option<u32>,
     /// The `continue` of the previous page, with the same filters.
     #[serde(rename = "continue")]
-    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[^\s]*)?$"))]
+    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9_-]*)?$"))]
     pub continue_token: Option<String>,
 }
 
@@ -61,18 +61,28 @@ pub struct AppList {
     pub continue_token: Option<String>,
 }
 
-/// Where the next page of an App list starts: an organization, and the Kubernetes `continue`
-/// of its namespace's list (none at the organization's first App). As text,
-/// `{organization}/{continue}`, which the caller passes back unread.
+/// Where the next page of an App list starts: an organization, and the last App name the page
+/// before gave in it (none at the organization's first App). As text, `{organization}/{token}`
+/// where the token is the name, versioned and base64url-encoded, which the caller passes back
+/// unread; a made-up token is refused rather than taken for a name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Cursor {
     org: String,
     after: Option<String>,
 }
 
+/// The version of the name in a cursor: a list that pages differently some day gives out
+/// another, and refuses this one by name instead of misreading it.
+const CURSOR_VERSION: &str = "v1:";
+
 impl Cursor {
     fn encode(&self) -> String {
-        format!("{}/{}", self.org, self.after.as_deref().unwrap_or_default())
+        use base64::Engine as _;
+        let after = self.after.as_deref().map_or_else(String::new, |name| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .encode(format!("{CURSOR_VERSION}{name}"))
+        });
+        format!("{}/{after}", self.org)
     }
 
     /// The error for a token this list did not give out.
@@ -81,20 +91,40 @@ impl Cursor {
     }
 
     fn decode(token: &str) -> ApiResult<Self> {
+        use base64::Engine as _;
         let (org, after) = token.split_once('/').ok_or_else(Self::foreign)?;
         if !k8s::is_name(org) {
             return Err(Self::foreign());
         }
+        let after = match after {
+            "" => None,
+            encoded => {
+                let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(encoded)
+                    .map_err(|_| Self::foreign())?;
+                let text = String::from_utf8(bytes).map_err(|_| Self::foreign())?;
+                let name = text
+                    .strip_prefix(CURSOR_VERSION)
+                    .filter(|name| k8s::is_name(name))
+                    .ok_or_else(Self::foreign)?;
+                Some(name.to_owned())
+            }
+        };
         Ok(Self {
             org: org.to_owned(),
-            after: (!after.is_empty()).then(|| after.to_owned()),
+            after,
         })
     }
 }
 
-/// The Apps you have a role on, organization by organization (by name), each in the order
-/// Kubernetes lists them. A page holds up to `limit` Apps and a `continue` when more follow;
-/// only a project's Apps are read when `project_id` is given (a field selector).
+/// The Apps you have a role on, organization by organization (by name), each by App name.
+/// A page holds up to `limit` Apps and a `continue` when more follow.
+///
+/// Served from the [`crate::mirror`], as kube-apiserver serves a list from its watch cache:
+/// Apps, Projects, Clusters and Organizations as this replica's watches last saw them, with
+/// its own App writes laid over them. A project or organization the mirror has not got, or
+/// gives the caller no role in, is read from the API server before the answer is a 404; Apps
+/// are listed from it only until the mirror has its first list.
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -112,27 +142,25 @@ pub async fn list(
             format!("one of {}", PHASES.join(", ")),
         ));
     }
-    // An empty `continue` is the first page, as in Kubernetes' own lists.
-    let cursor = query
-        .continue_token
-        .as_deref()
-        .filter(|token| !token.is_empty())
-        .map(Cursor::decode)
-        .transpose()?;
     let project_name = match &query.project_id {
-        Some(id) => {
-            let project = super::super::project(&state, &caller, id).await?;
-            project.require(Need::Read, "project")?;
-            Some((project.org.name_any(), project.object.name_any()))
-        }
+        Some(id) => Some(project_of_list(&state, &caller, id).await?),
         None => None,
     };
     let views = match (&project_name, &query.org) {
         // A project of another organization than the one asked for: none of its Apps.
         (Some((org, _)), Some(asked)) if org != asked => Vec::new(),
-        (Some((org, _)), _) => vec![super::super::org_view(&state, &caller, org).await?],
-        (None, Some(org)) => vec![super::super::org_view(&state, &caller, org).await?],
-        (None, None) => super::super::visible_orgs(&state, &caller).await?,
+        (Some((org, _)), _) | (None, Some(org)) => vec![view_of_list(&state, &caller, org).await?],
+        (None, None) => match state.mirror().organizations() {
+            Some(orgs) => {
+                let mut names: Vec<String> = orgs.iter().map(|o| o.name_any()).collect();
+                names.sort();
+                names
+                    .iter()
+                    .filter_map(|name| super::super::mirrored_org_view(&state, &caller, name))
+                    .collect()
+            }
+            None => super::super::visible_orgs(&state, &caller).await?,
+        },
     };
     if let Some(id) = &query.cluster_id
         && !views
@@ -142,6 +170,14 @@ pub async fn list(
     {
         return Err(ApiError::missing("cluster_id", "no such cluster"));
     }
+    // An empty `continue` is the first page, as in Kubernetes' own lists. Read once the
+    // filters are known good, so that a wrong filter is the error a caller hears first.
+    let cursor = query
+        .continue_token
+        .as_deref()
+        .filter(|token| !token.is_empty())
+        .map(Cursor::decode)
+        .transpose()?;
     let first = match &cursor {
         Some(cursor) => views
             .iter()
@@ -153,55 +189,96 @@ pub async fn list(
     let mut after = cursor.and_then(|c| c.after);
     let mut items = Vec::new();
     let mut next = None;
-    'orgs: for (at, view) in views.iter().enumerate().skip(first) {
-        let api: Api<App> = Api::namespaced(state.client().clone(), &view.namespace);
-        loop {
-            let mut params = ListParams::default().limit((limit - items.len()) as u32);
-            let resumed = after.is_some();
-            if let Some(token) = after.take() {
-                params = params.continue_token(&token);
+    for (at, view) in views.iter().enumerate().skip(first) {
+        let mut apps = apps_in(&state, &view.namespace).await?;
+        apps.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+        let after = after.take();
+        let listed = apps
+            .iter()
+            .filter(|app| {
+                after
+                    .as_deref()
+                    .is_none_or(|last| app.name_any().as_str() > last)
+            })
+            .filter(|app| {
+                project_name
+                    .as_ref()
+                    .is_none_or(|(_, project)| &app.spec.project == project)
+            })
+            .filter(|app| view.role_in_project(&caller, &app.spec.project).is_some())
+            .map(|app| list_item(view, app))
+            .filter(|item| query.admits(item));
+        for item in listed {
+            if items.len() == limit {
+                // One more than the page holds: the next page starts after the last given.
+                next = Some(Cursor {
+                    org: view.org.name_any(),
+                    after: items.last().map(|i: &AppResponse| i.name.clone()),
+                });
+                break;
             }
-            if let Some((_, name)) = &project_name {
-                params = params.fields(&format!("spec.project={name}"));
-            }
-            let page = api.list(&params).await.map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 410 => {
-                    ApiError::invalid("continue", "the page token expired; start again")
-                }
-                kube::Error::Api(s) if s.code == 400 && resumed => Cursor::foreign(),
-                other => other.into(),
-            })?;
-            items.extend(
-                page.items
-                    .iter()
-                    .filter(|app| view.role_in_project(&caller, &app.spec.project).is_some())
-                    .map(|app| list_item(view, app))
-                    .filter(|item| query.admits(item)),
-            );
-            let more = page.metadata.continue_.filter(|c| !c.is_empty());
-            if items.len() >= limit {
-                next = match more {
-                    Some(token) => Some(Cursor {
-                        org: view.org.name_any(),
-                        after: Some(token),
-                    }),
-                    None => views.get(at + 1).map(|v| Cursor {
-                        org: v.org.name_any(),
-                        after: None,
-                    }),
-                };
-                break 'orgs;
-            }
-            match more {
-                Some(token) => after = Some(token),
-                None => break,
-            }
+            items.push(item);
+        }
+        if next.is_some() {
+            break;
+        }
+        if items.len() == limit {
+            next = views.get(at + 1).map(|v| Cursor {
+                org: v.org.name_any(),
+                after: None,
+            });
+            break;
         }
     }
     Ok(Json(AppList {
         items,
         continue_token: next.map(|c| c.encode()),
     }))
+}
+
+/// The organization and name of the project `id` the list is filtered by, if the caller may
+/// read it: from the mirror when it is there and gives the caller a role, otherwise from the
+/// API server (which answers 404 for good).
+async fn project_of_list(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> ApiResult<(String, String)> {
+    if let Some(project) = state.mirror().project(id)
+        && let Some(view) = project
+            .namespace()
+            .as_deref()
+            .and_then(k8s::org_name_of)
+            .and_then(|org| super::super::mirrored_org_view(state, caller, org))
+        && crate::authz::require(view.project_role(caller, &project), Need::Read, "project").is_ok()
+    {
+        return Ok((view.org.name_any(), project.name_any()));
+    }
+    let project = super::super::project(state, caller, id).await?;
+    project.require(Need::Read, "project")?;
+    Ok((project.org.name_any(), project.object.name_any()))
+}
+
+/// The view of organization `org` the list reads: the mirror's, else the API server's.
+async fn view_of_list(
+    state: &AppState,
+    caller: &Caller,
+    org: &str,
+) -> ApiResult<super::super::OrgView> {
+    match super::super::mirrored_org_view(state, caller, org) {
+        Some(view) => Ok(view),
+        None => super::super::org_view(state, caller, org).await,
+    }
+}
+
+/// The Apps of `namespace`: the mirror's, or a list until it has its first one.
+async fn apps_in(state: &AppState, namespace: &str) -> ApiResult<Vec<std::sync::Arc<App>>> {
+    if let Some(apps) = state.mirror().apps_in(namespace) {
+        return Ok(apps);
+    }
+    let api: Api<App> = Api::namespaced(state.client().clone(), namespace);
+    let listed = api.list(&ListParams::default()).await?;
+    Ok(listed.items.into_iter().map(std::sync::Arc::new).collect())
 }
 
 /// An App of the list, with the ids of its project and cluster from the organization's view.

@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::App;
 use kubenest_crds::cluster::Cluster;
+use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
 use kubenest_domain::fences::{
     Amounts, Ledger, Resource, format_amount, project_use, project_uses,
@@ -128,13 +129,14 @@ pub async fn put_project_fences(
     let patch = serde_json::json!({"spec": {
         "quota": quota, "defaults": defaults, "network": network,
     }});
-    Api::<Project>::namespaced(state.client().clone(), &namespace)
+    let updated = Api::<Project>::namespaced(state.client().clone(), &namespace)
         .patch(
             &scoped.object.name_any(),
             &patch_params(),
             &Patch::Merge(&patch),
         )
         .await?;
+    state.mirror().caught_up(&updated).await;
     project_usage(State(state), caller, Path(path)).await
 }
 
@@ -162,6 +164,7 @@ pub async fn put_cluster_budget(
             &Patch::Merge(&patch),
         )
         .await?;
+    state.mirror().caught_up(&updated).await;
     Ok(Json(budget_view(updated.spec.budget.as_ref())))
 }
 
@@ -284,13 +287,7 @@ pub(crate) async fn refusal(
 ) -> ApiResult<Option<kubenest_domain::fences::FenceRefusal>> {
     let org_name =
         k8s::org_name_of(namespace).ok_or_else(|| ApiError::not_found("organization"))?;
-    let Some(org) = k8s::organization(state.client(), org_name).await? else {
-        return Err(ApiError::not_found("organization"));
-    };
-    // The fences themselves are read fresh (a handful of objects): a quota or budget just set
-    // holds from the next request on. Only the Apps, the many, come from the mirror.
-    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
-    let clusters: Vec<Cluster> = k8s::list_in(state.client(), namespace).await?;
+    let (org, projects, clusters) = fences_of(state, org_name, namespace, project).await?;
     let quota = projects
         .iter()
         .any(|p| p.name_any() == project && p.spec.quota.is_some());
@@ -335,6 +332,37 @@ pub(crate) async fn addon_refusal(
         apps: &apps,
     };
     Ok(kubenest_domain::fences::check_room(&ledger, project).err())
+}
+
+/// An organization with its Projects and Clusters, whose fences the check of a change in
+/// `project` reads: the [`crate::mirror`]'s, or the API server's until the mirror has them all
+/// (the project too). A fence set through this replica holds from the caller's next request on
+/// (the write waits for the mirror, [`crate::mirror::Mirror::caught_up`]); one set elsewhere,
+/// from the watch's delay on.
+async fn fences_of(
+    state: &AppState,
+    org_name: &str,
+    namespace: &str,
+    project: &str,
+) -> ApiResult<(Organization, Vec<Project>, Vec<Cluster>)> {
+    if let Some(objects) = state.mirror().org(org_name)
+        && objects.projects.iter().any(|p| p.name_any() == project)
+    {
+        fn owned<K: Clone>(all: &[Arc<K>]) -> Vec<K> {
+            all.iter().map(|o| (**o).clone()).collect()
+        }
+        return Ok((
+            (*objects.org).clone(),
+            owned(&objects.projects),
+            owned(&objects.clusters),
+        ));
+    }
+    let Some(org) = k8s::organization(state.client(), org_name).await? else {
+        return Err(ApiError::not_found("organization"));
+    };
+    let projects: Vec<Project> = k8s::list_in(state.client(), namespace).await?;
+    let clusters: Vec<Cluster> = k8s::list_in(state.client(), namespace).await?;
+    Ok((org, projects, clusters))
 }
 
 /// Apps as read from the API server, shared as the mirror shares them.
