@@ -84,6 +84,11 @@ pub(super) fn largest_per_sample(
         .collect()
 }
 
+/// The sum of a map of figures per sample.
+pub(super) fn total(figures: &serde_json::Map<String, Value>) -> f64 {
+    figures.values().filter_map(Value::as_f64).sum()
+}
+
 /// Requests a kube-apiserver has served so far, by verb and resource (`PATCH apps/status`),
 /// from its `apiserver_request_total` metric.
 pub(super) async fn requests_served(client: &kube::Client) -> HashMap<String, f64> {

@@ -191,8 +191,17 @@ pub(super) fn deployment_stages(object: &DynamicObject) -> Vec<(String, Stage)> 
     stages
 }
 
-/// Starts the watches behind [`Stages`].
+/// Starts the watches behind [`Stages`] for the latency rounds: the kubenest path on one
+/// workload cluster, and the peer's Deployments there.
 pub(super) fn track(management: kube::Client, workload: kube::Client) -> Stages {
+    let stages = track_apps(management, std::slice::from_ref(&workload));
+    stages.watch_direct(workload);
+    stages
+}
+
+/// Starts the watches of the kubenest path: Apps on the management cluster, StackDeploys and
+/// Deployments on each of `workloads`.
+pub(super) fn track_apps(management: kube::Client, workloads: &[kube::Client]) -> Stages {
     let stages = Stages::default();
     let kubenest = |kind: &str, plural: &str| ApiResource {
         group: "kubenest.io".into(),
@@ -208,18 +217,54 @@ pub(super) fn track(management: kube::Client, workload: kube::Client) -> Stages 
         app_stages,
     );
     let labelled = watcher::Config::default().labels(kubenest_crds::names::labels::APP_ID);
-    stages.watch(
-        workload.clone(),
-        kubenest("StackDeploy", "stackdeploys"),
-        labelled.clone(),
-        stack_deploy_stages,
-    );
-    stages.watch(
-        workload.clone(),
-        ApiResource::erase::<Deployment>(&()),
-        labelled,
-        deployment_stages,
-    );
-    stages.watch_direct(workload);
+    for workload in workloads {
+        stages.watch(
+            workload.clone(),
+            kubenest("StackDeploy", "stackdeploys"),
+            labelled.clone(),
+            stack_deploy_stages,
+        );
+        stages.watch(
+            workload.clone(),
+            ApiResource::erase::<Deployment>(&()),
+            labelled.clone(),
+            deployment_stages,
+        );
+    }
     stages
+}
+
+/// Each stage's share of the time from `started` (ms since the stage before; NaN where a stage
+/// was not seen).
+pub(super) fn shares(started: Instant, seen: [Option<Instant>; 6]) -> [f64; 6] {
+    let mut shares = [f64::NAN; 6];
+    let mut before = started;
+    for (share, at) in shares.iter_mut().zip(seen) {
+        if let Some(at) = at {
+            *share = at.saturating_duration_since(before).as_secs_f64() * 1000.0;
+            before = before.max(at);
+        }
+    }
+    shares
+}
+
+/// The stages' names, in [`Stage`] order.
+pub(super) const STAGE_NAMES: [&str; 6] = [
+    "stored", "accepted", "applied", "ready", "reported", "streamed",
+];
+
+/// Percentile `p` of each stage's shares, by stage name (stages never seen are left out).
+pub(super) fn stage_percentile(shares: &[Vec<f64>], p: f64) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    for (name, all) in STAGE_NAMES.into_iter().zip(shares) {
+        let mut all: Vec<f64> = all.iter().copied().filter(|v| v.is_finite()).collect();
+        all.sort_by(f64::total_cmp);
+        if !all.is_empty() {
+            out.insert(
+                name.to_owned(),
+                json!((super::percentile(&all, p) * 10.0).round() / 10.0),
+            );
+        }
+    }
+    out
 }
