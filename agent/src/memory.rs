@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kube::ResourceExt;
-use kubenest_contracts::{AppDeploy, AppStatus};
+use kubenest_contracts::{AppDeploy, AppPhase, AppStatus};
 
 use crate::crd::{StackDeploy, StackDeployStatus};
 use crate::report::{LastReports, Reporter};
@@ -26,6 +26,15 @@ use crate::report::{LastReports, Reporter};
 /// How often every object of an App or addon is written again even when its stamp says it is
 /// current, so changes by others to fields drift detection does not compare are healed too.
 pub const FULL_PASS_EVERY: Duration = Duration::from_secs(300);
+
+/// How long an `app.status` of a rollout still under way (`Deploying`) is held back for a newer
+/// one ([`AppMemory::report`]). Most rollouts settle sooner (a Deployment of small images is
+/// Ready in tens of milliseconds), and are then reported once instead of twice; every report
+/// costs the management cluster two status writes (the observation, then what the controllers
+/// make of it) and a reconcile. A rollout that takes longer is reported at most this often.
+/// The controllers' acceptance of the command waits longer than this for a report to ride on
+/// (`ACCEPTANCE_WAIT` there).
+pub const PROGRESS_REPORT_WAIT: Duration = Duration::from_millis(200);
 
 /// A lock whose poisoning only means a panic elsewhere; the map is still valid.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -94,6 +103,8 @@ pub struct AppMemory {
     /// agent writes that status, so this is never older than the controller's cached copy,
     /// which lags behind the write it just made (see [`AppMemory::last_written`]).
     written: Mutex<HashMap<String, (String, StackDeployStatus)>>,
+    /// Reports of rollouts under way held back for a newer one, by App id.
+    held_back: Arc<Mutex<HashMap<String, AppStatus>>>,
 }
 
 impl AppMemory {
@@ -118,10 +129,32 @@ impl AppMemory {
         lock(&self.written).insert(key, (held.uid().unwrap_or_default(), status));
     }
 
-    /// Sends `status` and remembers it as the App's last report.
+    /// Sends `status` and remembers it as the App's last report. A report of a rollout under
+    /// way (`Deploying`) is held back for [`PROGRESS_REPORT_WAIT`]: a newer one in that time
+    /// takes its place, and any other phase (the rollout settled, failed, was paused) is sent
+    /// at once with nothing held back left behind it.
     pub fn report(&self, reporter: &Reporter, status: AppStatus) {
         self.reported.record(&status);
-        reporter.report(status);
+        let app_id = status.app_id.to_string();
+        if status.phase != AppPhase::Deploying {
+            lock(&self.held_back).remove(&app_id);
+            reporter.report(status);
+            return;
+        }
+        if lock(&self.held_back)
+            .insert(app_id.clone(), status)
+            .is_some()
+        {
+            return; // the wait already running sends this one
+        }
+        let (held_back, reporter) = (self.held_back.clone(), reporter.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(PROGRESS_REPORT_WAIT).await;
+            let newest = lock(&held_back).remove(&app_id);
+            if let Some(status) = newest {
+                reporter.report(status);
+            }
+        });
     }
 
     /// Whether `deploy` is exactly what this process last stored for its App.
@@ -154,6 +187,7 @@ impl AppMemory {
     /// Forgets everything about `app_id` (the App is gone).
     pub fn forget(&self, app_id: &str) {
         lock(&self.written).remove(app_id);
+        lock(&self.held_back).remove(app_id);
         self.forget_stored(app_id);
         self.reported.forget(app_id);
     }
@@ -229,6 +263,34 @@ mod tests {
             !apps.already_stored(&deploy),
             "someone else wrote the StackDeploy: a re-send is written again"
         );
+    }
+
+    fn report(phase: AppPhase, sequence: u64) -> AppStatus {
+        serde_json::from_value(serde_json::json!({
+            "app_id": "a1", "observed_revision": "r1", "phase": phase, "components": [],
+            "observed_at": "2026-12-07T00:00:00Z", "sequence": sequence,
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_report_of_a_rollout_under_way_gives_way_to_a_newer_one_and_a_settled_one_goes_at_once()
+     {
+        let (reporter, mut sent, connected) = Reporter::new();
+        connected.send(true).unwrap();
+        let apps = AppMemory::default();
+        let sequence = |m: Option<kubenest_contracts::Message>| match m {
+            Some(kubenest_contracts::Message::AppStatus(s)) => Some(s.sequence),
+            _ => None,
+        };
+        apps.report(&reporter, report(AppPhase::Deploying, 1));
+        apps.report(&reporter, report(AppPhase::Deploying, 2));
+        assert_eq!(sequence(sent.recv().await), Some(2), "only the newest goes");
+        apps.report(&reporter, report(AppPhase::Deploying, 3));
+        apps.report(&reporter, report(AppPhase::Running, 4));
+        assert_eq!(sequence(sent.recv().await), Some(4), "settled: at once");
+        let late = tokio::time::timeout(PROGRESS_REPORT_WAIT * 3, sent.recv()).await;
+        assert!(late.is_err(), "the report it replaced never follows");
     }
 
     #[test]

@@ -169,9 +169,12 @@ fn a_git_workload_is_built_pushed_to_a_private_registry_and_run_and_a_failed_bui
                 &[("username", "builder"), ("password", &git_password)],
             ))
             .await;
+        // A report newer than the refusal: until the agent reports again, the refusal is the
+        // latest (a report of the build under way is held back a moment for a newer one).
         let running = backend
             .app_status("the built App Running", BUILD, &app_id, |s| {
-                s.observed_revision == revision
+                s.sequence > refused.sequence
+                    && s.observed_revision == revision
                     && matches!(s.phase, AppPhase::Running | AppPhase::Failed)
             })
             .await;

@@ -16,10 +16,11 @@ use tokio_util::sync::CancellationToken;
 use super::{LANES, patch_status};
 
 /// How long an agent's acceptance of an `app.deploy` waits for a status of the same App, to be
-/// written with it. The agent reports the App right after applying it, a few milliseconds after
-/// accepting; written together, that is one App write (and one reconcile) instead of two. Only
-/// the controllers' re-send timer reads the acceptance, and it runs for seconds.
-pub(super) const ACCEPTANCE_WAIT: Duration = Duration::from_millis(100);
+/// written with it. The agent reports the App once its rollout settles, or after holding a
+/// report of a rollout under way for 200 ms (`PROGRESS_REPORT_WAIT` in the agent); written
+/// together, that is one App write (and one reconcile) instead of two. Only the controllers'
+/// re-send timer reads the acceptance, and it runs for seconds.
+pub(super) const ACCEPTANCE_WAIT: Duration = Duration::from_millis(300);
 
 /// An acceptance of `app.deploy` not written yet.
 #[derive(Debug)]
