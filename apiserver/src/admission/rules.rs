@@ -24,6 +24,7 @@ use kubenest_domain::app::ways_out::{AddonChange, Change};
 use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, ApiResult};
+use crate::k8s;
 use crate::routes::{addons, apps, ways_out};
 use crate::state::AppState;
 
@@ -107,7 +108,14 @@ fn members(members: &[Member]) -> ApiResult<()> {
     }
 }
 
+/// Whether project `name` exists: the [`crate::mirror`] says so, or else the API server does.
 async fn project_exists(state: &AppState, namespace: &str, name: &str) -> ApiResult<()> {
+    let mirrored = k8s::org_name_of(namespace)
+        .and_then(|org| state.mirror().org(org))
+        .is_some_and(|org| org.projects.iter().any(|p| p.name_any() == name));
+    if mirrored {
+        return Ok(());
+    }
     let api: Api<Project> = Api::namespaced(state.client().clone(), namespace);
     match api.get_opt(name).await? {
         Some(_) => Ok(()),
