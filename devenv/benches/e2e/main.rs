@@ -13,6 +13,8 @@
 //! by program.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// The one line of figures is a `json!` of more keys than the macro recurses through by default.
+#![recursion_limit = "256"]
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -96,7 +98,7 @@ async fn through_kubenest(
     stages: &Stages,
     project_id: &str,
     name: &str,
-) -> (f64, [f64; 6]) {
+) -> (f64, [f64; STAGES]) {
     let started = Instant::now();
     let app = admin
         .post("/api/v1/apps", &app_body(project_id, name))
@@ -113,7 +115,7 @@ async fn through_kubenest(
     );
     (
         (done - started).as_secs_f64() * 1000.0,
-        shares(started, stages.get(&id)),
+        stage_shares(started, stages.get(&id)),
     )
 }
 
@@ -239,7 +241,7 @@ async fn bench() {
     let stages = track(management.clone(), east.clone());
     stages.stream(&admin, &east_project).await;
     let (mut kubenest, mut kubectl) = (Vec::new(), Vec::new());
-    let mut shares: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    let mut shares: Vec<Vec<f64>> = vec![Vec::new(); STAGES];
     let (mut cpu_ours, mut cpu_theirs) = (HashMap::new(), HashMap::new());
     // The management cluster's requests over each side's rounds: what an App costs it, and
     // what it serves anyway (leases, heartbeats) while the direct side runs.
@@ -316,8 +318,13 @@ async fn bench() {
     // The peer first: the same objects applied directly, half on each cluster.
     let west = env.cluster("west").unwrap().client().await.unwrap();
     direct_namespace(&west).await;
+    // What each fleet cost in CPU, by program: on two cores, the floor of its converge time
+    // is the total over two.
+    let before_direct = cpu_by_program();
     let (direct_converge, direct_ready_at_cap) =
         direct_fleet(&[east.clone(), west.clone()], fleet).await;
+    let mut fleet_cpu_direct = HashMap::new();
+    add_growth(&mut fleet_cpu_direct, &before_direct, &cpu_by_program());
 
     // 1,000 Apps across both clusters: created 16 at a time, then until all run. The
     // latency rounds' watches stop first (the peer's watch would only load the fleet); the
@@ -328,6 +335,7 @@ async fn bench() {
     for project in &projects {
         streams.stream(&admin, project).await;
     }
+    let before_fleet = cpu_by_program();
     let started = Instant::now();
     let poster = admin.clone();
     let mut posts = futures::stream::iter((0..fleet).map(|i| {
@@ -344,10 +352,13 @@ async fn bench() {
     .buffer_unordered(16);
     let mut ids = Vec::with_capacity(fleet);
     let mut posted_at = HashMap::with_capacity(fleet);
+    let mut post_ms = Vec::with_capacity(fleet);
     while let Some((id, posted)) = posts.next().await {
+        post_ms.push(posted.elapsed().as_secs_f64() * 1000.0);
         posted_at.insert(id.clone(), posted);
         ids.push(id);
     }
+    post_ms.sort_by(f64::total_cmp);
     drop(posts);
     let created = started.elapsed().as_secs_f64();
     let lister = admin.clone();
@@ -362,13 +373,24 @@ async fn bench() {
         })
         .await;
     streams.stop();
+    let mut fleet_cpu = HashMap::new();
+    add_growth(&mut fleet_cpu, &before_fleet, &cpu_by_program());
+    let (fleet_cpu, fleet_cpu_direct) = (
+        per_sample(&fleet_cpu, fleet),
+        per_sample(&fleet_cpu_direct, fleet),
+    );
+    eprintln!("fleet: CPU ms per App by program {fleet_cpu:?}");
+    eprintln!("fleet: CPU ms per direct apply by program {fleet_cpu_direct:?}");
     // Where each App's time went, from its POST, and when the last App seen Running got there
     // (past the cap too: how far the fleet got, and how fast).
-    let mut fleet_shares: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    let mut fleet_shares: Vec<Vec<f64>> = vec![Vec::new(); STAGES];
     let mut last_running: Option<f64> = None;
     for id in &ids {
         let seen = streams.get(id);
-        for (all, part) in fleet_shares.iter_mut().zip(shares(posted_at[id], seen)) {
+        for (all, part) in fleet_shares
+            .iter_mut()
+            .zip(stage_shares(posted_at[id], seen))
+        {
             all.push(part);
         }
         if let Some(at) = seen[Stage::Streamed as usize] {
@@ -410,6 +432,12 @@ async fn bench() {
             "fleet_stage_p50_ms": fleet_p50,
             "fleet_stage_p99_ms": fleet_p99,
             "fleet_last_running_s": last_running.map(round),
+            "fleet_post_p50_ms": round(percentile(&post_ms, 50.0)),
+            "fleet_post_p99_ms": round(percentile(&post_ms, 99.0)),
+            "fleet_cpu_ms_per_app": fleet_cpu,
+            "fleet_cpu_ms_per_app_total": round(total(&fleet_cpu)),
+            "fleet_cpu_ms_per_direct": fleet_cpu_direct,
+            "fleet_cpu_ms_per_direct_total": round(total(&fleet_cpu_direct)),
             "cpu_ms_per_app": cpu_ours,
             "cpu_ms_per_direct": cpu_theirs,
             "mgmt_requests_per_app": requests_ours,

@@ -14,16 +14,21 @@ pub(super) enum Stage {
     /// The Deployment is Ready (scheduled, kwok's pod Ready, the ReplicaSet and Deployment
     /// controllers caught up).
     Ready,
+    /// The agent wrote Running into the StackDeploy's status (right after it sent the report).
+    Observed,
     /// The App's status says Running on the management cluster.
     Reported,
     /// The API's event stream said so.
     Streamed,
 }
 
+/// How many stages there are.
+pub(super) const STAGES: usize = 7;
+
 /// When each App reached each stage, by App id.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Stages {
-    seen: Arc<Mutex<HashMap<String, [Option<Instant>; 6]>>>,
+    seen: Arc<Mutex<HashMap<String, [Option<Instant>; STAGES]>>>,
     changed: Arc<tokio::sync::Notify>,
     /// The watches and streams marking stages.
     tasks: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
@@ -36,7 +41,7 @@ impl Stages {
         self.changed.notify_waiters();
     }
 
-    pub(super) fn get(&self, app_id: &str) -> [Option<Instant>; 6] {
+    pub(super) fn get(&self, app_id: &str) -> [Option<Instant>; STAGES] {
         self.seen
             .lock()
             .unwrap()
@@ -167,7 +172,13 @@ pub(super) fn stack_deploy_stages(object: &DynamicObject) -> Vec<(String, Stage)
         .labels
         .as_ref()
         .and_then(|l| l.get(kubenest_crds::names::labels::APP_ID))
-        .map(|id| vec![(id.clone(), Stage::Accepted)])
+        .map(|id| {
+            let mut stages = vec![(id.clone(), Stage::Accepted)];
+            if object.data["status"]["phase"] == "Running" {
+                stages.push((id.clone(), Stage::Observed));
+            }
+            stages
+        })
         .unwrap_or_default()
 }
 
@@ -236,8 +247,8 @@ pub(super) fn track_apps(management: kube::Client, workloads: &[kube::Client]) -
 
 /// Each stage's share of the time from `started` (ms since the stage before; NaN where a stage
 /// was not seen).
-pub(super) fn shares(started: Instant, seen: [Option<Instant>; 6]) -> [f64; 6] {
-    let mut shares = [f64::NAN; 6];
+pub(super) fn stage_shares(started: Instant, seen: [Option<Instant>; STAGES]) -> [f64; STAGES] {
+    let mut shares = [f64::NAN; STAGES];
     let mut before = started;
     for (share, at) in shares.iter_mut().zip(seen) {
         if let Some(at) = at {
@@ -249,8 +260,8 @@ pub(super) fn shares(started: Instant, seen: [Option<Instant>; 6]) -> [f64; 6] {
 }
 
 /// The stages' names, in [`Stage`] order.
-pub(super) const STAGE_NAMES: [&str; 6] = [
-    "stored", "accepted", "applied", "ready", "reported", "streamed",
+pub(super) const STAGE_NAMES: [&str; STAGES] = [
+    "stored", "accepted", "applied", "ready", "observed", "reported", "streamed",
 ];
 
 /// Percentile `p` of each stage's shares, by stage name (stages never seen are left out).
