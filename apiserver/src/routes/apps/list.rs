@@ -191,7 +191,7 @@ pub async fn list(
     let mut next = None;
     for (at, view) in views.iter().enumerate().skip(first) {
         let mut apps = apps_in(&state, &view.namespace).await?;
-        apps.sort_by(|a, b| a.name_any().cmp(&b.name_any()));
+        apps.sort_by_key(|a| a.name_any());
         let after = after.take();
         let listed = apps
             .iter()
