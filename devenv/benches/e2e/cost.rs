@@ -84,13 +84,18 @@ pub(super) fn largest_per_sample(
         .collect()
 }
 
-/// The sum of a map of figures per sample.
+/// The sum of a map of figures per sample (requests: the watch events sent are not requests).
 pub(super) fn total(figures: &serde_json::Map<String, Value>) -> f64 {
-    figures.values().filter_map(Value::as_f64).sum()
+    figures
+        .iter()
+        .filter(|(name, _)| !name.starts_with("WATCH-EVENT"))
+        .filter_map(|(_, v)| v.as_f64())
+        .sum()
 }
 
 /// Requests a kube-apiserver has served so far, by verb and resource (`PATCH apps/status`),
-/// from its `apiserver_request_total` metric.
+/// from its `apiserver_request_total` metric, and the watch events it has sent by kind
+/// (`WATCH-EVENT App`), from `apiserver_watch_events_total`.
 pub(super) async fn requests_served(client: &kube::Client) -> HashMap<String, f64> {
     let mut served = HashMap::new();
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
@@ -98,8 +103,13 @@ pub(super) async fn requests_served(client: &kube::Client) -> HashMap<String, f6
         return served;
     };
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
-            continue;
+        // Watch events sent, by kind: what each write costs in fan-out to the watchers.
+        let (rest, watched) = match line.strip_prefix("apiserver_request_total{") {
+            Some(rest) => (rest, false),
+            None => match line.strip_prefix("apiserver_watch_events_total{") {
+                Some(rest) => (rest, true),
+                None => continue,
+            },
         };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
             continue;
@@ -111,13 +121,18 @@ pub(super) async fn requests_served(client: &kube::Client) -> HashMap<String, f6
                 .map(|v| v.trim_end_matches('"').to_owned())
                 .unwrap_or_default()
         };
+        let count: f64 = value.trim().parse().unwrap_or(0.0);
+        if watched {
+            let kind = [label("resource"), label("kind")].concat();
+            *served.entry(format!("WATCH-EVENT {kind}")).or_default() += count;
+            continue;
+        }
         let (resource, subresource) = (label("resource"), label("subresource"));
         let what = if subresource.is_empty() {
             resource
         } else {
             format!("{resource}/{subresource}")
         };
-        let count: f64 = value.trim().parse().unwrap_or(0.0);
         *served
             .entry(format!("{} {what}", label("verb")))
             .or_default() += count;

@@ -335,6 +335,7 @@ async fn bench() {
     for project in &projects {
         streams.stream(&admin, project).await;
     }
+    let served_before_fleet = counts(&management, &east).await;
     let before_fleet = cpu_by_program();
     let started = Instant::now();
     let poster = admin.clone();
@@ -375,6 +376,14 @@ async fn bench() {
     streams.stop();
     let mut fleet_cpu = HashMap::new();
     add_growth(&mut fleet_cpu, &before_fleet, &cpu_by_program());
+    let mut fleet_requests = HashMap::new();
+    add_growth(
+        &mut fleet_requests,
+        &served_before_fleet.0,
+        &counts(&management, &east).await.0,
+    );
+    let fleet_requests = largest_per_sample(&fleet_requests, fleet, 1.0, 0.1);
+    eprintln!("fleet: management API requests and watch events per App {fleet_requests:?}");
     let (fleet_cpu, fleet_cpu_direct) = (
         per_sample(&fleet_cpu, fleet),
         per_sample(&fleet_cpu_direct, fleet),
@@ -434,6 +443,7 @@ async fn bench() {
             "fleet_last_running_s": last_running.map(round),
             "fleet_post_p50_ms": round(percentile(&post_ms, 50.0)),
             "fleet_post_p99_ms": round(percentile(&post_ms, 99.0)),
+            "fleet_mgmt_requests_per_app": fleet_requests,
             "fleet_cpu_ms_per_app": fleet_cpu,
             "fleet_cpu_ms_per_app_total": round(total(&fleet_cpu)),
             "fleet_cpu_ms_per_direct": fleet_cpu_direct,
