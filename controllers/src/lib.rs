@@ -31,6 +31,7 @@ pub mod deadline;
 pub mod events;
 pub mod intents;
 pub mod metrics;
+pub mod newest;
 pub mod organization;
 pub mod patch;
 pub mod placement;

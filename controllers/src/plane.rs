@@ -36,6 +36,8 @@ pub struct Plane {
     pub app_triggers: mpsc::Sender<ObjectRef<App>>,
     /// Where the controllers' Kubernetes Events go.
     pub events: EventSink,
+    /// The Apps as this process last wrote them, newer than the cache until it catches up.
+    pub apps_written: crate::newest::Newest<App>,
 }
 
 impl std::fmt::Debug for Plane {

@@ -91,6 +91,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Disp
             metrics.events.clone(),
             shutdown.child_token(),
         ),
+        apps_written: Default::default(),
     });
     let stop = || {
         let shutdown = shutdown.clone();

@@ -21,6 +21,8 @@ pub use crate::reconcile::Error;
 use crate::reconcile::{error_policy, key_of};
 
 async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
+    // Judged on this process's own last write when the cache has not caught up with it.
+    let app = plane.apps_written.of(app);
     let key = key_of(&*app)?;
     if app.metadata.deletion_timestamp.is_none() {
         return rollout::apply(&app, &plane, &key).await;
@@ -31,6 +33,7 @@ async fn reconcile(app: Arc<App>, plane: Arc<Plane>) -> Result<Action, Error> {
     match cleanup(&app, &plane, &key).await? {
         Cleanup::Done => {
             holding::release(&app, &plane, &key).await?;
+            plane.apps_written.forget(&key.uid);
             Ok(Action::await_change())
         }
         // An expected wait, not a failed reconcile.

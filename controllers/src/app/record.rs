@@ -77,7 +77,7 @@ pub(super) async fn write_status(
     if old == new {
         return Ok(());
     }
-    Api::<App>::namespaced(plane.client.clone(), &key.namespace)
+    let written = Api::<App>::namespaced(plane.client.clone(), &key.namespace)
         .patch_status(
             &key.name,
             &PatchParams::default(),
@@ -85,6 +85,7 @@ pub(super) async fn write_status(
         )
         .await
         .at("patching the status of App", key)?;
+    plane.apps_written.wrote(written);
     plane.events.emit_to(
         &crate::events::reference::<App>(key),
         crate::events::app_events(old, new),

@@ -254,6 +254,7 @@ impl Router {
         let Some(app) = self.caches.app_on(cluster_id, status.app_id.as_str()) else {
             return self.stray(cluster_id, "app.status");
         };
+        let app = self.plane.apps_written.of(app);
         let current = app.status.clone().unwrap_or_default();
         if current
             .observed_sequence
@@ -297,7 +298,14 @@ impl Router {
             gitops_error,
             accepted_revision: accepted.clone(),
         };
-        let written = patch_status(&self.plane.client, &*app, &observed).await;
+        let namespace = app.namespace().unwrap_or_default();
+        let written = merge_status(
+            &Api::<kubenest_crds::app::App>::namespaced(self.plane.client.clone(), &namespace),
+            &app.name_any(),
+            &observed,
+        )
+        .await
+        .map(|written| self.plane.apps_written.wrote(written));
         if written.is_err()
             && let Some(revision) = accepted
         {

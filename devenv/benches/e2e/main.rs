@@ -335,6 +335,7 @@ async fn bench() {
     for project in &projects {
         streams.stream(&admin, project).await;
     }
+    let changes = StatusChanges::watch(management.clone());
     let served_before_fleet = counts(&management, &east).await;
     let before_fleet = cpu_by_program();
     let started = Instant::now();
@@ -383,6 +384,9 @@ async fn bench() {
         &counts(&management, &east).await.0,
     );
     let fleet_requests = largest_per_sample(&fleet_requests, fleet, 1.0, 0.1);
+    // The latency rounds' Apps are in the count too (their versions while the fleet ran).
+    let status_changes = changes.stop(fleet);
+    eprintln!("fleet: App status versions and changes of each field per App {status_changes:?}");
     eprintln!("fleet: management API requests and watch events per App {fleet_requests:?}");
     let (fleet_cpu, fleet_cpu_direct) = (
         per_sample(&fleet_cpu, fleet),
@@ -444,6 +448,7 @@ async fn bench() {
             "fleet_post_p50_ms": round(percentile(&post_ms, 50.0)),
             "fleet_post_p99_ms": round(percentile(&post_ms, 99.0)),
             "fleet_mgmt_requests_per_app": fleet_requests,
+            "fleet_app_status_changes_per_app": status_changes,
             "fleet_cpu_ms_per_app": fleet_cpu,
             "fleet_cpu_ms_per_app_total": round(total(&fleet_cpu)),
             "fleet_cpu_ms_per_direct": fleet_cpu_direct,

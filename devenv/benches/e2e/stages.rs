@@ -279,3 +279,90 @@ pub(super) fn stage_percentile(shares: &[Vec<f64>], p: f64) -> serde_json::Map<S
     }
     out
 }
+
+/// Which fields of the Apps' status change, over all their writes: how many times each
+/// top-level status field changed between one version of an App and the next, as a watch of
+/// the management cluster sees them (a write the watch coalesced counts once).
+#[derive(Debug, Clone, Default)]
+pub(super) struct StatusChanges {
+    counts: Arc<Mutex<HashMap<String, f64>>>,
+    task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
+}
+
+impl StatusChanges {
+    /// Starts counting on `management`.
+    pub(super) fn watch(management: kube::Client) -> Self {
+        let this = Self::default();
+        let counts = this.counts.clone();
+        let resource = ApiResource {
+            group: "kubenest.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "kubenest.io/v1alpha1".into(),
+            kind: "App".into(),
+            plural: "apps".into(),
+        };
+        let task = tokio::spawn(async move {
+            let api: Api<DynamicObject> = Api::all_with(management, &resource);
+            let mut last: HashMap<String, Value> = HashMap::new();
+            let mut events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                let Ok(watcher::Event::Apply(app) | watcher::Event::InitApply(app)) = event else {
+                    continue;
+                };
+                let Some(uid) = app.metadata.uid.clone() else {
+                    continue;
+                };
+                let status = app.data["status"].clone();
+                let before = last.insert(uid, status.clone()).unwrap_or(Value::Null);
+                let mut counts = counts.lock().unwrap();
+                *counts.entry("(versions)".into()).or_default() += 1.0;
+                let (Some(new), old) = (status.as_object(), before.as_object()) else {
+                    continue;
+                };
+                for (field, value) in new {
+                    if old.and_then(|o| o.get(field)) != Some(value) {
+                        *counts.entry(field.clone()).or_default() += 1.0;
+                    }
+                }
+                // Which condition changed, to what reason, and in what part.
+                let listed = |status: &Value| -> Vec<Value> {
+                    status["conditions"].as_array().cloned().unwrap_or_default()
+                };
+                let old_conditions = listed(&before);
+                for condition in listed(&status) {
+                    let kind = condition["type"].as_str().unwrap_or("?").to_owned();
+                    let was = old_conditions
+                        .iter()
+                        .find(|c| c["type"] == condition["type"]);
+                    if was == Some(&condition) {
+                        continue;
+                    }
+                    let reason = condition["reason"].as_str().unwrap_or("?");
+                    let part = match was {
+                        None => "new",
+                        Some(w) if w["reason"] != condition["reason"] => "reason",
+                        Some(w) if w["status"] != condition["status"] => "status",
+                        Some(w) if w["message"] != condition["message"] => "message",
+                        Some(_) => "other",
+                    };
+                    *counts
+                        .entry(format!("conditions[{kind}] {part} -> {reason}"))
+                        .or_default() += 1.0;
+                }
+            }
+        });
+        *this.task.lock().unwrap() = Some(task);
+        this
+    }
+
+    /// Stops counting, and returns each field's changes per App of `apps`, the most first.
+    pub(super) fn stop(&self, apps: usize) -> serde_json::Map<String, Value> {
+        if let Some(task) = self.task.lock().unwrap().take() {
+            task.abort();
+        }
+        let counts = self.counts.lock().unwrap().clone();
+        super::largest_per_sample(&counts, apps, 1.0, 0.1)
+    }
+}
