@@ -80,22 +80,27 @@ fn the_console_operates_the_fleet_in_chromium() {
         }
         system.wait_connected(CONVERGE).await.unwrap();
 
-        let mut script = Command::new("node");
-        script
-            .arg("e2e/run.mjs")
-            .env("KUBENEST_CONSOLE", system.console_url().unwrap())
-            .env("KUBENEST_API", system.api_url())
-            .env("KUBENEST_ADMIN_USER", &system.options().admin_user)
-            .env("KUBENEST_ADMIN_PASSWORD", &system.options().admin_password)
-            .env("KUBENEST_ORG", &system.options().org)
-            .env("KUBENEST_KUBECTL", &bins.kubectl)
-            .env(
-                "KUBENEST_CLUSTERS",
-                env.workloads()
-                    .map(|c| c.name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
+        // Where the system is, for both browser scripts.
+        let node = |script: &str| {
+            let mut command = Command::new("node");
+            command
+                .arg(script)
+                .env("KUBENEST_CONSOLE", system.console_url().unwrap())
+                .env("KUBENEST_API", system.api_url())
+                .env("KUBENEST_ADMIN_USER", &system.options().admin_user)
+                .env("KUBENEST_ADMIN_PASSWORD", &system.options().admin_password)
+                .env("KUBENEST_ORG", &system.options().org)
+                .env("KUBENEST_KUBECTL", &bins.kubectl);
+            command
+        };
+        let mut script = node("e2e/run.mjs");
+        script.env(
+            "KUBENEST_CLUSTERS",
+            env.workloads()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         for cluster in env.workloads() {
             script.env(
                 format!("KUBENEST_KUBECONFIG_{}", cluster.name().to_uppercase()),
@@ -104,16 +109,9 @@ fn the_console_operates_the_fleet_in_chromium() {
         }
         // The console's benchmark (bench/console), at a tiny size: that every step of it still
         // runs, so that it cannot break unseen (its figures mean nothing here).
-        let mut bench = Command::new("node");
+        let mut bench = node("../bench/console/measure.mjs");
         bench
-            .arg("../bench/console/measure.mjs")
             .env("KUBENEST_BENCH_TINY", "1")
-            .env("KUBENEST_CONSOLE", system.console_url().unwrap())
-            .env("KUBENEST_API", system.api_url())
-            .env("KUBENEST_ADMIN_USER", &system.options().admin_user)
-            .env("KUBENEST_ADMIN_PASSWORD", &system.options().admin_password)
-            .env("KUBENEST_ORG", &system.options().org)
-            .env("KUBENEST_KUBECTL", &bins.kubectl)
             .env("KUBENEST_CLUSTER_ID_EAST", &cluster_ids[0])
             .env(
                 "KUBENEST_MGMT_KUBECONFIG",
