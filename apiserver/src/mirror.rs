@@ -117,6 +117,20 @@ pub struct OrgObjects {
     pub projects: Vec<Arc<Project>>,
 }
 
+impl OrgObjects {
+    /// Copies of the objects, for the views and checks that own what they read.
+    pub fn owned(&self) -> (Organization, Vec<Cluster>, Vec<Project>) {
+        fn owned<K: Clone>(all: &[Arc<K>]) -> Vec<K> {
+            all.iter().map(|o| (**o).clone()).collect()
+        }
+        (
+            (*self.org).clone(),
+            owned(&self.clusters),
+            owned(&self.projects),
+        )
+    }
+}
+
 impl Mirror {
     pub fn new() -> (Arc<Self>, MirrorWriter) {
         use kube::runtime::reflector::store;

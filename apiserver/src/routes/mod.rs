@@ -8,6 +8,7 @@ pub mod audit;
 pub mod clusters;
 pub mod fences;
 pub mod ingress_ca;
+pub mod mirrored;
 pub mod orgs;
 pub mod projects;
 pub mod registry;
@@ -204,29 +205,6 @@ pub async fn project(state: &AppState, caller: &Caller, id: &str) -> ApiResult<S
     scope_project(state, caller, project.clone(), org, project).await
 }
 
-/// The project `id` with the caller's role on it, as the [`crate::mirror`] holds them; `None`
-/// when the mirror has not got it (or its organization).
-fn mirrored_project(state: &AppState, caller: &Caller, id: &str) -> Option<Scoped<Project>> {
-    let project = state.mirror().project(id)?;
-    let org_name = k8s::org_name_of(&project.namespace()?)?.to_owned();
-    let objects = state.mirror().org(&org_name)?;
-    crate::audit::note_org(&org_name);
-    let cluster = objects
-        .clusters
-        .iter()
-        .find(|c| c.name_any() == project.spec.cluster)
-        .map(|c| (**c).clone());
-    let org = (*objects.org).clone();
-    let role = authz::role_at(caller, &org, cluster.as_ref(), Some(&project));
-    Some(Scoped {
-        object: (*project).clone(),
-        org,
-        cluster,
-        project: Some((*project).clone()),
-        role,
-    })
-}
-
 /// The project `id` (a body's `project_id`) if the caller may create in it: an unknown or
 /// invisible project is a 404 on `project_id`, a role too weak a 403.
 pub async fn writable_project(
@@ -237,7 +215,7 @@ pub async fn writable_project(
     let no_such = || ApiError::missing("project_id", "no such project");
     // The mirror's project when it lets the caller write there: a create then makes no reads
     // of the management cluster before its write. Anything else asks the API server.
-    if let Some(project) = mirrored_project(state, caller, id)
+    if let Some(project) = mirrored::project(state, caller, id)
         && project.require(Need::Write, "project").is_ok()
     {
         return Ok(project);
@@ -335,23 +313,6 @@ pub async fn org_view(state: &AppState, caller: &Caller, name: &str) -> ApiResul
         namespace,
         clusters,
         projects,
-    })
-}
-
-/// Organization `name` as the [`crate::mirror`] holds it, if the caller sees it there; `None`
-/// when the mirror has not got it or the caller sees it not (the caller then asks
-/// [`org_view`], which reads the API server and answers 404 for good).
-pub fn mirrored_org_view(state: &AppState, caller: &Caller, name: &str) -> Option<OrgView> {
-    let objects = state.mirror().org(name)?;
-    let view = OrgView {
-        org: (*objects.org).clone(),
-        namespace: k8s::namespace_of(name).ok()?,
-        clusters: objects.clusters.iter().map(|c| (**c).clone()).collect(),
-        projects: objects.projects.iter().map(|p| (**p).clone()).collect(),
-    };
-    authz::sees_org(caller, &view.org, &view.clusters, &view.projects).then(|| {
-        crate::audit::note_org(name);
-        view
     })
 }
 

@@ -5,7 +5,6 @@ use crate::extract::Query;
 use axum::Json;
 use axum::extract::State;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
 use kubenest_crds::App;
 use kubenest_domain::app::PHASES;
 use schemars::JsonSchema;
@@ -156,7 +155,7 @@ pub async fn list(
                 names.sort();
                 names
                     .iter()
-                    .filter_map(|name| super::super::mirrored_org_view(&state, &caller, name))
+                    .filter_map(|name| super::super::mirrored::org_view(&state, &caller, name))
                     .collect()
             }
             None => super::super::visible_orgs(&state, &caller).await?,
@@ -190,7 +189,7 @@ pub async fn list(
     let mut items = Vec::new();
     let mut next = None;
     for (at, view) in views.iter().enumerate().skip(first) {
-        let mut apps = apps_in(&state, &view.namespace).await?;
+        let mut apps = super::super::mirrored::apps_in(&state, &view.namespace).await?;
         apps.sort_by_key(|a| a.name_any());
         let after = after.take();
         let listed = apps
@@ -249,7 +248,7 @@ async fn project_of_list(
             .namespace()
             .as_deref()
             .and_then(k8s::org_name_of)
-            .and_then(|org| super::super::mirrored_org_view(state, caller, org))
+            .and_then(|org| super::super::mirrored::org_view(state, caller, org))
         && crate::authz::require(view.project_role(caller, &project), Need::Read, "project").is_ok()
     {
         return Ok((view.org.name_any(), project.name_any()));
@@ -265,20 +264,10 @@ async fn view_of_list(
     caller: &Caller,
     org: &str,
 ) -> ApiResult<super::super::OrgView> {
-    match super::super::mirrored_org_view(state, caller, org) {
+    match super::super::mirrored::org_view(state, caller, org) {
         Some(view) => Ok(view),
         None => super::super::org_view(state, caller, org).await,
     }
-}
-
-/// The Apps of `namespace`: the mirror's, or a list until it has its first one.
-async fn apps_in(state: &AppState, namespace: &str) -> ApiResult<Vec<std::sync::Arc<App>>> {
-    if let Some(apps) = state.mirror().apps_in(namespace) {
-        return Ok(apps);
-    }
-    let api: Api<App> = Api::namespaced(state.client().clone(), namespace);
-    let listed = api.list(&ListParams::default()).await?;
-    Ok(listed.items.into_iter().map(std::sync::Arc::new).collect())
 }
 
 /// An App of the list, with the ids of its project and cluster from the organization's view.

@@ -295,7 +295,7 @@ pub(crate) async fn refusal(
     if !quota && !budgeted {
         return Ok(None);
     }
-    let apps = apps_of(state, namespace).await?;
+    let apps = super::mirrored::apps_in(state, namespace).await?;
     let ledger = Ledger {
         org: &org,
         clusters: &clusters,
@@ -324,7 +324,7 @@ pub(crate) async fn addon_refusal(
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
     };
-    let apps = apps_of(state, namespace).await?;
+    let apps = super::mirrored::apps_in(state, namespace).await?;
     let ledger = Ledger {
         org: &org,
         clusters: &[],
@@ -348,14 +348,8 @@ async fn fences_of(
     if let Some(objects) = state.mirror().org(org_name)
         && objects.projects.iter().any(|p| p.name_any() == project)
     {
-        fn owned<K: Clone>(all: &[Arc<K>]) -> Vec<K> {
-            all.iter().map(|o| (**o).clone()).collect()
-        }
-        return Ok((
-            (*objects.org).clone(),
-            owned(&objects.projects),
-            owned(&objects.clusters),
-        ));
+        let (org, clusters, projects) = objects.owned();
+        return Ok((org, projects, clusters));
     }
     let Some(org) = k8s::organization(state.client(), org_name).await? else {
         return Err(ApiError::not_found("organization"));
@@ -368,13 +362,4 @@ async fn fences_of(
 /// Apps as read from the API server, shared as the mirror shares them.
 fn listed(apps: Vec<App>) -> Vec<Arc<App>> {
     apps.into_iter().map(Arc::new).collect()
-}
-
-/// The Apps of `namespace` the check counts: the [`crate::mirror`], or a list while the mirror
-/// has not its first one. The views (`GET …/usage`) list them from the API server instead.
-async fn apps_of(state: &AppState, namespace: &str) -> ApiResult<Vec<Arc<App>>> {
-    match state.mirror().apps_in(namespace) {
-        Some(apps) => Ok(apps),
-        None => Ok(listed(k8s::list_in(state.client(), namespace).await?)),
-    }
 }
