@@ -379,7 +379,7 @@ impl HubClient {
         let routes = &self.inner.routes;
         let ready = matches!(routes.wait_until_ready().now_or_never(), Some(Ok(())));
         if ready && let Some(lease) = routes.find(|l| l.name_any() == name) {
-            return Ok((address_of(Some((*lease).clone()))?, true));
+            return Ok((address_of(Some(&lease))?, true));
         }
         Ok((self.fresh_replica_of(cluster_id).await?, false))
     }
@@ -393,18 +393,18 @@ impl HubClient {
             .get_opt(&name)
             .await
             .map_err(|e| DispatchError::Kube(e.to_string()))?;
-        address_of(lease)
+        address_of(lease.as_ref())
     }
 }
 
 /// The connect URL of the replica a session Lease names.
-fn address_of(lease: Option<Lease>) -> Result<String, DispatchError> {
+fn address_of(lease: Option<&Lease>) -> Result<String, DispatchError> {
     let address = lease
         .and_then(|l| {
             l.metadata
-                .annotations?
+                .annotations
+                .as_ref()?
                 .get(kubenest_contracts::names::lease::ADDRESS_ANNOTATION)
-                .cloned()
         })
         .ok_or(DispatchError::NoSession)?;
     Ok(format!("{address}/v1/connect"))
