@@ -293,12 +293,15 @@ impl HubClient {
         let (url, cached) = self.replica_of(&cluster_id).await?;
         match self.send_to(&url, &command).await {
             // The cache may be a moment behind a session that moved: ask the API server.
-            Err(DispatchError::Nacked(NackReason::NoSession) | DispatchError::NotConnected(_))
-                if cached =>
-            {
+            // The same error as without a cache when the Lease still names that replica (not
+            // connected to it yet is `HubUnavailable`, retried; not `ClusterUnreachable`).
+            Err(
+                error @ (DispatchError::Nacked(NackReason::NoSession)
+                | DispatchError::NotConnected(_)),
+            ) if cached => {
                 let fresh = self.fresh_replica_of(&cluster_id).await?;
                 if fresh == url {
-                    return Err(DispatchError::Nacked(NackReason::NoSession));
+                    return Err(error);
                 }
                 self.send_to(&fresh, &command).await
             }
