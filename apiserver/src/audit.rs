@@ -95,6 +95,9 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
         .extensions()
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_owned());
+    // A dry run changes nothing, but who tried what (and was refused) is still recorded,
+    // marked as such.
+    let dry = crate::dry_run::requested(&request);
     let Some(template) = template.filter(|t| mutating && !UNAUDITED.contains(&t.as_str())) else {
         return next.run(request).await;
     };
@@ -128,7 +131,11 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
         org_id: org,
         actor,
         actor_id: Some(actor_id),
-        action: format!("{method} {template}"),
+        action: if dry {
+            format!("{method} {template} (dry run)")
+        } else {
+            format!("{method} {template}")
+        },
         resource_kind: kind_of(&template),
         resource_name,
         path: AuditPath::Rest,

@@ -110,7 +110,7 @@ mod tests {
             let response = client.get(format!("{base}{path}")).send().await.unwrap();
             assert_eq!(response.status(), 404, "{path}");
             let body: serde_json::Value = response.json().await.unwrap();
-            assert_eq!(body["error"]["code"], "not_found", "{path}");
+            assert_eq!(body["code"], "not_found", "{path}");
         }
     }
 }

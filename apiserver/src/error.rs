@@ -1,42 +1,74 @@
-//! The one error shape of the API: `{"error": {"code", "message", "field"?, "ways_out"?}}` with
-//! a status that says who is at fault, and the request id in the `x-request-id` header.
+//! The one error shape of the API: an RFC 9457 problem (`application/problem+json`) with
+//! `type`, `title`, `status`, `detail` and `instance` (the request id, also in the
+//! `x-request-id` header), and the extension members `code`, `field` and `ways_out`; a status
+//! that says who is at fault. [`with_instance`] fills `instance` in as the answer leaves.
 
 use aide::OperationOutput;
 use aide::generate::GenContext;
 use aide::openapi::{Operation, Response};
 use axum::Json;
+use axum::body::Body;
+use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response as AxumResponse};
 use kubenest_store::StoreError;
 
 use crate::auth::accounts::AccountError;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// The body of every error response.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
+/// The media type of every error response (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
 
-/// What went wrong.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ErrorDetail {
+/// The body of every error response: a problem document (RFC 9457) whose `type` is one per
+/// `code`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Problem {
+    /// What kind of problem: `tag:kubenest.io,2026:problem:{code}`, one per `code`; an
+    /// identifier, not a page to fetch.
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    /// The kind of problem for people, the same for every occurrence of `code`
+    /// (`Validation failed`).
+    pub title: String,
+    /// The HTTP status, as in the response's status line.
+    pub status: u16,
+    /// This occurrence, for people.
+    pub detail: String,
+    /// The request id (the `x-request-id` header), which finds this occurrence in the
+    /// server's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
     /// A stable, machine-readable code (`validation_failed`, `not_found`, ...).
-    pub code: &'static str,
-    /// For people.
-    pub message: String,
+    pub code: String,
     /// The offending field as a dotted path, when one field is at fault.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     /// On a 409 for an App or addon that does not converge: the requests that are still
     /// allowed, each ready to send.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_out: Option<Vec<WayOut>>,
 }
 
+/// The `type` of the problems with `code`.
+pub fn problem_type(code: &str) -> String {
+    format!("tag:kubenest.io,2026:problem:{code}")
+}
+
+/// The `title` of the problems with `code`: the code in words (`validation_failed` →
+/// `Validation failed`), so it never varies between occurrences.
+pub fn problem_title(code: &str) -> String {
+    let words = code.replace('_', " ");
+    let mut chars = words.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 /// What a way out of a non-converging App or addon does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WayOutAction {
     /// Restore any recorded deployment (App) or revision (addon).
@@ -49,11 +81,11 @@ pub enum WayOutAction {
 }
 
 /// A request that is always allowed on an App or addon that does not converge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WayOut {
     pub action: WayOutAction,
     /// `POST`, `PATCH` or `DELETE`.
-    pub method: &'static str,
+    pub method: String,
     /// The request's path, e.g. `/api/v1/apps/{id}/rollback`.
     pub path: String,
     /// For an App's `patch`: the failing components; a change that touches none of them is
@@ -196,15 +228,20 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> AxumResponse {
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.message,
-                field: self.field,
-                ways_out: self.ways_out,
-            },
+        let body = Problem {
+            problem_type: problem_type(self.code),
+            title: problem_title(self.code),
+            status: self.status.as_u16(),
+            detail: self.message,
+            instance: None,
+            code: self.code.to_owned(),
+            field: self.field,
+            ways_out: self.ways_out,
         };
         let mut response = (self.status, Json(body)).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if let Some(secs) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&secs.to_string())
         {
@@ -214,11 +251,51 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The largest problem [`with_instance`] reads back; ours are far smaller.
+const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+
+/// Fills in the `instance` of a problem answer with the request id. Errors are made where the
+/// id is not at hand (extractors, handlers, fallbacks); this layer, inside the one that sets
+/// the id, sees every answer. Answers that are not problems pass untouched.
+pub async fn with_instance(request: Request, next: Next) -> AxumResponse {
+    let id = request
+        .headers()
+        .get(crate::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let response = next.run(request).await;
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == PROBLEM_JSON);
+    let Some(id) = id.filter(|_| is_problem) else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_PROBLEM_BYTES).await else {
+        return ApiError::internal("an error answer could not be read back").into_response();
+    };
+    let body = match serde_json::from_slice::<Problem>(&bytes) {
+        Ok(mut problem) => {
+            problem.instance = Some(id);
+            serde_json::to_vec(&problem).map_or(bytes, Into::into)
+        }
+        Err(_) => bytes,
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    AxumResponse::from_parts(parts, Body::from(body))
+}
+
 impl OperationOutput for ApiError {
-    type Inner = ErrorBody;
+    type Inner = Problem;
 
     fn operation_response(ctx: &mut GenContext, operation: &mut Operation) -> Option<Response> {
-        Json::<ErrorBody>::operation_response(ctx, operation)
+        let mut response = Json::<Problem>::operation_response(ctx, operation)?;
+        // The same schema, under the media type the answer carries.
+        if let Some(media) = response.content.shift_remove("application/json") {
+            response.content.insert(PROBLEM_JSON.into(), media);
+        }
+        Some(response)
     }
 
     fn inferred_responses(

@@ -31,6 +31,7 @@ pub mod authz;
 pub mod charts;
 pub mod client_address;
 pub mod console;
+pub mod dry_run;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -41,6 +42,7 @@ pub mod metrics;
 pub mod mirror;
 pub mod model;
 pub mod parameters;
+pub mod reference;
 pub mod reply;
 pub mod routes;
 pub mod run;
@@ -71,7 +73,7 @@ pub use serve::{Tls, serve, serve_admission, serve_tls};
 
 /// Largest request body accepted (an App with 64 components and Helm values fits easily).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Every route, documented.
 fn api_routes() -> ApiRouter<AppState> {
@@ -329,9 +331,11 @@ fn document() -> OpenApi {
             version: env!("CARGO_PKG_VERSION").into(),
             description: Some(
                 "Organizations, clusters, projects, apps, addons and stack templates on many \
-                 Kubernetes clusters. Errors are `{\"error\": {\"code\", \"message\", \
-                 \"field\"}}`; a 409 for an App or addon that does not converge also lists \
-                 `ways_out`, the requests that remain allowed."
+                 Kubernetes clusters. Errors are RFC 9457 problems \
+                 (`application/problem+json`: `type`, `title`, `status`, `detail`, `instance` = \
+                 the request id) with the extension members `code` and `field`; a 409 for an \
+                 App or addon that does not converge also lists `ways_out`, the requests that \
+                 remain allowed."
                     .into(),
             ),
             ..Info::default()
@@ -344,6 +348,7 @@ fn document() -> OpenApi {
 pub fn openapi() -> OpenApi {
     let mut api = document();
     let _ = api_routes().finish_api_with(&mut api, with_security);
+    dry_run::declare(&mut api);
     api
 }
 
@@ -367,12 +372,14 @@ pub fn app(state: AppState) -> Router {
     // One pass over the routes gives both the router and its document.
     let mut api = document();
     let routes = api_routes().finish_api_with(&mut api, with_security);
+    dry_run::declare(&mut api);
     let declared = Arc::new(parameters::Declared::of(&api));
     let routes = routes
         .route_layer(axum::middleware::from_fn_with_state(
             declared,
             parameters::refuse_unknown,
         ))
+        .route_layer(axum::middleware::from_fn(dry_run::layer))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             audit::record,
@@ -401,8 +408,10 @@ pub fn app(state: AppState) -> Router {
                 async move { Json(document.as_ref().clone()).into_response() }
             }),
         )
+        .route(reference::PATH, axum::routing::get(reference::page))
         .route("/healthz", axum::routing::get(|| async { "ok" }))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(error::with_instance))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
                 let id = request

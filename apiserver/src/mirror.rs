@@ -187,6 +187,10 @@ impl Mirror {
     /// replica's next request reads what it just wrote: a fence set through it holds from the
     /// caller's next request on. Fences are set seldom; the wait is the watch's delay.
     pub async fn caught_up<K: Mirrored>(&self, written: &K) {
+        // A dry run's object was never stored: no watch will bring it.
+        if crate::dry_run::active() {
+            return;
+        }
         let Some(want) = written
             .resource_version()
             .and_then(|v| v.parse::<u64>().ok())
@@ -230,6 +234,10 @@ impl Mirror {
     /// What was noted longer ago than [`OWN_WRITE_TTL`] is forgotten here too, so the notes stay
     /// as few as the writes of the last seconds even when no check reads them.
     pub fn wrote(&self, app: &App) {
+        // A dry run's App was never stored; lists must not show it.
+        if crate::dry_run::active() {
+            return;
+        }
         let key = (app.namespace().unwrap_or_default(), app.name_any());
         let mut written = self.written();
         written.retain(|_, (_, at)| at.elapsed() < OWN_WRITE_TTL);

@@ -96,8 +96,28 @@ fn no_delay() -> axum_server::accept::TcpConfigAcceptor {
     )
 }
 
+/// `bad_subprotocol` → `Bad subprotocol`.
+fn title(code: &str) -> String {
+    let words = code.replace('_', " ");
+    let mut chars = words.chars();
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = Json(json!({ "error": { "code": code, "message": message } }));
+    // The API server's error shape, an RFC 9457 problem (apiserver/src/error.rs).
+    let body = (
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        Json(json!({
+            "type": format!("tag:kubenest.io,2026:problem:{code}"),
+            "title": title(code),
+            "status": status.as_u16(),
+            "detail": message,
+            "code": code,
+        })),
+    );
     if status == StatusCode::SERVICE_UNAVAILABLE {
         (
             status,

@@ -202,10 +202,7 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
             422,
         )
         .await;
-    assert_eq!(
-        refused["error"]["field"],
-        "registries.https://registry.example.test"
-    );
+    assert_eq!(refused["field"], "registries.https://registry.example.test");
     let answer = rest
         .expect(
             Method::PUT,
@@ -386,7 +383,7 @@ async fn through_rest_alone_an_app_runs_gets_its_secret_changes_and_rolls_back()
             422,
         )
         .await;
-    assert_eq!(refused["error"]["field"], "ssh_private_key");
+    assert_eq!(refused["field"], "ssh_private_key");
     rest.expect(Method::DELETE, &credentials, None, 200).await;
     assert!(secrets.get_opt("built-site-git").await.unwrap().is_none());
     rest.expect(Method::DELETE, &built_path, None, 202).await;

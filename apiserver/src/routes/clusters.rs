@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kubenest_crds::cluster::{Cluster, ClusterSpec, Provider};
 use kubenest_crds::common::Role;
 use schemars::JsonSchema;
@@ -232,7 +232,7 @@ pub async fn create(
     let Some((cluster, token)) = minted_token(&state, &api, &body.name, 1).await? else {
         // Without its token the registration is useless: undo it rather than leave a cluster
         // nobody can connect.
-        let _ = api.delete(&body.name, &DeleteParams::default()).await;
+        let _ = api.delete(&body.name, &super::delete_params()).await;
         return Err(ApiError::unavailable(
             "token_not_minted",
             "the controllers did not mint the cluster's token in time; nothing was registered",
@@ -431,7 +431,7 @@ pub async fn delete(
         ));
     }
     let api: Api<Cluster> = Api::namespaced(state.client().clone(), &scoped.namespace());
-    api.delete(&name, &DeleteParams::default()).await?;
+    api.delete(&name, &super::delete_params()).await?;
     Ok(Removal::Started(Json(RemovalResponse::deleting(vec![]))))
 }
 

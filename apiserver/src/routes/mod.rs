@@ -330,11 +330,12 @@ pub async fn visible_orgs(state: &AppState, caller: &Caller) -> ApiResult<Vec<Or
     Ok(views)
 }
 
-/// Create parameters of the API's writes.
+/// Create parameters of the API's writes (a dry run of the management API server when the
+/// request is one: [`crate::dry_run`]).
 pub fn post_params() -> PostParams {
     PostParams {
         field_manager: Some(field_managers::API.to_owned()),
-        dry_run: false,
+        dry_run: crate::dry_run::active(),
     }
 }
 
@@ -342,6 +343,15 @@ pub fn post_params() -> PostParams {
 pub fn patch_params() -> kube::api::PatchParams {
     kube::api::PatchParams {
         field_manager: Some(field_managers::API.to_owned()),
+        dry_run: crate::dry_run::active(),
+        ..Default::default()
+    }
+}
+
+/// Delete parameters of the API's writes.
+pub fn delete_params() -> kube::api::DeleteParams {
+    kube::api::DeleteParams {
+        dry_run: crate::dry_run::active(),
         ..Default::default()
     }
 }

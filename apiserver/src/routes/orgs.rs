@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::NoContent;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -129,11 +129,13 @@ pub async fn create(
         })?;
     let deadline = tokio::time::Instant::now() + state.settings().mint_timeout;
     let mut current = created;
-    while current
-        .status
-        .as_ref()
-        .and_then(|s| s.namespace.as_ref())
-        .is_none()
+    // The controllers give a stored organization its namespace; a dry run's gets none.
+    while !crate::dry_run::active()
+        && current
+            .status
+            .as_ref()
+            .and_then(|s| s.namespace.as_ref())
+            .is_none()
         && tokio::time::Instant::now() < deadline
     {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -242,7 +244,7 @@ pub async fn delete(
         ));
     }
     let api: Api<Organization> = Api::all(state.client().clone());
-    api.delete(&path.org, &DeleteParams::default()).await?;
+    api.delete(&path.org, &super::delete_params()).await?;
     Ok(NoContent)
 }
 

@@ -5,7 +5,7 @@ use crate::reply::{Created, Removal};
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::ClusterState;
@@ -234,7 +234,9 @@ pub async fn create(
         })?;
     // Its fences hold from the caller's next request on (`fences::refusal` reads the mirror).
     state.mirror().caught_up(&created).await;
-    let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected);
+    // The agent takes a stored project's namespace; a dry run's reaches no agent.
+    let connected = cluster.status.as_ref().map(|s| s.state) == Some(ClusterState::Connected)
+        && !crate::dry_run::active();
     let created = if connected {
         confirmed(&api, created, field).await?
     } else {
@@ -290,7 +292,7 @@ async fn confirmed(api: &Api<Project>, created: Project, field: &str) -> ApiResu
         if status.cluster_phase.as_deref() == Some("Failed")
             && !kubenest_domain::project::owns_namespace(&status)
         {
-            api.delete(&name, &DeleteParams::default()).await?;
+            api.delete(&name, &super::delete_params()).await?;
             return Err(ApiError::invalid(
                 field,
                 format!(
@@ -393,7 +395,7 @@ pub async fn delete(
         ));
     }
     let api: Api<Project> = Api::namespaced(state.client().clone(), &namespace);
-    api.delete(&name, &DeleteParams::default()).await?;
+    api.delete(&name, &super::delete_params()).await?;
     let status = scoped.object.status.clone().unwrap_or_default();
     // A namespace the agent never took (it refused it) is not waited for.
     let owned = kubenest_domain::project::owns_namespace(&status);

@@ -30,7 +30,7 @@ pub fn requests(base: &str, ways: Vec<ways_out::WayOut>) -> Vec<WayOut> {
             };
             WayOut {
                 action,
-                method,
+                method: method.to_owned(),
                 path,
                 components,
             }

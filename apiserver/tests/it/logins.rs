@@ -106,7 +106,7 @@ impl Answer {
             "{what}: {}",
             self.body
         );
-        assert_eq!(self.body["error"]["code"], "rate_limited", "{what}");
+        assert_eq!(self.body["code"], "rate_limited", "{what}");
         let retry = self
             .retry_after
             .unwrap_or_else(|| panic!("{what}: no Retry-After"));

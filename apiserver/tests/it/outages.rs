@@ -75,11 +75,7 @@ fn assert_outage(what: &str, answer: &Answer, code: &str) {
         "{what}: {}",
         answer.body
     );
-    assert_eq!(
-        answer.body["error"]["code"], code,
-        "{what}: {}",
-        answer.body
-    );
+    assert_eq!(answer.body["code"], code, "{what}: {}", answer.body);
     let retry = answer
         .headers
         .get("retry-after")

@@ -36,7 +36,7 @@ fn components(web: &str, worker: &str) -> Value {
 
 /// The actions of a 409's `ways_out`, with the components of `patch`.
 fn ways(answer: &Value) -> Vec<(String, String, String, Value)> {
-    answer["error"]["ways_out"]
+    answer["ways_out"]
         .as_array()
         .unwrap_or_else(|| panic!("no ways_out in {answer}"))
         .iter()
@@ -105,8 +105,8 @@ async fn a_blocked_app_takes_its_ways_out_and_refuses_what_piles_on_naming_them(
     ] {
         let (status, answer) = admin.call(method.clone(), &target, body).await;
         assert_eq!(status, 409, "{method} {target}: {answer}");
-        assert_eq!(answer["error"]["code"], "blocked_sync", "{answer}");
-        let message = answer["error"]["message"].as_str().unwrap();
+        assert_eq!(answer["code"], "blocked_sync", "{answer}");
+        let message = answer["detail"].as_str().unwrap();
         assert!(message.contains("ProgressDeadlineExceeded"), "{message}");
         assert_eq!(
             ways(&answer),
@@ -227,7 +227,7 @@ async fn a_failed_standalone_addon_takes_a_rollback_or_a_real_change_and_refuses
         )
         .await;
     assert_eq!(status, 409, "{answer}");
-    assert_eq!(answer["error"]["code"], "addon_failed");
+    assert_eq!(answer["code"], "addon_failed");
     let actions: Vec<(String, String)> = ways(&answer).into_iter().map(|w| (w.0, w.2)).collect();
     assert_eq!(
         actions,
@@ -352,11 +352,8 @@ async fn forced_removal_is_refused_while_the_agent_answers_or_git_keeps_the_obje
     .await;
     for path in [&app_path, &project_path, &cluster_path] {
         let refused = admin.expect(Method::DELETE, &force(path), None, 409).await;
-        assert_eq!(
-            refused["error"]["code"], "agent_connected",
-            "{path}: {refused}"
-        );
-        let message = refused["error"]["message"].as_str().unwrap();
+        assert_eq!(refused["code"], "agent_connected", "{path}: {refused}");
+        let message = refused["detail"].as_str().unwrap();
         assert!(
             message.contains(&cluster_name) && message.contains("without ?force=true"),
             "{message}"
@@ -382,15 +379,9 @@ async fn forced_removal_is_refused_while_the_agent_answers_or_git_keeps_the_obje
     .unwrap();
     for path in [&app_path, &project_path, &cluster_path] {
         let refused = admin.expect(Method::DELETE, &force(path), None, 409).await;
-        assert_eq!(
-            refused["error"]["code"], "gitops_owned",
-            "{path}: {refused}"
-        );
+        assert_eq!(refused["code"], "gitops_owned", "{path}: {refused}");
         assert!(
-            refused["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("kept in Git"),
+            refused["detail"].as_str().unwrap().contains("kept in Git"),
             "{refused}"
         );
     }

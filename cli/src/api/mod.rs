@@ -77,6 +77,8 @@ pub struct Client {
     /// Where a refreshed session is written back (none for in-memory sessions).
     session_file: Option<PathBuf>,
     ca_file: Option<PathBuf>,
+    /// Writes go as dry runs (`?dryRun=true`).
+    dry_run: bool,
 }
 
 /// The HTTP client: rustls with the public roots, plus `extra` CA certificates.
@@ -140,7 +142,19 @@ impl Client {
             session: None,
             session_file: None,
             ca_file: None,
+            dry_run: false,
         }
+    }
+
+    /// Sends every later write as a dry run (`?dryRun=true`): the API judges it as it would
+    /// and keeps nothing.
+    pub fn set_dry_run(&mut self, dry_run: bool) {
+        self.dry_run = dry_run;
+    }
+
+    /// Whether writes go as dry runs.
+    pub fn dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// A client of the API at `base` that also trusts the CA certificate(s) in `ca_file`.
@@ -317,6 +331,12 @@ impl Client {
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
         let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
+        let path = if self.dry_run && method != Method::GET {
+            let separator = if path.contains('?') { '&' } else { '?' };
+            format!("{path}{separator}dryRun=true")
+        } else {
+            path.to_owned()
+        };
         let mut request = self
             .http
             .request(method, format!("{}{path}", self.base))
@@ -369,11 +389,12 @@ impl Client {
         if (200..300).contains(&status) {
             return Ok(value);
         }
-        let error = &value["error"];
+        // An RFC 9457 problem with kubenest's `code`, `field` and `ways_out`.
+        let error = &value;
         Err(ApiError::Status {
             status,
             code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: error["message"]
+            message: error["detail"]
                 .as_str()
                 .map(str::to_owned)
                 .unwrap_or_else(|| value.to_string()),

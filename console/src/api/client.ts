@@ -16,7 +16,7 @@ export type Component = Schemas["ComponentBody"];
 export type Instance = Schemas["InstanceResponse"];
 export type Template = Schemas["TemplateResponse"];
 export type Alert = Schemas["AlertResponse"];
-export type ErrorBody = Schemas["ErrorBody"];
+export type Problem = Schemas["Problem"];
 export type Registration = Schemas["RegistrationResponse"];
 type ListQuery<P extends keyof paths> = paths[P] extends { get: { parameters: { query?: infer Q } } } ? NonNullable<Q> : never;
 /// The values the list filters take (the document's enums).
@@ -69,11 +69,11 @@ export class ApiFailure extends Error {
 /// The data of an answer, or an `ApiFailure` thrown with the API's own error.
 export function ok<T>(result: { data?: T; error?: unknown; response: Response }): T {
   if (result.response.ok) return result.data as T;
-  const body = result.error as Partial<ErrorBody> | undefined;
+  const body = result.error as Partial<Problem> | undefined;
   throw new ApiFailure(
     result.response.status,
-    body?.error?.code ?? "http_" + result.response.status,
-    body?.error?.message ?? result.response.statusText,
-    body?.error?.field,
+    body?.code ?? "http_" + result.response.status,
+    body?.detail ?? result.response.statusText,
+    body?.field,
   );
 }

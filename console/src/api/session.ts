@@ -44,7 +44,7 @@ export const session = {
   async login(username: string, password: string): Promise<void> {
     const response = await post("/api/v1/login", { username, password });
     const body = await response.json().catch(() => ({}));
-    if (!response.ok) throw new Error(body?.error?.message ?? "login failed");
+    if (!response.ok) throw new Error(body?.detail ?? "login failed");
     set(fromAnswer(body));
   },
   /// A new access token from the cookie, or null when there is no session (one request at a

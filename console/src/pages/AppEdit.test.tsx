@@ -5,13 +5,13 @@ import { fireEvent, screen, waitFor } from "@testing-library/react";
 import { answer, mountPage, project, stubFetch, unmount } from "../testing";
 import { AppEdit } from "./AppEdit";
 
-function mount(error: { field: string; message: string }) {
+function mount(error: { field: string; detail: string }) {
   const posted: unknown[] = [];
   stubFetch(async (url, input) => {
     if (url.pathname === "/api/v1/orgs/acme/projects") return answer(200, [project("p1", "shop")]);
     if (url.pathname === "/api/v1/apps" && input.method === "POST") {
       posted.push(await input.json());
-      return answer(422, { error: { code: "validation_failed", ...error } });
+      return answer(422, { type: "tag:kubenest.io,2026:problem:validation_failed", title: "Validation failed", status: 422, code: "validation_failed", ...error });
     }
   });
   mountPage("/apps/new", "/apps/new", <AppEdit />);
@@ -22,7 +22,7 @@ afterEach(unmount);
 
 describe("the App form", () => {
   it("shows the API's error on the field it names", async () => {
-    const posted = mount({ field: "components[0].name", message: "not a DNS label" });
+    const posted = mount({ field: "components[0].name", detail: "not a DNS label" });
     const name = await screen.findByDisplayValue("web-1");
     fireEvent.change(name, { target: { value: "Bad_Name" } });
     fireEvent.change(document.querySelector('input[name="name"]')!, { target: { value: "shop" } });
@@ -33,7 +33,7 @@ describe("the App form", () => {
   });
 
   it("shows an error about a field the form has no input for above the submit button", async () => {
-    mount({ field: "components[0].workload_spec.env[0].export_ref", message: "no such export" });
+    mount({ field: "components[0].workload_spec.env[0].export_ref", detail: "no such export" });
     await screen.findByDisplayValue("web-1");
     fireEvent.click(screen.getByRole("button", { name: "Create" }));
     const alert = await screen.findByRole("alert");

@@ -255,7 +255,7 @@ fn log_lines_reach_rest_and_the_cli_through_the_hub_and_stop_when_the_reader_lea
             let refused = get(&admin, &base, &format!("{path}?{query}"), "text/plain").await;
             assert_eq!(refused.status(), 422, "{query}");
             let body: Value = refused.json().await.unwrap();
-            assert_eq!(body["error"]["field"], field, "{query}: {body}");
+            assert_eq!(body["field"], field, "{query}: {body}");
         }
 
         // A viewer may read logs; a user of another organization may not see the App.

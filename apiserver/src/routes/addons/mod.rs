@@ -6,7 +6,7 @@ use crate::reply::{Accepted, Removal};
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceSpec};
 use kubenest_crds::names::annotations;
 use schemars::JsonSchema;
@@ -462,7 +462,7 @@ pub async fn delete(
         return Ok(Removal::Gone(Json(removed)));
     }
     let api: Api<AddonInstance> = Api::namespaced(state.client().clone(), &scoped.namespace());
-    api.delete(&scoped.object.name_any(), &DeleteParams::default())
+    api.delete(&scoped.object.name_any(), &super::delete_params())
         .await?;
     let what = format!("addon {}", scoped.object.name_any());
     Ok(Removal::Started(Json(RemovalResponse::deleting(

@@ -5,7 +5,7 @@
 //! and delivers it. Redeploy and rollback are annotations the controller acts on, so kubectl
 //! users have the same path. An App that does not converge (`blocked_sync`, or `Failed`) takes
 //! only the ways out — a rollback, a change of the failing components, a pause, a delete — and
-//! refuses other changes with a 409 that lists them (`error.ways_out`).
+//! refuses other changes with a 409 that lists them (`ways_out`).
 
 use crate::reply::{Accepted, Removal};
 use kubenest_crds::names::finalizers;
@@ -14,7 +14,7 @@ use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kubenest_crds::App;
 use kubenest_crds::app::AppSpec;
 use kubenest_domain::app::ways_out::Change;
@@ -285,7 +285,7 @@ pub async fn delete(
         &Patch::Merge(&patch),
     )
     .await?;
-    api.delete(&scoped.object.name_any(), &DeleteParams::default())
+    api.delete(&scoped.object.name_any(), &super::delete_params())
         .await?;
     let what = format!("app {}", scoped.object.name_any());
     Ok(Removal::Started(Json(RemovalResponse::deleting(

@@ -177,6 +177,19 @@ async fn audit(
     Ok(())
 }
 
+/// A forced removal writes the history and the audit log as well as the management cluster:
+/// once it is known to be allowed, a dry run of it stops here.
+fn no_dry_run() -> ApiResult<()> {
+    if crate::dry_run::active() {
+        return Err(ApiError::invalid(
+            "dryRun",
+            "a forced removal is allowed here, but it has no dry run: it records the \
+             removal in the history and the audit log, which a dry run cannot try",
+        ));
+    }
+    Ok(())
+}
+
 /// Removes App `app` from kubenest without its agent.
 pub async fn force_app(
     state: &AppState,
@@ -188,6 +201,7 @@ pub async fn force_app(
     let conditions = app.status.as_ref().map(|s| s.conditions.as_slice());
     not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(app, "app")?;
+    no_dry_run()?;
     remove_app(state, caller, place, app, out).await
 }
 
@@ -265,6 +279,7 @@ pub async fn force_addon(
     let conditions = addon.status.as_ref().map(|s| s.conditions.as_slice());
     not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(addon, "addon instance")?;
+    no_dry_run()?;
     remove_addon(state, caller, place, addon, out).await
 }
 
@@ -308,6 +323,7 @@ pub async fn force_project(
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
     let held = project_forceable(state, cluster, project).await?;
+    no_dry_run()?;
     remove_project(state, caller, org, cluster, project, held, out).await
 }
 
@@ -375,6 +391,7 @@ pub async fn force_cluster(
             project_forceable(state, Some(cluster), project).await?,
         ));
     }
+    no_dry_run()?;
     for (project, holds) in held {
         remove_project(state, caller, org, Some(cluster), project, holds, out).await?;
     }

@@ -14,7 +14,7 @@
 mod force;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch};
+use kube::api::{Api, Patch};
 use kubenest_crds::cluster::{Cluster, ClusterState};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -120,7 +120,7 @@ async fn release<K>(api: &Api<K>, name: &str) -> ApiResult<()>
 where
     K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::default()).await {
+    match api.delete(name, &super::delete_params()).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(error) => return Err(error.into()),

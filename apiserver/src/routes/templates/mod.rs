@@ -10,7 +10,7 @@ use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use kubenest_crds::StackTemplate;
 use kubenest_crds::project::Project;
 use kubenest_crds::template::{Parameter, Scope};
@@ -247,7 +247,7 @@ pub async fn delete(
         state.client().clone(),
         &template.namespace().unwrap_or_default(),
     );
-    api.delete(&template.name_any(), &DeleteParams::default())
+    api.delete(&template.name_any(), &super::delete_params())
         .await?;
     Ok(NoContent)
 }

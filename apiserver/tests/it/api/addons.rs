@@ -17,7 +17,7 @@ async fn standalone_addons_and_projects_take_their_progress_deadline_at_the_door
         )
         .await;
     assert_eq!(
-        (status.as_u16(), answer["error"]["field"].as_str()),
+        (status.as_u16(), answer["field"].as_str()),
         (422, Some("progress_deadline_seconds")),
         "{answer}"
     );
@@ -38,7 +38,7 @@ async fn standalone_addons_and_projects_take_their_progress_deadline_at_the_door
     };
     let (status, answer) = admin.post("/api/v1/addon-instances", addon(90_000)).await;
     assert_eq!(
-        (status.as_u16(), answer["error"]["field"].as_str()),
+        (status.as_u16(), answer["field"].as_str()),
         (422, Some("progress_deadline_seconds")),
         "{answer}"
     );
@@ -206,7 +206,7 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await;
     assert_eq!(status, 422, "{answer}");
-    assert_eq!(answer["error"]["field"], "values.maxmemory");
+    assert_eq!(answer["field"], "values.maxmemory");
     let (status, answer) = admin
         .post(
             "/api/v1/addon-instances",
@@ -214,7 +214,7 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await;
     assert_eq!(
-        (status.as_u16(), answer["error"]["field"].as_str()),
+        (status.as_u16(), answer["field"].as_str()),
         (404, Some("definition"))
     );
     let created = admin
@@ -246,7 +246,7 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await;
     assert_eq!(
-        (status.as_u16(), answer["error"]["field"].as_str()),
+        (status.as_u16(), answer["field"].as_str()),
         (422, Some("version"))
     );
     let read = admin
@@ -265,7 +265,7 @@ async fn standalone_addons_check_values_against_the_catalog_and_change_by_revisi
         )
         .await;
     assert_eq!(
-        (status.as_u16(), answer["error"]["field"].as_str()),
+        (status.as_u16(), answer["field"].as_str()),
         (404, Some("revision"))
     );
     let listed = admin

@@ -40,7 +40,7 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
     let (status, body) = admin.post("/api/v1/apps", bad).await;
     assert_eq!(status, 422, "{body}");
     assert!(
-        body["error"]["field"]
+        body["field"]
             .as_str()
             .unwrap()
             .starts_with("components[0].workload_spec.env"),
@@ -50,10 +50,7 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
     bad["components"][0]["workload_spec"]["replicas"] = json!("two");
     let (status, body) = admin.post("/api/v1/apps", bad).await;
     assert_eq!(status, 400, "{body}");
-    assert_eq!(
-        body["error"]["field"],
-        "components[0].workload_spec.replicas"
-    );
+    assert_eq!(body["field"], "components[0].workload_spec.replicas");
     let (status, _) = admin
         .post("/api/v1/apps", web_app(project_id, "shop", "shop:1"))
         .await;
@@ -114,7 +111,7 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
         )
         .await;
     assert_eq!(
-        (status.as_u16(), body["error"]["field"].as_str()),
+        (status.as_u16(), body["field"].as_str()),
         (404, Some("deployment_id"))
     );
     admin
@@ -149,9 +146,9 @@ async fn an_app_is_created_read_listed_changed_paused_and_refused_while_blocked(
     ] {
         let (status, answer) = admin.call(method.clone(), &path, body).await;
         assert_eq!(status, 409, "{method} {path}: {answer}");
-        assert_eq!(answer["error"]["code"], "blocked_sync");
+        assert_eq!(answer["code"], "blocked_sync");
         assert!(
-            answer["error"]["message"]
+            answer["detail"]
                 .as_str()
                 .unwrap()
                 .contains("ProgressDeadlineExceeded")
@@ -247,7 +244,7 @@ async fn the_app_list_pages_through_a_project_an_organization_and_everything_onc
         let path = format!("/api/v1/apps?{query}&continue={}", encode(&token));
         let (status, body) = admin.get(&path).await;
         assert_eq!(status, 422, "{path}: {body}");
-        assert_eq!(body["error"]["field"], "continue", "{body}");
+        assert_eq!(body["field"], "continue", "{body}");
     }
 }
 
@@ -296,7 +293,7 @@ async fn the_app_list_filters_by_cluster_and_phase_on_the_server_across_pages() 
     ] {
         let (status, body) = admin.get(&format!("/api/v1/apps?org={org}&{query}")).await;
         assert_eq!(status, want, "{query}: {body}");
-        assert_eq!(body["error"]["field"], field, "{body}");
+        assert_eq!(body["field"], field, "{body}");
     }
     let outsider = user(&admin, "outsider").await;
     common::org(

@@ -79,7 +79,7 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         )
         .await;
     assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "not_provisioned");
+    assert_eq!(body["code"], "not_provisioned");
     let (status, body) = admin
         .post(
             &format!("/api/v1/clusters/{id}/scale"),
@@ -87,7 +87,7 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         )
         .await;
     assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["field"], "desired_node_count");
+    assert_eq!(body["field"], "desired_node_count");
 
     // Validation names the field; unknown fields are refused.
     let (status, body) = admin
@@ -97,7 +97,7 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         )
         .await;
     assert_eq!(
-        (status.as_u16(), body["error"]["field"].as_str()),
+        (status.as_u16(), body["field"].as_str()),
         (422, Some("name"))
     );
     let (status, body) = admin
@@ -108,10 +108,7 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         .await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("colour"),
+        body["detail"].as_str().unwrap().contains("colour"),
         "{body}"
     );
 
@@ -120,7 +117,7 @@ async fn a_cluster_is_registered_rotated_refused_scaling_and_deleted_once_empty(
         .call(Method::DELETE, &format!("/api/v1/clusters/{id}"), None)
         .await;
     assert_eq!(status, 409, "{body}");
-    assert_eq!(body["error"]["code"], "has_projects");
+    assert_eq!(body["code"], "has_projects");
     admin
         .expect(
             Method::DELETE,

@@ -5,9 +5,35 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_have_one_shape_and_the_openapi_document_is_served() {
     let admin = Client::admin().await;
-    let (status, body) = admin.get("/api/v1/nothing-here").await;
-    assert_eq!(status, 404);
-    assert_eq!(body["error"]["code"], "not_found");
+    let response = admin
+        .http
+        .get(format!("{}/api/v1/nothing-here", admin.base))
+        .bearer_auth(admin.token.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/problem+json"
+    );
+    let request_id = response.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = response.json().await.unwrap();
+    // RFC 9457: type, title, status, detail, instance (the request id), and our extensions.
+    assert_eq!(
+        body,
+        json!({
+            "type": "tag:kubenest.io,2026:problem:not_found",
+            "title": "Not found",
+            "status": 404,
+            "detail": "route not found",
+            "instance": request_id,
+            "code": "not_found",
+        })
+    );
     let response = reqwest::Client::new()
         .post(format!("{}/api/v1/apps", plane().urls[0]))
         .bearer_auth(admin.token.clone().unwrap())
@@ -25,6 +51,26 @@ async fn errors_have_one_shape_and_the_openapi_document_is_served() {
         serde_json::to_value(kubenest_apiserver::openapi()).unwrap()
     );
     assert!(document["paths"]["/api/v1/apps/{id}/rollback"]["post"].is_object());
+
+    // The reference page beside it: Swagger UI over that document, its inline scripts allowed
+    // by hash and nothing else inline.
+    let response = reqwest::Client::new()
+        .get(format!("{}/api/v1/reference", plane().urls[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let policy = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(policy.contains("script-src 'sha256-"), "{policy}");
+    assert!(
+        !policy.contains("script-src 'self' 'unsafe-inline'"),
+        "{policy}"
+    );
+    let page = response.text().await.unwrap();
+    assert!(page.contains("SwaggerUIBundle") && page.contains("/api/v1/openapi.json"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,35 +152,29 @@ async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_paramet
     ] {
         let (status, body, _) = send(Method::GET, &format!("/api/v1/apps?{query}"), None).await;
         assert_eq!(status, 400, "{query}: {body}");
-        assert_eq!(body["error"]["code"], "bad_request", "{body}");
-        assert_eq!(body["error"]["field"], parameter, "{query}: {body}");
+        assert_eq!(body["code"], "bad_request", "{body}");
+        assert_eq!(body["field"], parameter, "{query}: {body}");
     }
     // An operation that reads no query string refuses a parameter too, by the document's list.
     let (status, body, _) = send(Method::GET, "/api/v1/orgs?colour=red", None).await;
     assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["field"], "colour", "{body}");
+    assert_eq!(body["field"], "colour", "{body}");
     // A value of the right type that is out of range is the handler's to refuse, as before.
     let (status, body, _) = send(Method::GET, "/api/v1/apps?limit=0", None).await;
-    assert_eq!(
-        (status, body["error"]["field"].as_str()),
-        (422, Some("limit"))
-    );
+    assert_eq!((status, body["field"].as_str()), (422, Some("limit")));
 
     let (status, body, allow) = send(Method::DELETE, "/api/v1/orgs", None).await;
     assert_eq!(status, 405, "{body}");
-    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    assert_eq!(body["code"], "method_not_allowed", "{body}");
     let allow = allow.unwrap_or_default();
     assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
 
     let (status, body, _) = send(Method::GET, "/api/v1/no-such-thing", None).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (404, Some("not_found"))
-    );
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
 
     let (status, body, _) = send(Method::POST, "/api/v1/orgs", Some("name=x")).await;
     assert_eq!(status, 400, "{body}");
-    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+    assert_eq!(body["code"], "bad_request", "{body}");
 
     // serde would build a body of optional fields from an array of them in order; the API
     // takes objects only.
@@ -151,6 +191,6 @@ async fn every_refusal_before_a_handler_is_in_the_error_shape_naming_the_paramet
         let status = response.status().as_u16();
         let answer: Value = response.json().await.unwrap();
         assert_eq!(status, 400, "{body}: {answer}");
-        assert_eq!(answer["error"]["message"], "the body must be a JSON object");
+        assert_eq!(answer["detail"], "the body must be a JSON object");
     }
 }

@@ -175,8 +175,8 @@ async fn only_a_projects_admins_set_or_remove_its_ingress_ca_and_its_readers_see
         .expect(Method::POST, "/api/v1/apps", Some(own), 202)
         .await;
     let refused = admin.expect(Method::DELETE, &path, None, 409).await;
-    assert_eq!(refused["error"]["code"], "ingress_ca_in_use", "{refused}");
-    let message = refused["error"]["message"].as_str().unwrap();
+    assert_eq!(refused["code"], "ingress_ca_in_use", "{refused}");
+    let message = refused["detail"].as_str().unwrap();
     assert!(message.contains("storefront (web)"), "{message}");
     assert!(!message.contains("own-cert"), "{message}");
     // A member cannot remove it either way, nor learn which Apps use it.
@@ -231,13 +231,13 @@ async fn an_ingress_ca_that_is_no_usable_ca_is_refused_naming_its_field_and_neve
     for (certificate, private_key, field) in cases {
         let body = json!({"certificate": certificate, "private_key": private_key});
         let refused = admin.expect(Method::PUT, &path, Some(body), 422).await;
-        assert_eq!(refused["error"]["field"], field, "{refused}");
+        assert_eq!(refused["field"], field, "{refused}");
         assert_no_key("a refusal", &refused.to_string(), &secrets);
     }
     // Unknown fields are refused, and so is a body without the key.
     let extra = json!({"certificate": good, "private_key": pem, "ca_chain": good});
     let refused = admin.expect(Method::PUT, &path, Some(extra), 400).await;
-    assert_eq!(refused["error"]["field"], "ca_chain", "{refused}");
+    assert_eq!(refused["field"], "ca_chain", "{refused}");
     assert_no_key("a refusal", &refused.to_string(), &secrets);
     admin
         .expect(Method::PUT, &path, Some(json!({"certificate": good})), 400)

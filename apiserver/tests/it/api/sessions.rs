@@ -39,12 +39,7 @@ async fn login_refresh_rotation_reuse_and_logout_across_both_replicas() {
     let reused = refresh(&a, &first).await;
     assert_eq!(reused.status(), 401);
     let body: Value = reused.json().await.unwrap();
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("already used")
-    );
+    assert!(body["detail"].as_str().unwrap().contains("already used"));
     assert_eq!(refresh(&b, &second).await.status(), 401);
 
     // Logout ends a fresh login's family.
@@ -94,7 +89,7 @@ async fn failed_logins_are_limited_per_user_and_address_on_every_replica() {
         )
         .await;
     assert_eq!(status, 429, "{body}");
-    assert_eq!(body["error"]["code"], "rate_limited");
+    assert_eq!(body["code"], "rate_limited");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +153,7 @@ async fn tokens_that_are_expired_unsigned_foreign_or_for_another_audience_are_re
         client.token = Some(token);
         let (status, body) = client.get("/api/v1/orgs").await;
         assert_eq!(status, 401, "{what}: {body}");
-        assert_eq!(body["error"]["code"], "unauthenticated", "{what}");
+        assert_eq!(body["code"], "unauthenticated", "{what}");
     }
     client.token = None;
     assert_eq!(client.get("/api/v1/orgs").await.0, 401);

@@ -32,10 +32,7 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         )
         .await;
     assert_eq!(status, 422, "{body}");
-    assert!(
-        body["error"]["field"].as_str().unwrap().contains("image"),
-        "{body}"
-    );
+    assert!(body["field"].as_str().unwrap().contains("image"), "{body}");
     let app = admin
         .expect(Method::POST, &format!("/api/v1/templates/{id}/deploy"),
             Some(json!({"project_id": project_id, "name": "from-tpl", "parameters": {"image": "web:7"}})), 202)
@@ -134,11 +131,8 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         )
         .await;
     assert_eq!(status, 404, "{body}");
-    assert_eq!(body["error"]["field"], "chart", "{body}");
-    assert_eq!(
-        body["error"]["message"], "the chart cannot be read",
-        "{body}"
-    );
+    assert_eq!(body["field"], "chart", "{body}");
+    assert_eq!(body["detail"], "the chart cannot be read", "{body}");
     let list = admin
         .expect(
             Method::GET,
@@ -165,10 +159,7 @@ async fn templates_are_made_from_an_app_exported_imported_and_deployed_with_para
         )
         .await;
     assert_eq!(status, 422, "{body}");
-    assert!(
-        body["error"]["message"].as_str().unwrap().contains("nope"),
-        "{body}"
-    );
+    assert!(body["detail"].as_str().unwrap().contains("nope"), "{body}");
     assert!(list.as_array().unwrap().len() >= 3);
 }
 
@@ -227,11 +218,8 @@ async fn a_template_from_a_chart_fetches_nothing_for_outsiders_nor_from_the_serv
     target.publish("webapp", &WEBAPP_CHART).unwrap();
     let port = target.url().rsplit(':').next().unwrap().to_owned();
     let refused = |body: &Value| {
-        assert_eq!(body["error"]["field"], "chart", "{body}");
-        assert_eq!(
-            body["error"]["message"], "the chart cannot be read",
-            "{body}"
-        );
+        assert_eq!(body["field"], "chart", "{body}");
+        assert_eq!(body["detail"], "the chart cannot be read", "{body}");
     };
     for repository in [
         format!("https://127.0.0.1:{port}"),
@@ -252,7 +240,7 @@ async fn a_template_from_a_chart_fetches_nothing_for_outsiders_nor_from_the_serv
     ] {
         let (status, body) = from_chart(&member, &project_id, &repository).await;
         assert_eq!(status, 422, "{repository}: {body}");
-        assert_eq!(body["error"]["field"], "chart.repository", "{body}");
+        assert_eq!(body["field"], "chart.repository", "{body}");
     }
     assert_eq!(target.requests(), 0, "a loopback server was reached");
 
@@ -280,6 +268,6 @@ async fn a_template_from_a_chart_fetches_nothing_for_outsiders_nor_from_the_serv
     ] {
         let (status, body) = from_chart(&member, &project_id, &repository).await;
         assert_eq!(status, 422, "{repository}: {body}");
-        assert_eq!(body["error"]["field"], "chart.repository", "{body}");
+        assert_eq!(body["field"], "chart.repository", "{body}");
     }
 }

@@ -200,11 +200,11 @@ async fn each_bad_verification_is_refused_naming_its_field_and_nothing_is_writte
             ),
         ] {
             assert_eq!(
-                (status.as_u16(), answer["error"]["field"].as_str()),
+                (status.as_u16(), answer["field"].as_str()),
                 (422, Some(field)),
                 "{what} with {verification}: {answer}"
             );
-            assert_eq!(answer["error"]["code"], "validation_failed");
+            assert_eq!(answer["code"], "validation_failed");
         }
         assert!(apps.get_opt(&name).await.unwrap().is_none(), "{name}");
     }
@@ -219,10 +219,7 @@ async fn each_bad_verification_is_refused_naming_its_field_and_nothing_is_writte
         let (status, answer) = admin.call(Method::PATCH, &app, Some(unknown)).await;
         assert_eq!(status, 400, "{answer}");
         assert!(
-            answer["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("unknown field"),
+            answer["detail"].as_str().unwrap().contains("unknown field"),
             "{answer}"
         );
     }
@@ -240,7 +237,7 @@ async fn each_bad_verification_is_refused_naming_its_field_and_nothing_is_writte
     ] {
         let (status, answer) = admin.call(Method::PATCH, &app, Some(wrong)).await;
         assert_eq!(
-            (status.as_u16(), answer["error"]["field"].as_str()),
+            (status.as_u16(), answer["field"].as_str()),
             (400, Some(field)),
             "{answer}"
         );

@@ -156,10 +156,10 @@ async fn a_kubectl_write_names_its_real_author_in_the_history_and_every_path_is_
     );
     let (status, body) = admin.get(&format!("{audit}?continue=abc")).await;
     assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["field"], "continue");
+    assert_eq!(body["field"], "continue");
     let (status, body) = admin.get(&format!("{audit}?path=ftp")).await;
     assert_eq!(
-        (status.as_u16(), body["error"]["field"].as_str()),
+        (status.as_u16(), body["field"].as_str()),
         (422, Some("path"))
     );
     let (status, _) = session.get(&audit).await;

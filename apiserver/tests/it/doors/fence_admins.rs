@@ -31,7 +31,7 @@ async fn fences_are_the_organizations_admins_to_set_at_both_doors() {
         )
         .await;
     assert_eq!(
-        (status.as_u16(), body["error"]["field"].as_str()),
+        (status.as_u16(), body["field"].as_str()),
         (403, Some("fences")),
         "{body}"
     );

@@ -55,8 +55,8 @@ async fn objects_kept_in_git_are_not_rewritten_through_rest_and_a_cluster_manife
     ] {
         let (status, answer) = session.call(method.clone(), &route, body).await;
         assert_eq!(status, 409, "{method} {route}: {answer}");
-        assert_eq!(answer["error"]["code"], "gitops_owned", "{answer}");
-        let message = answer["error"]["message"].as_str().unwrap();
+        assert_eq!(answer["code"], "gitops_owned", "{answer}");
+        let message = answer["detail"].as_str().unwrap();
         assert!(
             message.contains(owner) && message.contains(says),
             "{message}"
@@ -277,7 +277,7 @@ async fn flux_applies_apps_from_git_through_the_same_door_and_rest_does_not_figh
         .await;
     assert_eq!(status, 409, "{answer}");
     assert!(
-        answer["error"]["message"]
+        answer["detail"]
             .as_str()
             .unwrap()
             .contains("Flux Kustomization flux-system/apps"),

@@ -75,15 +75,9 @@ struct Refusal {
 fn rest_refusal(status: reqwest::StatusCode, body: &Value) -> Refusal {
     Refusal {
         status: status.as_u16(),
-        code: body["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        field: body["error"]["field"].as_str().map(str::to_owned),
-        reason: body["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
+        code: body["code"].as_str().unwrap_or_default().to_owned(),
+        field: body["field"].as_str().map(str::to_owned),
+        reason: body["detail"].as_str().unwrap_or_default().to_owned(),
     }
 }
 
