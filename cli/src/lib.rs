@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod cmd;
+pub mod exit;
 
 use clap::Parser;
 

@@ -11,8 +11,10 @@ use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::Value;
 
+mod events;
 mod session;
 
+pub use events::{Event, Events};
 pub use session::Session;
 
 /// The refresh token's cookie (the API's `REFRESH_COOKIE`).
@@ -232,6 +234,7 @@ impl Client {
             access_token: access_token(&value),
             refresh_token,
             ca_file: self.ca_file.clone(),
+            org: None,
         };
         self.session = Some(session.clone());
         Ok(session)
@@ -277,10 +280,11 @@ impl Client {
         accept: &str,
     ) -> Result<reqwest::Response, ApiError> {
         let mut rotated = false;
+        // No overall timeout: a followed log or an event stream stays open.
+        let http = self.streaming()?;
         loop {
             let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
-            let response = self
-                .http
+            let response = http
                 .get(format!("{}{path}", self.base))
                 .bearer_auth(&session.access_token)
                 .header(reqwest::header::ACCEPT, accept)

@@ -15,20 +15,28 @@ pub struct Session {
     /// The CA certificate (PEM) trusted for `api` besides the public roots (`--ca-file`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+    /// The organization names are looked up in (`kubenest context set-org`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub org: Option<String>,
 }
 
 impl Session {
     /// `$KUBENEST_SESSION`, else `$XDG_CONFIG_HOME/kubenest/session.json`, else
-    /// `~/.config/kubenest/session.json`.
+    /// `~/.config/kubenest/session.json` (the file of a login before contexts).
     pub fn default_path() -> PathBuf {
         if let Some(path) = std::env::var_os("KUBENEST_SESSION") {
             return path.into();
         }
-        let config = std::env::var_os("XDG_CONFIG_HOME")
+        Self::config_dir().join("session.json")
+    }
+
+    /// `$XDG_CONFIG_HOME/kubenest`, else `~/.config/kubenest`.
+    pub fn config_dir() -> PathBuf {
+        std::env::var_os("XDG_CONFIG_HOME")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-            .unwrap_or_else(|| PathBuf::from("."));
-        config.join("kubenest").join("session.json")
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("kubenest")
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Option<Self>> {

@@ -27,6 +27,14 @@ pub enum ClustersCommand {
         #[command(flatten)]
         budget: super::fences::BudgetArgs,
     },
+    /// Change the node count of a cluster kubenest installed (organization admins); a
+    /// registered cluster's nodes are its owner's to change, and the API says so.
+    Scale {
+        cluster: String,
+        /// The node count to reach.
+        #[arg(long)]
+        nodes: u32,
+    },
     /// Delete a cluster (refused while projects use it).
     Delete {
         cluster: String,
@@ -123,6 +131,19 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
                 )
                 .await?;
             global.done(&answer, &format!("cluster {cluster}'s budget: {answer}"));
+        }
+        ClustersCommand::Scale { cluster, nodes } => {
+            let id = resolve(global, &mut client, &cluster).await?;
+            let answer = client
+                .post(
+                    &format!("/api/v1/clusters/{id}/scale"),
+                    &json!({"desired_node_count": nodes}),
+                )
+                .await?;
+            global.done(
+                &answer,
+                &format!("cluster {cluster} scaling to {nodes} nodes"),
+            );
         }
         ClustersCommand::Delete { cluster, force } => {
             let id = resolve(global, &mut client, &cluster).await?;

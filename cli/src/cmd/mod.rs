@@ -3,13 +3,16 @@
 //! scripts. Objects are named by id or by name (names are looked up in the organization, and an
 //! App's name in its project).
 
+mod addons;
 mod alerts;
 mod apps;
 mod audit;
 mod clusters;
+mod context;
 mod fences;
 mod ingress_ca;
 mod members;
+mod output;
 mod projects;
 mod table;
 mod templates;
@@ -19,24 +22,16 @@ use std::io::Read as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use crate::api::{self, Session};
 pub use apps::{AppsCommand, Progress, progress, wait_deleted, wait_running};
 pub use clusters::ClustersCommand;
+pub use output::{DryRun, Output, emit, removal_message};
 pub use projects::ProjectsCommand;
 pub use table::Table;
 pub use templates::TemplatesCommand;
-
-/// How results are printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    /// Aligned columns for people.
-    Table,
-    /// The API's JSON, for scripts.
-    Json,
-}
 
 /// Options every API command takes.
 #[derive(Debug, Clone, Args)]
@@ -54,19 +49,34 @@ pub struct Global {
     /// keeps it with the session.
     #[arg(long, global = true, env = "KUBENEST_CA_FILE")]
     pub ca_file: Option<PathBuf>,
-    /// Where the login session is kept (default: ~/.config/kubenest/session.json).
+    /// A login session file to use instead of a context.
     #[arg(long, global = true, env = "KUBENEST_SESSION")]
     pub session: Option<PathBuf>,
+    /// The context to use instead of the current one (`kubenest context list`).
+    #[arg(long, global = true, env = "KUBENEST_CONTEXT")]
+    pub context: Option<String>,
+    /// `server`: send changes as a dry run (`?dryRun=true`): the API judges them as it would
+    /// and keeps nothing; the answer is what the change would give.
+    #[arg(long, global = true, value_enum, default_value_t = DryRun::None)]
+    pub dry_run: DryRun,
 }
 
 impl Global {
-    fn session_path(&self) -> PathBuf {
-        self.session.clone().unwrap_or_else(Session::default_path)
+    /// `--session`, else `--context`'s, else the current context's, else the session of a
+    /// login made before contexts.
+    pub(crate) fn session_path(&self) -> anyhow::Result<PathBuf> {
+        if let Some(path) = &self.session {
+            return Ok(path.clone());
+        }
+        match self.context.clone().or_else(context::current) {
+            Some(name) => context::path_of(&name),
+            None => Ok(Session::default_path()),
+        }
     }
 
     /// A client with the stored session (its API address overridden by `--api`).
     pub fn client(&self) -> anyhow::Result<api::Client> {
-        let path = self.session_path();
+        let path = self.session_path()?;
         let session = Session::load(&path)?.ok_or(api::ApiError::NotLoggedIn)?;
         if let Some(api) = &self.api
             && api.trim_end_matches('/') != session.api
@@ -80,13 +90,19 @@ impl Global {
         if let Some(ca) = &self.ca_file {
             session.ca_file = Some(ca.clone());
         }
-        Ok(api::Client::from_session(session, Some(path))?)
+        let mut client = api::Client::from_session(session, Some(path))?;
+        client.set_dry_run(self.dry_run == DryRun::Server);
+        Ok(client)
     }
 
-    /// `--org`, else the caller's only organization.
+    /// `--org`, else the context's organization, else the caller's only organization.
     pub async fn org(&self, client: &mut api::Client) -> anyhow::Result<String> {
-        if let Some(org) = &self.org {
-            return Ok(org.clone());
+        if let Some(org) = self
+            .org
+            .clone()
+            .or_else(|| client.session().and_then(|s| s.org.clone()))
+        {
+            return Ok(org);
         }
         let orgs = client.get("/api/v1/orgs").await?;
         let names: Vec<&str> = orgs
@@ -102,22 +118,6 @@ impl Global {
                 "you belong to several organizations ({}): choose one with --org or KUBENEST_ORG",
                 many.join(", ")
             ),
-        }
-    }
-
-    /// Prints `value` as JSON, or as the table `table` makes of it.
-    pub fn print(&self, value: &Value, table: impl FnOnce(&Value) -> Table) {
-        match self.output {
-            Output::Json => emit(&json_text(value)),
-            Output::Table => emit(&table(value).to_string()),
-        }
-    }
-
-    /// Prints a one-line confirmation for people, or the JSON answer for scripts.
-    pub fn done(&self, value: &Value, message: &str) {
-        match self.output {
-            Output::Json => emit(&json_text(value)),
-            Output::Table => emit(&format!("{message}\n")),
         }
     }
 }
@@ -149,6 +149,16 @@ pub enum ApiCommand {
         #[command(subcommand)]
         command: AppsCommand,
     },
+    /// Standalone addons (Postgres, Redis, Kafka in a project): create, change, roll back.
+    Addons {
+        #[command(subcommand)]
+        command: addons::AddonsCommand,
+    },
+    /// The addon catalog: what `addons create --definition` can install.
+    Catalog {
+        #[command(subcommand)]
+        command: addons::CatalogCommand,
+    },
     /// Stack templates: reusable Apps with parameters.
     Templates {
         #[command(subcommand)]
@@ -167,6 +177,16 @@ pub enum ApiCommand {
     Members(members::MembersArgs),
     /// Change your password (or, as a platform administrator, anyone's).
     Password(users::PasswordArgs),
+    /// Contexts: several APIs, users and organizations; `use NAME` switches.
+    Context {
+        #[command(subcommand)]
+        command: context::ContextCommand,
+    },
+    /// A completion script for a shell: `source <(kubenest completion bash)`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -204,7 +224,7 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
         ApiCommand::Logout => {
             let mut client = global.client()?;
             client.logout().await?;
-            let path = global.session_path();
+            let path = global.session_path()?;
             let _ = std::fs::remove_file(&path);
             println!("logged out");
             Ok(())
@@ -214,11 +234,21 @@ pub async fn run(global: &Global, command: ApiCommand) -> anyhow::Result<()> {
         ApiCommand::Projects { command } => projects::run(global, command).await,
         ApiCommand::Apps { command } => apps::run(global, command).await,
         ApiCommand::Templates { command } => templates::run(global, command).await,
+        ApiCommand::Addons { command } => addons::run(global, command).await,
+        ApiCommand::Catalog { command } => addons::catalog(global, command).await,
         ApiCommand::Alerts(args) => alerts::run(global, args).await,
         ApiCommand::Audit(args) => audit::run(global, args).await,
         ApiCommand::Users { command } => users::run(global, command).await,
         ApiCommand::Members(args) => members::run(global, args).await,
         ApiCommand::Password(args) => users::password(global, args).await,
+        ApiCommand::Context { command } => context::run(global, command),
+        ApiCommand::Completion { shell } => {
+            let mut command = <crate::Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "kubenest", &mut script);
+            emit(&String::from_utf8_lossy(&script));
+            Ok(())
+        }
     }
 }
 
@@ -243,14 +273,29 @@ async fn login(global: &Global, args: LoginArgs) -> anyhow::Result<()> {
         .context("which API? pass --api http://host:port or set KUBENEST_API")?;
     let password = secret_input(args.password_stdin, "KUBENEST_PASSWORD", "the password")?;
     let mut client = api::Client::with_ca(&api, global.ca_file.as_deref())?;
-    let session = client.login(&args.username, &password).await?;
-    let path = global.session_path();
-    session.save(&path)?;
+    let mut session = client.login(&args.username, &password).await?;
+    session.org = global.org.clone();
+    // Into the session file named, else into a context (the one named, or one named after
+    // the user and the API), which becomes the current one.
+    if let Some(path) = &global.session {
+        session.save(path)?;
+        println!(
+            "logged in to {} as {} (session in {})",
+            session.api,
+            session.username,
+            path.display()
+        );
+        return Ok(());
+    }
+    let name = global
+        .context
+        .clone()
+        .unwrap_or_else(|| context::default_name(&session.api, &session.username));
+    session.save(&context::path_of(&name)?)?;
+    context::set_current(&name)?;
     println!(
-        "logged in to {} as {} (session in {})",
-        session.api,
-        session.username,
-        path.display()
+        "logged in to {} as {} (context {name}, now current)",
+        session.api, session.username
     );
     Ok(())
 }
@@ -308,62 +353,6 @@ async fn orgs(global: &Global, command: OrgsCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn json_text(value: &Value) -> String {
-    format!(
-        "{}\n",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    )
-}
-
-/// Writes to standard output; a reader that went away (`| head`) ends the program quietly, as
-/// it does for other command-line tools.
-/// `head`, then what a DELETE's answer says: what the deletion waits for, or, after a forced
-/// removal, what was removed and what may be left on the cluster.
-pub fn removal_message(answer: &Value, head: &str) -> String {
-    let lines = |key: &str| -> Vec<String> {
-        answer[key]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = format!("{head}\n");
-    for (title, key) in [
-        ("waiting for", "waiting_for"),
-        ("removed", "removed"),
-        ("may be left on the cluster", "left_on_cluster"),
-    ] {
-        let items = lines(key);
-        if !items.is_empty() {
-            out.push_str(&format!("{title}:\n"));
-            for item in items {
-                out.push_str(&format!("  - {item}\n"));
-            }
-        }
-    }
-    out.trim_end().to_owned()
-}
-
-pub fn emit(text: &str) {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: cannot write to standard output: {e}");
-        std::process::exit(1);
-    }
-}
-
 /// A JSON value as a table cell: strings bare, null as `-`.
 pub fn text(value: &Value) -> String {
     match value {
@@ -392,7 +381,7 @@ pub fn by_name<'a>(
         .unwrap_or_default();
     match matches.as_slice() {
         [one] => Ok(one),
-        [] => anyhow::bail!("no {what} named {name:?} in {scope}"),
+        [] => Err(crate::exit::NotFound(format!("no {what} named {name:?} in {scope}")).into()),
         _ => anyhow::bail!("several {what}s are named {name:?} in {scope}: use the id"),
     }
 }

@@ -138,7 +138,7 @@ pub async fn password(global: &Global, args: PasswordArgs) -> anyhow::Result<()>
     if user == me {
         let mut fresh = api::Client::with_ca(client.base(), client.ca_file())?;
         let session = fresh.login(&me, &password).await?;
-        session.save(&global.session_path())?;
+        session.save(&global.session_path()?)?;
     }
     global.done(
         &json!({"user": user}),

@@ -9,6 +9,7 @@
 
 mod addon_drift;
 mod addons_real;
+mod cli;
 mod common;
 mod control_plane;
 mod deadlines;

@@ -11,13 +11,19 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
-use super::{Global, Output, Table, clusters, is_id, projects, read_document, text};
+use super::{Global, is_id, projects, read_document, text};
 use crate::api;
 
+mod apply;
+mod diff;
 mod logs;
+mod secrets;
 mod tables;
 mod wait;
+mod watch;
 
+pub use apply::apply;
+use apply::report_change;
 use tables::*;
 use wait::*;
 pub use wait::{Progress, progress, wait_deleted, wait_running};
@@ -34,6 +40,15 @@ pub enum AppsCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// What `apply -f` would change, as a unified diff (the API judges the change as a dry
+    /// run); exit status 1 when there are differences.
+    Diff {
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// The project (name or id), unless the file names it.
+        #[arg(long)]
+        project: Option<String>,
+    },
     /// The organization's Apps (or one project's).
     List {
         /// Only this project's Apps (name or id).
@@ -45,9 +60,18 @@ pub enum AppsCommand {
         /// Only the Apps in this phase (Pending, Deploying, Running, Paused, Failed, Deleting).
         #[arg(long)]
         phase: Option<String>,
+        /// After the list, a line for every change, from the live event stream.
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// One App: phase, components, sync and drift, conditions.
-    Get(AppArg),
+    Get {
+        #[command(flatten)]
+        app: AppArg,
+        /// After the App, a line for every change, from the live event stream.
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
     /// Every deployment of an App, newest first: who, when, what, the result.
     History(AppArg),
     /// Deploy an earlier deployment's spec again (a new deployment).
@@ -96,6 +120,16 @@ pub enum AppsCommand {
         #[arg(long)]
         previous: bool,
     },
+    /// A component's secret environment: `set -f FILE`, `delete`.
+    Secret {
+        #[command(subcommand)]
+        command: secrets::SecretCommand,
+    },
+    /// A Git workload's repository credentials: `set`, `delete`.
+    GitCredentials {
+        #[command(subcommand)]
+        command: secrets::GitCredentialsCommand,
+    },
     /// Delete an App and everything it runs.
     Delete {
         #[command(flatten)]
@@ -128,6 +162,14 @@ pub struct WaitArgs {
     /// Seconds to wait.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
+}
+
+/// `apps list`'s selection.
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    pub project: Option<String>,
+    pub cluster: Option<String>,
+    pub phase: Option<String>,
 }
 
 /// All Apps visible in the organization (every page), optionally in one project.
@@ -187,7 +229,9 @@ async fn resolve(
         .collect();
     match matches.as_slice() {
         [one] => Ok(text(&one["id"])),
-        [] => anyhow::bail!("no App named {:?}{}", arg.app, in_project(arg)),
+        [] => Err(
+            crate::exit::NotFound(format!("no App named {:?}{}", arg.app, in_project(arg))).into(),
+        ),
         many => anyhow::bail!(
             "{} Apps are named {:?} (in projects {}): choose one with --project",
             many.len(),
@@ -219,45 +263,34 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             let (app, before) = apply(global, &mut client, document, project.as_deref()).await?;
             report_change(global, &mut client, &app, before.as_ref(), &wait, "applied").await?;
         }
+        AppsCommand::Secret { command } => secrets::secret(global, command).await?,
+        AppsCommand::GitCredentials { command } => {
+            secrets::git_credentials(global, command).await?;
+        }
+        AppsCommand::Diff { file, project } => {
+            diff::run(global, &client, &file, project.as_deref()).await?;
+        }
         AppsCommand::List {
             project,
             cluster,
             phase,
+            watch,
         } => {
-            let mut filters = Vec::new();
-            if let Some(project) = &project {
-                let id = projects::resolve(global, &mut client, project).await?;
-                filters.push(("project_id", id));
-            }
-            if let Some(cluster) = &cluster {
-                let id = clusters::resolve(global, &mut client, cluster).await?;
-                filters.push(("cluster_id", id));
-            }
-            if let Some(phase) = phase {
-                filters.push(("phase", phase));
-            }
-            let apps = Value::Array(list_where(global, &mut client, filters).await?);
-            global.print(&apps, |apps| {
-                Table::rows(
-                    ["NAME", "ID", "PROJECT", "PHASE", "REVISION", "SYNC"],
-                    apps,
-                    |a| {
-                        vec![
-                            text(&a["name"]),
-                            text(&a["id"]),
-                            text(&a["project"]),
-                            text(&a["phase"]),
-                            short_revision(&a["revision"]),
-                            sync(a),
-                        ]
-                    },
-                )
-            });
+            let filters = Filters {
+                project,
+                cluster,
+                phase,
+            };
+            watch::list(global, &mut client, filters, watch).await?;
         }
-        AppsCommand::Get(arg) => {
-            let id = resolve(global, &mut client, &arg).await?;
-            let app = client.get(&format!("/api/v1/apps/{id}")).await?;
-            global.print(&app, app_table);
+        AppsCommand::Get { app, watch } => {
+            let id = resolve(global, &mut client, &app).await?;
+            let found = client.get(&format!("/api/v1/apps/{id}")).await?;
+            global.print(&found, app_table);
+            if watch {
+                let query = format!("app_id={}", api::query_value(&id));
+                watch::watch(global, &mut client, &query, &[found], |_| true).await?;
+            }
         }
         AppsCommand::History(arg) => {
             let id = resolve(global, &mut client, &arg).await?;
@@ -299,7 +332,7 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             let answer = client
                 .post(&format!("/api/v1/apps/{id}/redeploy"), &json!({}))
                 .await?;
-            if wait.wait {
+            if wait.wait && !client.dry_run() {
                 let row = wait_new_deployment(
                     &mut client,
                     &id,
@@ -372,7 +405,7 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
                 return Ok(());
             }
             let answer = client.delete(&format!("/api/v1/apps/{id}")).await?;
-            if wait {
+            if wait && !client.dry_run() {
                 wait_deleted(&mut client, &id, Duration::from_secs(timeout)).await?;
                 global.done(&answer, &format!("App {} deleted", app.app));
             } else {
@@ -381,92 +414,5 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             }
         }
     }
-    Ok(())
-}
-
-/// Creates or changes the App a document describes; returns the API's answer and, for a
-/// change, the App as it was before.
-pub async fn apply(
-    global: &Global,
-    client: &mut api::Client,
-    mut document: Value,
-    project: Option<&str>,
-) -> anyhow::Result<(Value, Option<Value>)> {
-    let Some(body) = document.as_object_mut() else {
-        anyhow::bail!("an App file is a mapping with `name`, `project` and `components`");
-    };
-    let named = body
-        .remove("project")
-        .or_else(|| body.remove("project_id"))
-        .map(|p| text(&p));
-    let project = named.as_deref().or(project).ok_or_else(|| {
-        anyhow::anyhow!("which project? name it in the file (`project:`) or with --project")
-    })?;
-    let project_id = projects::resolve(global, client, project).await?;
-    let name = body
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| anyhow::anyhow!("the App file has no `name`"))?
-        .to_owned();
-    let existing = list(global, client, Some(&project_id))
-        .await?
-        .into_iter()
-        .find(|a| a["name"] == name.as_str());
-    match existing {
-        Some(app) => {
-            body.remove("name");
-            let id = text(&app["id"]);
-            let answer = client
-                .patch(&format!("/api/v1/apps/{id}"), &Value::Object(body.clone()))
-                .await?;
-            Ok((answer, Some(app)))
-        }
-        None => {
-            body.insert("project_id".into(), json!(project_id));
-            let answer = client
-                .post("/api/v1/apps", &Value::Object(body.clone()))
-                .await?;
-            Ok((answer, None))
-        }
-    }
-}
-
-/// Prints what a change did, waiting for it to run when asked.
-async fn report_change(
-    global: &Global,
-    client: &mut api::Client,
-    answer: &Value,
-    before: Option<&Value>,
-    wait: &WaitArgs,
-    verb: &str,
-) -> anyhow::Result<()> {
-    let id = text(&answer["id"]);
-    if !wait.wait {
-        global.done(
-            answer,
-            &format!(
-                "App {} {verb}: {}",
-                text(&answer["name"]),
-                text(&answer["phase"])
-            ),
-        );
-        return Ok(());
-    }
-    let app = wait_running(
-        client,
-        &id,
-        before,
-        Duration::from_secs(wait.timeout),
-        global.output == Output::Table,
-    )
-    .await?;
-    global.done(
-        &app,
-        &format!(
-            "App {} {verb}: Running at revision {}",
-            text(&app["name"]),
-            short_revision(&app["revision"])
-        ),
-    );
     Ok(())
 }

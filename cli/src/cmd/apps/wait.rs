@@ -1,4 +1,6 @@
 //! Waiting for an App: until its revision runs, until a new deployment shows, until it is gone.
+//! A wait reads the App again when the live event stream says something about it (and every
+//! few seconds besides, in case an event was missed); without the stream it reads every second.
 
 use std::time::{Duration, Instant};
 
@@ -7,6 +9,41 @@ use serde_json::Value;
 use super::super::text;
 use super::*;
 use crate::api;
+use crate::exit::TimedOut;
+
+/// What wakes a wait.
+pub struct Waker {
+    events: Option<api::Events>,
+}
+
+/// How long a wait on the stream goes without reading the App anyway.
+const QUIET: Duration = Duration::from_secs(5);
+/// How often a wait without the stream reads the App.
+const WITHOUT_STREAM: Duration = Duration::from_secs(1);
+
+impl Waker {
+    /// Subscribes to App `id`'s events (before its first read, so no change falls between).
+    pub async fn for_app(client: &mut api::Client, id: &str) -> Self {
+        let query = format!("app_id={}", api::query_value(id));
+        Self {
+            events: api::Events::open(client, &query).await.ok(),
+        }
+    }
+
+    /// Returns when the App may have changed, or at `deadline`.
+    pub async fn wait(&mut self, deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(events) = &mut self.events else {
+            tokio::time::sleep(left.min(WITHOUT_STREAM)).await;
+            return;
+        };
+        match tokio::time::timeout(left.min(QUIET), events.next()).await {
+            Ok(Ok(Some(_))) | Err(_) => {}
+            // The stream ended or broke: read on a timer from now on.
+            Ok(Ok(None) | Err(_)) => self.events = None,
+        }
+    }
+}
 
 /// Where a change stands, judged from the App now and as it was `before` the change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +72,7 @@ pub fn progress(app: &Value, before: Option<&Value>) -> Progress {
     }
 }
 
-/// Polls the App until the change made after `before` runs; prints phase changes to standard
+/// Reads the App until the change made after `before` runs; prints phase changes to standard
 /// error when `progress`. A failure of the change's revision is an error.
 pub async fn wait_running(
     client: &mut api::Client,
@@ -46,6 +83,7 @@ pub async fn wait_running(
 ) -> anyhow::Result<Value> {
     let deadline = Instant::now() + timeout;
     let mut last_phase = String::new();
+    let mut waker = Waker::for_app(client, id).await;
     loop {
         let app = client.get(&format!("/api/v1/apps/{id}")).await?;
         let phase = text(&app["phase"]);
@@ -64,17 +102,20 @@ pub async fn wait_running(
                 text(&app["name"]),
                 short_revision(&app["revision"]),
             ),
-            Progress::Waiting(state) if Instant::now() >= deadline => anyhow::bail!(
-                "App {} is not Running after {}s: {state}",
-                text(&app["name"]),
-                timeout.as_secs(),
-            ),
-            Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Progress::Waiting(state) if Instant::now() >= deadline => {
+                return Err(TimedOut(format!(
+                    "App {} is not Running after {}s: {state}",
+                    text(&app["name"]),
+                    timeout.as_secs(),
+                ))
+                .into());
+            }
+            Progress::Waiting(_) => waker.wait(deadline).await,
         }
     }
 }
 
-/// Polls the App's history until a deployment not in `known` has a result; `failed` is an
+/// Reads the App's history until a deployment not in `known` has a result; `failed` is an
 /// error.
 pub(super) async fn wait_new_deployment(
     client: &mut api::Client,
@@ -89,6 +130,7 @@ pub(super) async fn wait_new_deployment(
         .map(|d| &d["id"])
         .collect();
     let deadline = Instant::now() + timeout;
+    let mut waker = Waker::for_app(client, id).await;
     loop {
         let history = client
             .get(&format!("/api/v1/apps/{id}/deployments"))
@@ -108,34 +150,39 @@ pub(super) async fn wait_new_deployment(
                 )
             }
             _ if Instant::now() >= deadline => {
-                anyhow::bail!(
+                return Err(TimedOut(format!(
                     "no result for the new deployment after {}s",
                     timeout.as_secs()
-                )
+                ))
+                .into());
             }
-            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+            _ => waker.wait(deadline).await,
         }
     }
 }
 
-/// Polls until the App is gone (the agent confirmed the removal and the finalizer let go).
+/// Reads the App until it is gone (the agent confirmed the removal and the finalizer let go).
 pub async fn wait_deleted(
     client: &mut api::Client,
     id: &str,
     timeout: Duration,
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
+    let mut waker = Waker::for_app(client, id).await;
     loop {
         match client.get(&format!("/api/v1/apps/{id}")).await {
             Err(e) if e.status() == Some(404) => return Ok(()),
             Err(e) => return Err(e.into()),
-            Ok(app) if Instant::now() >= deadline => anyhow::bail!(
-                "App {} still exists after {}s: {}",
-                text(&app["name"]),
-                timeout.as_secs(),
-                text(&app["message"])
-            ),
-            Ok(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            Ok(app) if Instant::now() >= deadline => {
+                return Err(TimedOut(format!(
+                    "App {} still exists after {}s: {}",
+                    text(&app["name"]),
+                    timeout.as_secs(),
+                    text(&app["message"])
+                ))
+                .into());
+            }
+            Ok(_) => waker.wait(deadline).await,
         }
     }
 }
