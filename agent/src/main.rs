@@ -5,7 +5,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = kubenest_agent::args::Args::parse();
-    kubenest_runtime::logs::init(args.log_format, "info")?;
+    let _telemetry = kubenest_runtime::logs::init(args.log_format, "info", "kubenest-agent")?;
     let admin_listen = args.admin_listen;
     let config = args.config().await?;
     let shutdown = kubenest_runtime::shutdown::on_signal();

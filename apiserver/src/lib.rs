@@ -419,7 +419,16 @@ pub fn app(state: AppState) -> Router {
                     .get(REQUEST_ID)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default();
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                let span = tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id);
+                // A caller that traces its own requests makes this request part of its trace.
+                if let Some(parent) = request
+                    .headers()
+                    .get(kubenest_runtime::traces::TRACEPARENT)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    kubenest_runtime::traces::continue_from(&span, parent);
+                }
+                span
             }),
         )
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))

@@ -27,6 +27,10 @@ pub struct Envelope {
     pub correlation_id: Option<Uuid>,
     pub sent_at: DateTime<Utc>,
     pub schema_version: u32,
+    /// The W3C trace context of the span that sent the frame (`00-{trace}-{span}-{flags}`), so
+    /// the hub's route and the agent's handling are spans of the same trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     #[serde(flatten)]
     pub message: Message,
 }
@@ -43,8 +47,15 @@ impl Envelope {
             correlation_id: None,
             sent_at: Utc::now(),
             schema_version: SCHEMA_VERSION,
+            traceparent: None,
             message,
         }
+    }
+
+    /// Carries the trace context `traceparent` (see [`Envelope::traceparent`]).
+    pub fn traced(mut self, traceparent: Option<String>) -> Self {
+        self.traceparent = traceparent;
+        self
     }
 
     /// Addresses the frame to (or from) a cluster of an organization.
@@ -84,5 +95,8 @@ pub(crate) struct EnvelopeShape {
     sent_at: DateTime<Utc>,
     #[schemars(range(min = 1))]
     schema_version: u32,
+    #[serde(default)]
+    #[schemars(regex(pattern = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"))]
+    traceparent: Option<String>,
     payload: serde_json::Map<String, serde_json::Value>,
 }

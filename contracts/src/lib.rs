@@ -5,7 +5,8 @@
 //! # Frames
 //!
 //! A frame is one WebSocket text message holding one [`Envelope`]:
-//! `{id, type, direction, cluster_id, org_id, correlation_id, sent_at, schema_version, payload}`.
+//! `{id, type, direction, cluster_id, org_id, correlation_id, sent_at, schema_version,
+//! traceparent, payload}`.
 //! `type` names the payload ([`MessageType`]); its direction is fixed by the catalog:
 //! commands flow controllers → agent, status events agent → controllers, control frames between a
 //! session and the hub. Every type's payload has a JSON Schema, committed under

@@ -160,6 +160,10 @@ impl Validator {
             cluster_id: header_id(&value, "cluster_id"),
             org_id: header_id(&value, "org_id"),
             correlation_id: header_uuid(&value, "correlation_id"),
+            traceparent: value
+                .get("traceparent")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             value,
         })
     }
@@ -283,6 +287,8 @@ pub struct Checked {
     pub cluster_id: Option<Id>,
     pub org_id: Option<Id>,
     pub correlation_id: Option<Uuid>,
+    /// The trace context the sender put in (checked against the schema's pattern).
+    pub traceparent: Option<String>,
     value: Value,
 }
 

@@ -69,7 +69,8 @@ impl Plane {
         what: Sent,
     ) -> Result<(), DispatchError> {
         let envelope = Envelope::new(payload)
-            .for_cluster(Id::new(&placement.cluster_id), Id::new(&placement.org_id));
+            .for_cluster(Id::new(&placement.cluster_id), Id::new(&placement.org_id))
+            .traced(kubenest_runtime::traces::current_traceparent());
         let r#type = envelope.message_type().as_str();
         let resend = self.intents.unsettled(what.uid());
         // The command id ties this line (and the reconcile span's revision) to the hub's and

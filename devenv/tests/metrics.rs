@@ -11,6 +11,8 @@
 // tests/it/main.rs).
 #[path = "it/common/mod.rs"]
 mod common;
+#[path = "metrics/otlp.rs"]
+mod otlp;
 
 use common::{CONVERGE, Expect, Fixture, converged, create, eventually, run};
 use kubenest_devenv::system::{Options, System};
@@ -22,6 +24,8 @@ use tokio::sync::{Mutex, OnceCell};
 struct Guarded {
     f: Fixture,
     database_link: TcpProxy,
+    /// Where every program exports its traces.
+    traces: otlp::Receiver,
 }
 
 async fn fixture() -> tokio::sync::MutexGuard<'static, Guarded> {
@@ -40,7 +44,9 @@ async fn fixture() -> tokio::sync::MutexGuard<'static, Guarded> {
                 &database_link.address().to_string(),
             );
             let dir = tempfile::tempdir().unwrap().keep();
+            let traces = otlp::Receiver::start().await;
             let options = Options {
+                traces_endpoint: Some(traces.endpoint.clone()),
                 heartbeat_seconds: 2,
                 backoff_max_seconds: 2,
                 reconnect_spread_seconds: 1,
@@ -61,6 +67,7 @@ async fn fixture() -> tokio::sync::MutexGuard<'static, Guarded> {
             Mutex::new(Guarded {
                 f: Fixture { env, system },
                 database_link,
+                traces,
             })
         })
         .await
@@ -341,5 +348,63 @@ fn readiness_names_the_hub_while_an_agents_link_is_cut_and_recovers() {
             ready(system, "agent-west").await
         })
         .await;
+    });
+}
+
+/// One App's create is one trace: the API request, the controllers' reconcile, the hub's route
+/// and the agent's apply are spans of it, each exported by its own program.
+#[test]
+fn one_app_create_is_one_trace_across_the_api_the_controllers_the_hub_and_the_agent() {
+    run(async {
+        let guard = fixture().await;
+        let f = &guard.f;
+        let (project_id, _) = f.project("east", "traced").await;
+        let mut admin = f.admin().await;
+        let app_id = create(&mut admin, &project_id, "traced", "nginx:1.27").await;
+        let programs = [
+            "kubenest-apiserver",
+            "kubenest-controllers",
+            "kubenest-hub",
+            "kubenest-agent",
+        ];
+        // The trace of the create: the one the API server's request span for it began.
+        let whole = async || {
+            let spans = guard.traces.spans();
+            spans
+                .iter()
+                .filter(|s| s.service == "kubenest-apiserver" && s.name == "request")
+                .map(|s| s.trace_id.clone())
+                .find(|trace| {
+                    programs.iter().all(|program| {
+                        spans
+                            .iter()
+                            .any(|s| &s.trace_id == trace && s.service == *program)
+                    })
+                })
+        };
+        eventually(
+            &format!("one trace with spans of all four programs for App {app_id}"),
+            CONVERGE,
+            async || whole().await.is_some(),
+        )
+        .await;
+        let trace = whole().await.unwrap();
+        let names: Vec<(String, String)> = guard
+            .traces
+            .spans()
+            .into_iter()
+            .filter(|s| s.trace_id == trace)
+            .map(|s| (s.service, s.name))
+            .collect();
+        for (service, name) in [
+            ("kubenest-controllers", "reconcile"),
+            ("kubenest-hub", "route"),
+            ("kubenest-agent", "command"),
+        ] {
+            assert!(
+                names.iter().any(|(s, n)| s == service && n == name),
+                "no {name} span of {service} in the trace: {names:?}"
+            );
+        }
     });
 }

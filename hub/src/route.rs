@@ -144,6 +144,16 @@ pub(crate) fn reply(hub: &Hub, outbox: &Outbox, envelope: Envelope) {
 
 fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
     let started = Instant::now();
+    // A span of the sender's trace: the route between the reconcile and the agent's apply.
+    let span = tracing::info_span!(
+        "route",
+        command_id = %command.id,
+        kind = command.message_type.as_str()
+    );
+    if let Some(parent) = &command.traceparent {
+        kubenest_runtime::traces::continue_from(&span, parent);
+    }
+    let _in_span = span.enter();
     // The validator guarantees both on commands.
     let (Some(cluster_id), Some(org_id)) = (&command.cluster_id, &command.org_id) else {
         return nack(

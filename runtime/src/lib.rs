@@ -31,3 +31,4 @@ pub mod leader;
 pub mod logs;
 pub mod reconciles;
 pub mod shutdown;
+pub mod traces;

@@ -154,6 +154,11 @@ impl Reconciles {
                 name = %object.name_any(),
                 revision = tracing::field::Empty,
             );
+            // An object last written through the API carries that request's trace: its
+            // reconciles are spans of the same trace, the journey of the change.
+            if let Some(parent) = object.annotations().get(crate::traces::ANNOTATION) {
+                crate::traces::continue_from(&span, parent);
+            }
             let reference = object.object_ref(&());
             let running = reconcile(object, context);
             let metrics = metrics.clone();

@@ -20,6 +20,6 @@ async fn a_missing_kubeconfig_is_a_kubeconfig_error() {
 
 #[test]
 fn logs_are_set_up_once() {
-    assert!(init_json("info").is_ok());
-    assert!(init_json("info").is_err());
+    assert!(init_json("info", "test").is_ok());
+    assert!(init_json("info", "test").is_err());
 }

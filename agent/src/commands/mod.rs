@@ -162,6 +162,10 @@ fn command_span(envelope: &Envelope) -> tracing::Span {
         }
         _ => {}
     }
+    // The controllers' reconcile that sent it (and the hub that routed it) are of its trace.
+    if let Some(parent) = &envelope.traceparent {
+        kubenest_runtime::traces::continue_from(&span, parent);
+    }
     span
 }
 

@@ -357,12 +357,18 @@ pub fn delete_params() -> kube::api::DeleteParams {
 }
 
 /// Annotations recording who asked for a change.
+/// With traces on, also the request's trace context, which the controllers' reconciles
+/// continue ([`kubenest_runtime::traces`]).
 pub fn actor_annotations(caller: &Caller) -> BTreeMap<String, String> {
-    [
+    let mut stamp: BTreeMap<String, String> = [
         (annotations::ACTOR.to_owned(), caller.user.clone()),
         (annotations::ACTOR_PATH.to_owned(), "rest".to_owned()),
     ]
-    .into()
+    .into();
+    if let Some(traceparent) = kubenest_runtime::traces::current_traceparent() {
+        stamp.insert(kubenest_runtime::traces::ANNOTATION.to_owned(), traceparent);
+    }
+    stamp
 }
 
 /// Refuses a REST change of an object kept in Git ([`kubenest_domain::gitops::owner`]): a 409

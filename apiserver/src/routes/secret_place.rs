@@ -53,7 +53,9 @@ impl SecretPlace {
             kind,
             values,
         };
-        Envelope::new(command).for_cluster(self.cluster_id, self.org_id)
+        Envelope::new(command)
+            .for_cluster(self.cluster_id, self.org_id)
+            .traced(kubenest_runtime::traces::current_traceparent())
     }
 
     /// `secret.delete` of `keys` (all of the Secret when empty).

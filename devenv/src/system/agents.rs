@@ -77,6 +77,7 @@ impl System {
         let link =
             TcpProxy::start("127.0.0.1:0", self.hubs.iter().map(|h| h.address).collect()).await?;
         let mut service = Service::new(&format!("agent-{name}"), &self.programs.agent, &self.dir)
+            .traced(self.options.traces_endpoint.as_deref())
             .admin(loopback(kubenest_testkit::free_port()?))
             .arg(format!(
                 "--kubeconfig={}",

@@ -108,6 +108,7 @@ impl System {
             let admin = loopback(kubenest_testkit::free_port()?);
             let name = format!("hub-{i}");
             let service = Service::new(&name, &programs.hub, &dir)
+                .traced(options.traces_endpoint.as_deref())
                 .arg(format!("--listen={address}"))
                 .admin(admin)
                 .arg(format!("--jwt-public-key={}", public_key.display()))
@@ -150,6 +151,7 @@ impl System {
         for i in 0..options.controllers {
             let name = format!("controllers-{i}");
             let mut service = Service::new(&name, &programs.controllers, &dir)
+                .traced(options.traces_endpoint.as_deref())
                 .admin(loopback(kubenest_testkit::free_port()?))
                 .arg(format!("--kubeconfig={}", controllers_kubeconfig.display()))
                 .arg(format!("--hub-url={}", hub_urls.join(",")))
@@ -181,6 +183,7 @@ impl System {
         let admission_client_ca = dir.join("admission-client-ca.crt");
         std::fs::write(&admission_client_ca, &mgmt.webhook_client().ca_pem)?;
         let mut apiserver = Service::new("apiserver", &programs.apiserver, &dir)
+            .traced(options.traces_endpoint.as_deref())
             .admin(loopback(kubenest_testkit::free_port()?))
             .arg(format!("--kubeconfig={}", api_kubeconfig.display()))
             .arg(format!("--listen={api_address}"))

@@ -29,6 +29,8 @@ pub struct Options {
     pub public_hub_host: Option<std::net::IpAddr>,
     /// Serve the API over HTTPS with a certificate made for it (see [`System::api_ca`]).
     pub api_tls: bool,
+    /// An OTLP/HTTP endpoint every program exports its traces to (none: no traces).
+    pub traces_endpoint: Option<String>,
 }
 
 impl Default for Options {
@@ -48,6 +50,7 @@ impl Default for Options {
             console_dir: None,
             public_hub_host: None,
             api_tls: false,
+            traces_endpoint: None,
         }
     }
 }

@@ -87,6 +87,16 @@ impl Service {
         .arg("--log-format=text")
     }
 
+    /// Exports the program's traces to the OTLP/HTTP `endpoint`, a batch every 200 ms.
+    pub(super) fn traced(self, endpoint: Option<&str>) -> Self {
+        match endpoint {
+            Some(endpoint) => self
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+                .env("OTEL_BSP_SCHEDULE_DELAY", "200"),
+            None => self,
+        }
+    }
+
     /// Serves the program's admin endpoint on `address`.
     pub(super) fn admin(mut self, address: SocketAddr) -> Self {
         self.admin = Some(address);

@@ -11,7 +11,6 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-
 use crate::common::{fixture, run};
 use kit::{Kubenest, app_file, every_command, ingress_ca, write};
 
