@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use crate::common::Id;
 use crate::status::RejectReason;
 
-/// Objects in one snapshot at most; more are cut and the snapshot says `truncated`.
-pub const MAX_OBJECTS: usize = 500;
+/// Objects in one snapshot at most; more are cut and the snapshot says `truncated`. Each
+/// object's fields are bounded too, so that even a snapshot of the longest ones stays under a
+/// frame's 1 MiB (300 × about 2.4 KB).
+pub const MAX_OBJECTS: usize = 300;
 
 /// Ask the agent for the live objects of an App (fail-closed: never queued).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -97,7 +99,7 @@ pub struct ObjectsRefused {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ObjectsSnapshot {
     pub request_id: Id,
-    #[schemars(length(max = 500))]
+    #[schemars(length(max = 300))]
     pub objects: Vec<LiveObject>,
     /// More objects matched than [`MAX_OBJECTS`]; the rest were left out.
     #[serde(default)]
