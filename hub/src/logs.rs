@@ -87,7 +87,11 @@ impl LogRoutes {
             .map(|(k, _)| k.clone())
             .collect();
         gone.into_iter()
-            .filter_map(|key| routes.remove(&key).map(|r| (key.0, key.1, r.org_id, r.kind)))
+            .filter_map(|key| {
+                routes
+                    .remove(&key)
+                    .map(|r| (key.0, key.1, r.org_id, r.kind))
+            })
             .collect()
     }
 

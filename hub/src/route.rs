@@ -370,7 +370,8 @@ pub(crate) fn agent_gone(hub: &Hub, cluster_id: &Id, agent_session: u64) {
 pub(crate) fn backend_gone(hub: &Hub, backend_session: u64) {
     for (cluster_id, id, org_id, kind) in hub.logs.backend_gone(backend_session) {
         if kind == RouteKind::Logs
-            && let Some(agent) = hub.sessions.agent(&cluster_id) {
+            && let Some(agent) = hub.sessions.agent(&cluster_id)
+        {
             let stop = Envelope::new(LogsUnsubscribe {
                 subscription_id: Id::new(id),
             })
