@@ -2,7 +2,7 @@
 // Services, Ingresses, addons' objects), each with its status. Asked of the cluster on open,
 // on the refresh button, and again when an event about the App arrives.
 import { useState } from "react";
-import { api, ok } from "../api/client";
+import { ApiFailure, api, ok } from "../api/client";
 import { useLoad, type Loaded } from "../load";
 import { buildTree, summary, toneOf, type TreeNode } from "../objectTree";
 import { Badge, ErrorNote, When } from "./ui";
@@ -19,6 +19,8 @@ export function useAppObjects(appId: string, refreshOn: unknown): Loaded<Answer>
 
 export function ObjectTree({ appId, refreshOn }: { appId: string; refreshOn?: unknown }) {
   const objects = useAppObjects(appId, refreshOn);
+  // Before the first delivery there is nothing to list: not an error to alert about.
+  const notDeployed = objects.error instanceof ApiFailure && objects.error.code === "not_deployed";
   return (
     <section aria-label="Objects on the cluster" data-testid="object-tree">
       <h2>Objects on the cluster</h2>
@@ -32,10 +34,10 @@ export function ObjectTree({ appId, refreshOn }: { appId: string; refreshOn?: un
           </small>
         )}
       </p>
-      <ErrorNote error={objects.error} />
+      {notDeployed ? <p>Not on its cluster yet.</p> : <ErrorNote error={objects.error} />}
       {objects.data && objects.data.nodes.length === 0 && <p>The cluster has no objects of this App.</p>}
       {objects.data && objects.data.nodes.length > 0 && (
-        <ul className="object-tree" role="tree" aria-label="Objects of this App">
+        <ul className="object-tree" aria-label="Objects of this App">
           {objects.data.nodes.map((n) => (
             <Node key={n.object.uid} node={n} />
           ))}
@@ -51,10 +53,10 @@ function Node({ node }: { node: TreeNode }) {
   const { object, children } = node;
   const words = summary(object.status);
   return (
-    <li role="treeitem" aria-expanded={children.length ? open : undefined} aria-selected={false} data-testid="object" data-kind={object.kind}>
+    <li data-testid="object" data-kind={object.kind}>
       <span className="object-line">
         {children.length > 0 ? (
-          <button type="button" className="toggle" aria-label={`${open ? "Collapse" : "Expand"} ${object.kind} ${object.name}`} onClick={() => setOpen(!open)}>
+          <button type="button" className="toggle" aria-expanded={open} aria-label={`${object.kind} ${object.name}: show what it owns`} onClick={() => setOpen(!open)}>
             {open ? "▾" : "▸"}
           </button>
         ) : (
@@ -66,7 +68,7 @@ function Node({ node }: { node: TreeNode }) {
         {object.status.message && <small className="object-message" title={object.status.message}> — {object.status.message}</small>}
       </span>
       {open && children.length > 0 && (
-        <ul role="group">
+        <ul>
           {children.map((c) => (
             <Node key={c.object.uid} node={c} />
           ))}
