@@ -95,7 +95,12 @@ fn token(client: &Client) -> String {
     client.session().unwrap().access_token.clone()
 }
 
-pub(crate) async fn get(client: &Client, base: &str, path: &str, accept: &str) -> reqwest::Response {
+pub(crate) async fn get(
+    client: &Client,
+    base: &str,
+    path: &str,
+    accept: &str,
+) -> reqwest::Response {
     reqwest::Client::new()
         .get(format!("{base}{path}"))
         .bearer_auth(token(client))

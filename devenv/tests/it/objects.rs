@@ -4,7 +4,7 @@
 //! the Service beside them and no Secret. A viewer may read it; a user of another organization
 //! may not learn the App exists.
 
-use crate::common::{run, fixture};
+use crate::common::{fixture, run};
 use crate::logs::{get, running_app, user};
 use serde_json::Value;
 
@@ -38,14 +38,18 @@ fn an_apps_objects_come_from_its_cluster_as_a_tree_of_owners_without_secrets() {
         // kwok makes the pod Running and ready, and the Deployment's status follows: wait
         // until the listing shows it all ready (the App converged already; the read is live).
         let mut answer = Value::Null;
-        crate::common::eventually("the App's pod is listed ready", crate::common::CONVERGE, async || {
-            answer = admin.get(&path).await.unwrap();
-            answer["objects"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|o| o["kind"] == "Pod" && o["status"]["health"] == "ready")
-        })
+        crate::common::eventually(
+            "the App's pod is listed ready",
+            crate::common::CONVERGE,
+            async || {
+                answer = admin.get(&path).await.unwrap();
+                answer["objects"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|o| o["kind"] == "Pod" && o["status"]["health"] == "ready")
+            },
+        )
         .await;
         let objects = answer["objects"].as_array().unwrap().clone();
         assert_eq!(answer["truncated"], false, "{answer}");
@@ -60,7 +64,10 @@ fn an_apps_objects_come_from_its_cluster_as_a_tree_of_owners_without_secrets() {
         assert_eq!(deployment["component"], "web");
         assert_eq!(deployment["status"]["health"], "ready", "{deployment}");
         assert_eq!(
-            (&deployment["status"]["ready"], &deployment["status"]["desired"]),
+            (
+                &deployment["status"]["ready"],
+                &deployment["status"]["desired"]
+            ),
             (&Value::from(1), &Value::from(1)),
             "{deployment}"
         );

@@ -121,7 +121,10 @@ pub async fn objects(
         request_id: wire::Id::new(&request_id),
         app_id: wire::Id::new(k8s::uid(app)),
     })
-    .for_cluster(wire::Id::new(cluster_id), wire::Id::new(scoped.org.name_any()));
+    .for_cluster(
+        wire::Id::new(cluster_id),
+        wire::Id::new(scoped.org.name_any()),
+    );
     let secrets = state.secrets();
     // Registered before the request goes out, so the answer cannot arrive first.
     let mut waiting = secrets.objects().open(&request_id).ok_or_else(|| {
@@ -152,7 +155,10 @@ pub async fn objects(
     if let Some(refused) = snapshot.refused {
         return Err(ApiError::conflict(
             "objects_refused",
-            format!("the cluster did not list the App's objects: {}", refused.message),
+            format!(
+                "the cluster did not list the App's objects: {}",
+                refused.message
+            ),
         ));
     }
     Ok(Json(AppObjects {
