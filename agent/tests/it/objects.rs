@@ -83,8 +83,8 @@ async fn an_apps_objects_come_with_their_owners_and_never_a_secret() {
     let service = one(&snapshot, "Service");
     assert_eq!(deployment.name, "tree-web");
     assert!(deployment.owners.is_empty());
-    assert_eq!(replica_set.owners, [deployment.uid.clone()]);
-    assert_eq!(pod.owners, [replica_set.uid.clone()]);
+    assert_eq!(replica_set.owners, std::slice::from_ref(&deployment.uid));
+    assert_eq!(pod.owners, std::slice::from_ref(&replica_set.uid));
     assert_eq!(
         (service.name.as_str(), service.component.as_deref()),
         ("tree-web", Some("web"))
