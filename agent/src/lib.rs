@@ -28,7 +28,7 @@
 //!    [`boundary`] (the namespace check, through the applier's cache, and the
 //!    [`boundary::Refusal`] every command answers with);
 //! 2. [`context`]: what every controller and command handler shares;
-//! 3. [`addon`], [`build`];
+//! 3. [`addon`], [`build`], [`objects`] (an App's live objects, for an `objects.request`);
 //! 4. [`project`], [`stack`];
 //! 5. [`commands`]: the hub's commands, stored and answered; the snapshot and resync;
 //! 6. [`uplink`]: the session with the hub, which hands commands to [`commands`] and drains
@@ -55,6 +55,7 @@ pub mod helm;
 pub mod logs;
 pub mod memory;
 pub mod metrics;
+pub mod objects;
 pub mod pod_security;
 pub mod project;
 pub mod pull_secret;

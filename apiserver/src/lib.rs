@@ -41,6 +41,7 @@ pub mod logs;
 pub mod metrics;
 pub mod mirror;
 pub mod model;
+pub mod objects;
 pub mod parameters;
 pub mod reference;
 pub mod reply;
@@ -277,6 +278,22 @@ fn api_routes() -> ApiRouter<AppState> {
                          in time. A reader that does not keep up is cut (reason `limit`).",
                     )
                     .response::<200, String>()
+            }),
+        )
+        .api_route(
+            "/api/v1/apps/{id}/objects",
+            get_with(apps::objects, |op| {
+                op.summary("The App's live objects on its cluster")
+                    .description(
+                        "Every object the App has in its project's namespace now — what the \
+                         agent applied (workloads, Services, Ingresses, claims, Jobs, addons' \
+                         chart objects) and what those own (ReplicaSets, Pods) — as a flat \
+                         list in which each object names its owners' uids, with a status \
+                         summary. Never Secrets. Asked of the cluster's agent through the hub: \
+                         409 when the App is not deployed, 503 when the agent is not \
+                         connected, 504 without an answer within 5 seconds.",
+                    )
+                    .response::<200, Json<apps::AppObjects>>()
             }),
         )
         .api_route("/api/v1/addon-definitions", get(addons::definitions))

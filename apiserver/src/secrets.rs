@@ -30,12 +30,13 @@ enum Answer {
 
 type Waiters = Arc<Mutex<HashMap<Uuid, oneshot::Sender<Answer>>>>;
 
-/// Sends fail-closed commands (secrets, log subscriptions) and waits for the agent's answer;
-/// hands log frames to their subscribers.
+/// Sends fail-closed commands (secrets, log subscriptions, objects requests) and waits for the
+/// agent's answer; hands log frames to their subscribers and objects snapshots to their askers.
 #[derive(Debug, Clone)]
 pub struct Secrets {
     hub: Option<HubClient>,
     waiters: Waiters,
+    objects: crate::objects::Askers,
 }
 
 impl Secrets {
@@ -44,6 +45,7 @@ impl Secrets {
         Self {
             hub: None,
             waiters: Arc::default(),
+            objects: crate::objects::Askers::default(),
         }
     }
 
@@ -54,8 +56,10 @@ impl Secrets {
         logs: crate::logs::Subscribers,
     ) -> Self {
         let waiters: Waiters = Arc::default();
+        let objects = crate::objects::Askers::default();
         tokio::spawn({
             let waiters = waiters.clone();
+            let objects = objects.clone();
             async move {
                 while let Some(frame) = statuses.recv().await {
                     let (id, answer) = match frame.message {
@@ -79,6 +83,10 @@ impl Secrets {
                             logs.end(end);
                             continue;
                         }
+                        Message::ObjectsSnapshot(snapshot) => {
+                            objects.answer(snapshot);
+                            continue;
+                        }
                         _ => continue,
                     };
                     let waiter = waiters
@@ -94,7 +102,33 @@ impl Secrets {
         Self {
             hub: Some(hub),
             waiters,
+            objects,
         }
+    }
+
+    /// The askers of objects requests, whose answers this hands over.
+    pub fn objects(&self) -> &crate::objects::Askers {
+        &self.objects
+    }
+
+    /// Sends `command` and waits only until the hub routed it to the cluster's agent.
+    pub async fn route(&self, command: Envelope) -> Result<(), ApiError> {
+        let Some(hub) = &self.hub else {
+            return Err(ApiError::unavailable(
+                "hub_unavailable",
+                "this API server has no hub connection",
+            ));
+        };
+        hub.dispatch(command).await.map_err(|e| match e {
+            DispatchError::NoSession => ApiError::unavailable(
+                "cluster_unreachable",
+                "the cluster's agent is not connected",
+            ),
+            other => ApiError::unavailable(
+                "hub_unavailable",
+                format!("the hub did not route the request ({other})"),
+            ),
+        })
     }
 
     /// Sends `command` and waits until the agent stored it.

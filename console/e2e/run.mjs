@@ -171,6 +171,22 @@ async function main() {
     await admin.getByTestId("timeline").filter({ hasText: "→ Running" }).waitFor();
     await step(admin, "app-running");
 
+    // Its objects on the cluster, as a tree: the web Deployment → ReplicaSet → ready Pods,
+    // the Service beside it, the addon's objects; refreshed until the cluster shows them ready.
+    const tree = admin.getByTestId("object-tree");
+    const readyPod = tree
+      .locator('[data-kind="Deployment"]', { hasText: `${app}-web` })
+      .locator('[data-kind="ReplicaSet"] [data-kind="Pod"]')
+      .filter({ has: admin.locator(".badge.ok") });
+    await waitForAsync(async () => {
+      if ((await readyPod.count()) >= 2) return true;
+      await tree.getByRole("button", { name: "Refresh" }).click();
+      return false;
+    }, "the web pods ready in the object tree");
+    await tree.locator('[data-kind="Service"]', { hasText: `${app}-web` }).first().waitFor();
+    await tree.scrollIntoViewIfNeeded();
+    await step(admin, "app-objects");
+
     // An image change: a new history row, and its diff.
     await admin.getByRole("link", { name: "Edit" }).click();
     await admin.locator('input[name="components[1].workload_spec.image"]').fill("nginx:1.28");

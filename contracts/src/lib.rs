@@ -49,6 +49,7 @@ mod envelope;
 mod fences;
 mod messages;
 pub mod names;
+mod objects;
 pub mod patterns;
 pub mod schemas;
 mod status;
@@ -63,6 +64,7 @@ pub use control::*;
 pub use envelope::{Envelope, SCHEMA_VERSION};
 pub use fences::*;
 pub use messages::{Direction, Message, MessageType};
+pub use objects::*;
 pub use status::*;
 pub use token::{
     Claims, ClientType, HUB_AUDIENCE, Identity, TokenError, TokenSigner, TokenVerifier,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::command::*;
 use crate::control::*;
+use crate::objects::*;
 use crate::status::*;
 use crate::verification::*;
 
@@ -95,6 +96,7 @@ catalog! {
     "logs.subscribe" => LogsSubscribe(LogsSubscribe), Command;
     "logs.unsubscribe" => LogsUnsubscribe(LogsUnsubscribe), Command;
     "resync.request" => ResyncRequest(ResyncRequest), Command;
+    "objects.request" => ObjectsRequest(ObjectsRequest), Command;
     "hello" => Hello(Hello), Status;
     "heartbeat" => Heartbeat(Heartbeat), Status;
     "command.accepted" => CommandAccepted(CommandAccepted), Status;
@@ -108,6 +110,7 @@ catalog! {
     "log.lines" => LogLines(LogLines), Status;
     "log.end" => LogEnd(LogEnd), Status;
     "snapshot" => Snapshot(Snapshot), Status;
+    "objects.snapshot" => ObjectsSnapshot(ObjectsSnapshot), Status;
     "route.ack" => RouteAck(RouteAck), Control;
     "route.nack" => RouteNack(RouteNack), Control;
     "floors.snapshot" => FloorsSnapshot(FloorsSnapshot), Control;

@@ -4,6 +4,9 @@
 //! kept. When the agent's session ends, the subscriber is told (`log.end`, reason
 //! `session_dropped`); when the subscriber's session ends, the agent is told to stop
 //! (`logs.unsubscribe`).
+//!
+//! An `objects.request` opens the same kind of route, for one answer: its `objects.snapshot`
+//! goes to the asking session only and closes the route.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,9 +15,19 @@ use kubenest_contracts::Id;
 
 use crate::sessions::Outbox;
 
+/// What a route carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RouteKind {
+    /// A log stream: `log.lines` until a `log.end`.
+    Logs,
+    /// One `objects.snapshot`.
+    Objects,
+}
+
 /// Where one subscription's frames go.
 #[derive(Debug, Clone)]
 pub(crate) struct LogRoute {
+    pub kind: RouteKind,
     pub backend_session: u64,
     pub backend: Outbox,
     pub agent_session: u64,
@@ -65,8 +78,8 @@ impl LogRoutes {
             .collect()
     }
 
-    /// Closes the routes of a backend session that ended: (cluster, subscription id, org).
-    pub fn backend_gone(&self, backend_session: u64) -> Vec<(Id, String, Id)> {
+    /// Closes the routes of a backend session that ended: (cluster, subscription id, org, kind).
+    pub fn backend_gone(&self, backend_session: u64) -> Vec<(Id, String, Id, RouteKind)> {
         let mut routes = self.lock();
         let gone: Vec<(Id, String)> = routes
             .iter()
@@ -74,7 +87,11 @@ impl LogRoutes {
             .map(|(k, _)| k.clone())
             .collect();
         gone.into_iter()
-            .filter_map(|key| routes.remove(&key).map(|r| (key.0, key.1, r.org_id)))
+            .filter_map(|key| {
+                routes
+                    .remove(&key)
+                    .map(|r| (key.0, key.1, r.org_id, r.kind))
+            })
             .collect()
     }
 

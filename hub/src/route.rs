@@ -11,7 +11,7 @@ use kubenest_contracts::{
 use uuid::Uuid;
 
 use crate::Hub;
-use crate::logs::LogRoute;
+use crate::logs::{LogRoute, RouteKind};
 use crate::metrics::TypeLabel;
 use crate::sessions::{Outbound, Outbox, PendingAck, QueueError, close};
 
@@ -57,7 +57,7 @@ pub(crate) fn handle_text(hub: &Hub, peer: &mut Peer, text: Utf8Bytes) {
                 return forbid(hub, peer, frame.id, "/cluster_id", message);
             }
             match frame.message_type {
-                MessageType::LogLines | MessageType::LogEnd => {
+                MessageType::LogLines | MessageType::LogEnd | MessageType::ObjectsSnapshot => {
                     route_log_frame(hub, peer, &frame, cluster_id, text)
                 }
                 _ => fan_out_status(hub, kind, text),
@@ -198,17 +198,24 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         started,
     };
     let kind = command.message_type.as_str();
-    // A log stream's frames will go to this backend only; opened before the subscribe leaves,
-    // so that no line can arrive before its route.
+    // A log stream's frames (an objects request's answer) will go to this backend only; opened
+    // before the command leaves, so that no frame can arrive before its route.
     let subscription = match command.message_type {
         MessageType::LogsSubscribe | MessageType::LogsUnsubscribe => {
             command.payload_str("subscription_id").map(str::to_owned)
         }
+        MessageType::ObjectsRequest => command.payload_str("request_id").map(str::to_owned),
         _ => None,
     };
-    match (command.message_type, &subscription) {
-        (MessageType::LogsSubscribe, Some(id)) => {
+    let opens = match command.message_type {
+        MessageType::LogsSubscribe => Some(RouteKind::Logs),
+        MessageType::ObjectsRequest => Some(RouteKind::Objects),
+        _ => None,
+    };
+    match (opens, &subscription) {
+        (Some(kind), Some(id)) => {
             let route = LogRoute {
+                kind,
                 backend_session: peer.session_id,
                 backend: peer.outbox.clone(),
                 agent_session: agent.session_id,
@@ -216,7 +223,7 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
             };
             hub.logs.open(cluster_id, id, route);
         }
-        (MessageType::LogsUnsubscribe, Some(id)) => {
+        (None, Some(id)) => {
             hub.logs.close(cluster_id, id);
         }
         _ => {}
@@ -231,7 +238,7 @@ fn route_command(hub: &Hub, peer: &Peer, command: &Checked, text: Utf8Bytes) {
         ack: Some(ack),
     }) {
         Ok(()) => {}
-        Err(error) if command.message_type == MessageType::LogsSubscribe => {
+        Err(error) if opens.is_some() => {
             if let Some(id) = &subscription {
                 hub.logs.close(cluster_id, id);
             }
@@ -313,14 +320,18 @@ fn gauge(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// A `log.lines` or `log.end` goes to its subscriber only. Lines nobody reads any more make
-/// the agent stop the stream.
+/// A `log.lines`, `log.end` or `objects.snapshot` goes to its subscriber only. Lines nobody
+/// reads any more make the agent stop the stream.
 fn route_log_frame(hub: &Hub, peer: &Peer, frame: &Checked, cluster_id: &Id, text: Utf8Bytes) {
-    let Some(id) = frame.payload_str("subscription_id") else {
+    let key = match frame.message_type {
+        MessageType::ObjectsSnapshot => "request_id",
+        _ => "subscription_id",
+    };
+    let Some(id) = frame.payload_str(key) else {
         return;
     };
     let subscriber = match frame.message_type {
-        MessageType::LogEnd => hub.logs.close(cluster_id, id),
+        MessageType::LogEnd | MessageType::ObjectsSnapshot => hub.logs.close(cluster_id, id),
         _ => hub.logs.subscriber(cluster_id, id),
     };
     hub.metrics.log_routes.set(gauge(hub.logs.len()));
@@ -350,6 +361,10 @@ fn route_log_frame(hub: &Hub, peer: &Peer, frame: &Checked, cluster_id: &Id, tex
 /// An agent session ended: each of its streams' subscribers is told why no more lines come.
 pub(crate) fn agent_gone(hub: &Hub, cluster_id: &Id, agent_session: u64) {
     for (id, route) in hub.logs.agent_gone(cluster_id, agent_session) {
+        if route.kind == RouteKind::Objects {
+            // Its asker stops waiting at its own deadline.
+            continue;
+        }
         let end = Envelope::new(LogEnd {
             subscription_id: Id::new(id),
             reason: LogEndReason::SessionDropped,
@@ -363,8 +378,10 @@ pub(crate) fn agent_gone(hub: &Hub, cluster_id: &Id, agent_session: u64) {
 
 /// A backend session ended: the agents stop the streams it was reading.
 pub(crate) fn backend_gone(hub: &Hub, backend_session: u64) {
-    for (cluster_id, id, org_id) in hub.logs.backend_gone(backend_session) {
-        if let Some(agent) = hub.sessions.agent(&cluster_id) {
+    for (cluster_id, id, org_id, kind) in hub.logs.backend_gone(backend_session) {
+        if kind == RouteKind::Logs
+            && let Some(agent) = hub.sessions.agent(&cluster_id)
+        {
             let stop = Envelope::new(LogsUnsubscribe {
                 subscription_id: Id::new(id),
             })

@@ -117,7 +117,12 @@ impl Commands {
     pub fn hello(&self) -> wire::Hello {
         wire::Hello {
             agent_version: format!("kubenest-agent/{}", env!("CARGO_PKG_VERSION")),
-            capabilities: vec!["build.dockerfile".into(), "gitops".into(), "logs".into()],
+            capabilities: vec![
+                "build.dockerfile".into(),
+                "gitops".into(),
+                "logs".into(),
+                "objects".into(),
+            ],
             kubernetes_version: self.ctx.kubernetes_version.clone(),
         }
     }
@@ -196,6 +201,7 @@ async fn handle(ctx: &Arc<Context>, apps: &AppMemory, message: Message) -> Resul
             crate::logs::unsubscribe(ctx, &c);
             Ok(())
         }
+        Message::ObjectsRequest(c) => crate::objects::answer(ctx, c).await,
         other => Err(Refusal::new(
             RejectReason::Unsupported,
             format!("{} is not a command", other.message_type()),

@@ -90,6 +90,8 @@ pub(super) fn key_of(message: &Message) -> String {
             )
         }
         Message::BuildRequest(c) => c.build_id.to_string(),
+        // Reads only: spread over the workers, never behind one another.
+        Message::ObjectsRequest(c) => c.request_id.to_string(),
         other => other.message_type().to_string(),
     }
 }

@@ -17,6 +17,7 @@ mod fences;
 mod gitops;
 mod ingress_tls;
 mod least_privilege;
+mod objects;
 mod plane;
 mod real_ingress;
 mod real_node;

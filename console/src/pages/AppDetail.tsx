@@ -10,6 +10,7 @@ import { canWrite, roleOf } from "../roles";
 import { ConfirmButton } from "../components/Confirm";
 import { Drift, describeDrift } from "../components/Drift";
 import { History } from "../components/History";
+import { ObjectTree } from "../components/ObjectTree";
 import { Verification, describeVerdict } from "../components/Verification";
 import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
@@ -107,6 +108,7 @@ export function AppDetail() {
       )}
       <ErrorNote error={failure} />
       <Components app={app} />
+      <ObjectTree appId={id} refreshOn={events.length} />
       <h2>Conditions</h2>
       <table>
         <Head columns={["Type", "Status", "Reason", "Message"]} />

@@ -52,7 +52,7 @@ async fn metric(f: &Fixture, program: &str, metric: &str) -> f64 {
 }
 
 /// A new user with `role` in `org` (or in a new organization of their own); logged in.
-async fn user(f: &Fixture, admin: &mut Client, role: &str, org: Option<&str>) -> Client {
+pub(crate) async fn user(f: &Fixture, admin: &mut Client, role: &str, org: Option<&str>) -> Client {
     let name = format!(
         "logs-{role}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..6]
@@ -95,7 +95,12 @@ fn token(client: &Client) -> String {
     client.session().unwrap().access_token.clone()
 }
 
-async fn get(client: &Client, base: &str, path: &str, accept: &str) -> reqwest::Response {
+pub(crate) async fn get(
+    client: &Client,
+    base: &str,
+    path: &str,
+    accept: &str,
+) -> reqwest::Response {
     reqwest::Client::new()
         .get(format!("{base}{path}"))
         .bearer_auth(token(client))
@@ -125,7 +130,7 @@ async fn read_until(response: &mut reqwest::Response, done: impl Fn(&str) -> boo
 }
 
 /// An App `name` of nginx on `east`, running; the admin's session and the App's id.
-async fn running_app(f: &mut Fixture, name: &str) -> (Client, String) {
+pub(crate) async fn running_app(f: &mut Fixture, name: &str) -> (Client, String) {
     let (project, namespace) = f.project("east", name).await;
     let mut admin = f.admin().await;
     let app_id = create(&mut admin, &project, name, "nginx:1.27").await;

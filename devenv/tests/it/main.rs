@@ -19,5 +19,6 @@ mod generated_apps;
 mod gitops;
 mod install;
 mod logs;
+mod objects;
 mod system;
 mod verified;

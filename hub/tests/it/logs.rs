@@ -133,3 +133,57 @@ async fn a_subscriber_that_leaves_stops_the_agent_and_a_dropped_agent_ends_the_s
         Message::RouteNack(_)
     ));
 }
+
+fn objects_request(id: &str) -> Envelope {
+    Envelope::new(kubenest_contracts::ObjectsRequest {
+        request_id: Id::new(id),
+        app_id: Id::new("0d9a4c1e-2b3f-4a5b-9c8d-7e6f5a4b3c2d"),
+    })
+    .for_cluster(Id::from("c1"), Id::from("acme"))
+}
+
+fn objects_snapshot(id: &str) -> Envelope {
+    Envelope::new(kubenest_contracts::ObjectsSnapshot {
+        request_id: Id::new(id),
+        objects: vec![],
+        truncated: false,
+        refused: None,
+        taken_at: chrono::Utc::now(),
+    })
+    .for_cluster(Id::from("c1"), Id::from("acme"))
+}
+
+#[tokio::test]
+async fn an_objects_snapshot_reaches_only_the_backend_that_asked_and_only_once() {
+    let (_hub, mut asker, mut other, mut agent, _keys) = setup().await;
+    let command = objects_request("r1");
+    asker.send(&command).await;
+    assert_eq!(agent.frame().await, command);
+    assert!(matches!(
+        route_reply(&mut asker, &command).await,
+        Message::RouteAck(_)
+    ));
+    let answer = objects_snapshot("r1");
+    agent.send(&answer).await;
+    assert_eq!(next_status(&mut asker).await, answer);
+    other.expect_silence().await;
+
+    // The answer closed the route: a second one reaches nobody, and nothing is sent back.
+    agent.send(&objects_snapshot("r1")).await;
+    asker.expect_silence().await;
+    other.expect_silence().await;
+    agent.expect_silence().await;
+
+    // An answer nobody asked for reaches nobody either.
+    agent.send(&objects_snapshot("r-unasked")).await;
+    asker.expect_silence().await;
+    other.expect_silence().await;
+
+    // An asker that leaves sends the agent nothing (there is no stream to stop).
+    let command = objects_request("r2");
+    other.send(&command).await;
+    agent.frame().await;
+    route_reply(&mut other, &command).await;
+    drop(other);
+    agent.expect_silence().await;
+}

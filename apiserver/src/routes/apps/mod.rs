@@ -37,6 +37,7 @@ mod checks;
 mod history;
 mod list;
 mod logs;
+mod objects;
 mod secrets;
 mod views;
 
@@ -46,6 +47,7 @@ pub(crate) use checks::{admit, buildable, check_deadline};
 pub use history::{DeploymentView, HistoryQuery, deployments};
 pub use list::{AppList, ListQuery, list};
 pub use logs::{LogsQuery, logs};
+pub use objects::{AppObjects, LiveObjectView, ObjectStatusView, objects};
 pub use secrets::{
     ComponentPath, GitCredentialsBody, GitCredentialsResponse, SecretBody, SecretDeleteQuery,
     SecretResponse, delete_git_credentials, delete_secret, put_git_credentials, put_secret,

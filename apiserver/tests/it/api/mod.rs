@@ -24,6 +24,7 @@ mod dry_run;
 mod errors;
 mod events;
 mod ingress_ca;
+mod objects;
 mod roles;
 mod sessions;
 mod templates;
@@ -388,6 +389,13 @@ fn rest_request(
             format!("/api/v1/apps/{app}/deployments"),
             None,
             200,
+        ),
+        // Never delivered here (no agent): past the door, it has nothing to list yet.
+        "app objects" => (
+            Method::GET,
+            format!("/api/v1/apps/{app}/objects"),
+            None,
+            409,
         ),
         "change app" => (
             Method::PATCH,

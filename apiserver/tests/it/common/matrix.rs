@@ -156,6 +156,13 @@ pub const ROWS: &[Row] = &[
         Needs::Viewer,
         REST,
     ),
+    row(
+        "app objects",
+        Kind::App,
+        Level::Project,
+        Needs::Viewer,
+        REST,
+    ),
     row("change app", Kind::App, Level::Project, Needs::Member, BOTH),
     row("verify app", Kind::App, Level::Project, Needs::Member, REST),
     row(
