@@ -3,7 +3,7 @@
 import { useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, ok, type App } from "../api/client";
-import { useAccount } from "../account";
+import { useAccount, useOrgPath } from "../account";
 import { useLoad } from "../load";
 import { store, useStore, type LiveEvent } from "../live/store";
 import { canWrite, roleOf } from "../roles";
@@ -14,6 +14,7 @@ import { Verification, describeVerdict } from "../components/Verification";
 import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function AppDetail() {
+  const to = useOrgPath();
   const { id = "" } = useParams();
   const navigate = useNavigate();
   const { me, orgs } = useAccount();
@@ -65,6 +66,11 @@ export function AppDetail() {
         {app.sync.drift_class === "blocked_sync" && <Badge tone="bad">blocked</Badge>}
       </h1>
       <p data-testid="app-message">{app.message}</p>
+      <p className="row">
+        <Link className="button" to={to(`/apps/${id}/logs`)}>
+          Logs
+        </Link>
+      </p>
       <dl className="facts">
         <dt>Project</dt>
         <dd>{app.project}</dd>
@@ -85,7 +91,7 @@ export function AppDetail() {
       </dl>
       {writer && (
         <section aria-label="Actions" className="row">
-          <Link className="button" to={`/apps/${id}/edit`}>
+          <Link className="button" to={to(`/apps/${id}/edit`)}>
             Edit
           </Link>
           {app.paused ? (
@@ -100,7 +106,7 @@ export function AppDetail() {
             question={`Delete ${app.name} and everything it runs?`}
             onConfirm={act("delete", async () => {
               ok(await api.DELETE("/api/v1/apps/{id}", path));
-              navigate("/apps");
+              navigate(to("/apps"));
             })}
           />
         </section>

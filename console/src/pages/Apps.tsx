@@ -4,7 +4,7 @@
 import { useMemo, useRef, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, ok, type App, type AppPhase } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canWrite } from "../roles";
@@ -16,6 +16,7 @@ const PAGE = 100;
 const PHASES: AppPhase[] = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
 
 export function Apps() {
+  const to = useOrgPath();
   const { org } = useAccount();
   const role = useOrgRole();
   const [params, setParams] = useSearchParams();
@@ -81,10 +82,10 @@ export function Apps() {
       <h1>Apps</h1>
       {canWrite(role) && (
         <p className="row">
-          <Link to="/apps/new" className="button primary">
+          <Link to={to("/apps/new")} className="button primary">
             New App
           </Link>
-          <Link to="/templates" className="button">
+          <Link to={to("/templates")} className="button">
             Deploy from a template
           </Link>
         </p>
@@ -129,7 +130,7 @@ export function Apps() {
           {rows.map((a) => (
             <tr key={a.id} data-testid={`app-row-${a.name}`}>
               <td>
-                <Link to={`/apps/${a.id}`}>{a.name}</Link>
+                <Link to={to(`/apps/${a.id}`)}>{a.name}</Link>
               </td>
               <td>{a.project}</td>
               <td>
