@@ -24,6 +24,16 @@ export function answer(status: number, body: unknown) {
   return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
 }
 
+/// An API refusal. The error body's shape is written here only: it carries the `{"error": {…}}`
+/// body and the RFC 9457 problem fields both, so page tests stay true while the API moves
+/// from one to the other (the client reads whichever it knows).
+export function refusal(status: number, code: string, message: string) {
+  return new Response(JSON.stringify({ error: { code, message }, type: "about:blank", title: message, status, detail: message, code }), {
+    status,
+    headers: { "Content-Type": "application/json" },
+  });
+}
+
 /// A project of "acme" on cluster "east", as the API lists it.
 export const project = (id: string, name: string) => ({ id, name, org: "acme", cluster: "east", namespace: name, phase: "Ready", message: "", members: [] });
 
