@@ -6,9 +6,13 @@
 // nothing of this one. Then members and roles, cluster token rotation, a standalone addon from
 // the catalog (changed, rolled back), stack templates (from the App, imported, deployed by filling
 // their slots), an App past its deadline raising an alert that is acknowledged, and the same
-// pages as the viewer sees them.
+// pages as the viewer sees them. Also: the App's logs followed live (a line written on the
+// cluster appears), in light and dark; the audit log lists the create; a deep link opens in
+// the organization it names in a fresh context, an old address is redirected, and the
+// organization switcher keeps the section.
 import { api, login } from "./api.mjs";
 import { ARTIFACTS, clearScreenshots, launch, openPage, step } from "./browser.mjs";
+import { appendFileSync } from "node:fs";
 import { kubectl } from "./kube.mjs";
 import { startProxy } from "./proxy.mjs";
 
@@ -18,6 +22,8 @@ const ADMIN = process.env.KUBENEST_ADMIN_USER;
 const PASSWORD = process.env.KUBENEST_ADMIN_PASSWORD;
 const ORG = process.env.KUBENEST_ORG ?? "dev";
 const CLUSTER = (process.env.KUBENEST_CLUSTERS ?? "east").split(",")[0];
+/// The log file every kwok container of the cluster shows (absent on a real node).
+const KWOK_LOG = process.env[`KUBENEST_KWOK_LOG_${CLUSTER.toUpperCase()}`];
 /// How long the system may take to converge after a change.
 const CONVERGE = 120_000;
 
@@ -52,13 +58,13 @@ const webTemplate = {
   },
 };
 
-async function signIn(page, user, password) {
-  await page.goto(CONSOLE);
+async function signIn(page, user, password, address = CONSOLE, landing = "Fleet") {
+  await page.goto(address);
   await page.getByRole("heading", { name: "kubenest" }).waitFor();
   await page.getByLabel("User name").fill(user);
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Log in" }).click();
-  await page.getByRole("heading", { name: "Fleet" }).waitFor();
+  await page.locator("h1", { hasText: landing }).waitFor();
 }
 
 async function confirm(page, label) {
@@ -171,6 +177,45 @@ async function main() {
     await admin.getByTestId("timeline").filter({ hasText: "→ Running" }).waitFor();
     await step(admin, "app-running");
 
+    // Its logs, followed: a line written on the cluster now appears (kwok's containers all show
+    // one file; a real node's nginx logs its start), in light and in dark.
+    await admin.getByRole("link", { name: "Logs", exact: true }).click();
+    await heading(admin, `Logs of ${app}`).waitFor();
+    await admin.getByTestId("log-state").filter({ hasText: "following" }).waitFor();
+    const lines = admin.getByTestId("log-lines");
+    if (KWOK_LOG) {
+      const marker = `console-e2e ${suffix} GET /orders 200`;
+      await waitForAsync(async () => {
+        appendFileSync(KWOK_LOG, `${new Date().toISOString()} stdout F ${marker}\n`);
+        await lines.filter({ hasText: marker }).waitFor({ timeout: 5_000 });
+        return true;
+      }, "the written log line in the viewer");
+    }
+    await lines.filter({ hasText: `${app}-web-` }).filter({ hasText: "/web " }).waitFor({ timeout: CONVERGE });
+    await step(admin, "app-logs");
+    await admin.emulateMedia({ colorScheme: "dark" });
+    await step(admin, "app-logs-dark");
+    await admin.getByRole("button", { name: "Stop" }).click();
+    await admin.getByTestId("log-state").filter({ hasText: "ended: stopped" }).waitFor();
+    await admin.getByRole("navigation", { name: "Breadcrumb" }).getByRole("link", { name: app, exact: true }).click();
+    await heading(admin, `App ${app}`).waitFor();
+    await step(admin, "app-running-dark");
+    await admin.emulateMedia({ colorScheme: "light" });
+
+    // The audit log lists the create (an organization admin's page), filtered.
+    await admin.getByRole("link", { name: "Audit", exact: true }).click();
+    await heading(admin, `Audit log of ${ORG}`).waitFor();
+    const audit = admin.getByRole("form", { name: "Audit filters" });
+    await audit.getByLabel("Actor").fill(ADMIN);
+    await audit.getByLabel("Outcome").selectOption("succeeded");
+    await audit.getByRole("button", { name: "Filter" }).click();
+    await admin.getByTestId("audit-row").filter({ hasText: "POST /api/v1/apps" }).filter({ hasText: "succeeded 201" }).first().waitFor();
+    if ((await admin.getByTestId("audit-row").filter({ hasText: "refused" }).count()) > 0) throw new Error("the outcome filter let a refused entry through");
+    await step(admin, "audit");
+    await admin.getByRole("link", { name: "Apps", exact: true }).click();
+    await admin.getByRole("link", { name: app, exact: true }).click();
+    await heading(admin, `App ${app}`).waitFor();
+
     // An image change: a new history row, and its diff.
     await admin.getByRole("link", { name: "Edit" }).click();
     await admin.locator('input[name="components[1].workload_spec.image"]').fill("nginx:1.28");
@@ -235,6 +280,12 @@ async function main() {
     await view.getByTestId("apps-table").waitFor();
     if ((await view.getByRole("link", { name: "New App" }).count()) > 0) throw new Error("the viewer may create Apps");
     await step(view, "viewer-app-list");
+    // The viewer has no audit link, and the address gets the API's refusal shown as such.
+    if ((await view.getByRole("link", { name: "Audit", exact: true }).count()) > 0) throw new Error("the viewer is offered the audit log");
+    await view.goto(`${CONSOLE}orgs/${ORG}/audit`);
+    await view.getByRole("alert").waitFor();
+    if ((await view.getByTestId("audit-table").count()) > 0) throw new Error("the viewer sees the audit log");
+    await step(view, "viewer-audit-refused");
 
     // Another organization's admin sees nothing of this one.
     const other = await openPage(browser, outsider);
@@ -247,6 +298,26 @@ async function main() {
     await other.getByRole("alert").waitFor();
     if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
     await step(other, "other-org-sees-nothing");
+
+    // Addresses name the organization: a link into another organization than the first opens
+    // there in a fresh context (after the login); the switcher keeps the section; an old
+    // address goes to the App in its own organization.
+    const linked = await openPage(browser, `${ADMIN}-linked`);
+    pages.push(linked);
+    const otherOrg = `other-${suffix}`;
+    await signIn(linked, ADMIN, PASSWORD, `${CONSOLE}orgs/${otherOrg}/apps`, "Apps");
+    await linked.getByText("No Apps here.").waitFor();
+    if ((await linked.getByLabel("Organization").inputValue()) !== otherOrg) throw new Error("the deep link opened in another organization");
+    await step(linked, "deep-link-other-org");
+    await linked.getByLabel("Organization").selectOption(ORG);
+    await linked.getByTestId(`app-row-${app}`).waitFor();
+    if (!new URL(linked.url()).pathname.endsWith(`/orgs/${ORG}/apps`)) throw new Error(`the switcher went to ${linked.url()}`);
+    await linked.getByLabel("Organization").selectOption(otherOrg);
+    await linked.getByText("No Apps here.").waitFor();
+    await linked.goto(`${CONSOLE}apps/${appUrl.split("/").pop()}`);
+    await heading(linked, `App ${app}`).waitFor();
+    if (!new URL(linked.url()).pathname.startsWith(`/orgs/${ORG}/apps/`)) throw new Error(`the old address went to ${linked.url()}`);
+    await linked.close();
 
     // Members and roles: a user added as a member is listed with that role.
     await admin.bringToFront();

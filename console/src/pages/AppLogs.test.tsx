@@ -6,7 +6,7 @@ import { fireEvent, screen, waitFor } from "@testing-library/react";
 import { answer, mountPage, refusal, stubFetch, unmount } from "../testing";
 import { AppLogs } from "./AppLogs";
 
-const app = { id: "a1", name: "shop", components: [{ name: "web", type: "workload" }, { name: "db", type: "addon" }] };
+const app = { id: "a1", name: "shop", org: "acme", components: [{ name: "web", type: "workload" }, { name: "db", type: "addon" }] };
 const log = (container: string, line: string) => `event: log\ndata: ${JSON.stringify({ timestamp: "2026-12-01T10:00:00Z", pod: "shop-web-1", container, line })}\n\n`;
 
 afterEach(unmount);

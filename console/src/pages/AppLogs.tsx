@@ -2,9 +2,10 @@
 // filtered by container; the newest lines kept in view unless the reader scrolls up, and a
 // bounded window of lines in memory however long the stream runs.
 import { useEffect, useLayoutEffect, useRef, useState, type FormEvent } from "react";
-import { Link, useParams } from "react-router";
+import { Link, Navigate, useParams } from "react-router";
 import { api, ok } from "../api/client";
-import { useOrgPath } from "../account";
+import { useAccount, useOrgPath } from "../account";
+import { orgPath } from "../paths";
 import { useLoad } from "../load";
 import { FormError, SINCE_CHOICES, containersOf, describeEnd, keep, logQuery, type LogEnd, type LogForm, type LogLine } from "../logs/lines";
 import { readLogs } from "../logs/read";
@@ -16,6 +17,7 @@ const STICK = 32;
 export function AppLogs() {
   const { id = "" } = useParams();
   const to = useOrgPath();
+  const { org } = useAccount();
   const app = useLoad(async () => ok(await api.GET("/api/v1/apps/{id}", { params: { path: { id } } })), [id]);
   const [form, setForm] = useState<LogForm>({ component: "", follow: true, since: "", tail: "200", previous: false });
   const [container, setContainer] = useState("");
@@ -69,7 +71,7 @@ export function AppLogs() {
   };
 
   // Opening the page follows the default component's newest lines; leaving it ends the stream.
-  const ready = Boolean(app.data);
+  const ready = app.data?.org === org;
   useEffect(() => {
     if (ready) start({ ...form, component });
     return () => reading.current?.abort();
@@ -94,6 +96,7 @@ export function AppLogs() {
   };
 
   if (!app.data) return <Missing title="Logs" error={app.error} />;
+  if (app.data.org !== org) return <Navigate replace to={orgPath(app.data.org, `/apps/${id}/logs`)} />;
   const set = (patch: Partial<LogForm>) => setForm((f) => ({ ...f, ...patch }));
   const submit = (e: FormEvent) => {
     e.preventDefault();
