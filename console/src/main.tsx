@@ -30,6 +30,7 @@ const router = createBrowserRouter([
           { index: true, element: <Fleet /> },
           { path: "clusters/:id", element: <ClusterDetail /> },
           { path: "projects", element: <Projects /> },
+          { path: "projects/:project/apps", element: <Apps /> },
           { path: "apps", element: <Apps /> },
           { path: "apps/new", element: <AppEdit /> },
           { path: "apps/:id", element: <AppDetail /> },

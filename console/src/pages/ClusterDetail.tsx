@@ -71,7 +71,7 @@ export function ClusterDetail() {
       <ul>
         {(loaded.data ?? []).map((p) => (
           <li key={p.id}>
-            <Link to={to(`/apps?project_id=${p.id}`)}>{p.name}</Link> (namespace {p.namespace}) <Phase phase={p.phase} />
+            <Link to={to(`/projects/${encodeURIComponent(p.name)}/apps`)}>{p.name}</Link> (namespace {p.namespace}) <Phase phase={p.phase} />
           </li>
         ))}
       </ul>

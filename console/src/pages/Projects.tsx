@@ -89,7 +89,7 @@ export function Projects() {
             return (
               <tr key={p.id} data-testid={`project-${p.name}`}>
                 <td>
-                  <Link to={to(`/apps?project_id=${p.id}`)}>{p.name}</Link>
+                  <Link to={to(`/projects/${encodeURIComponent(p.name)}/apps`)}>{p.name}</Link>
                 </td>
                 <td>{p.cluster}</td>
                 <td>{p.namespace}</td>
