@@ -213,6 +213,9 @@ async function main() {
     await creates.filter({ hasText: "succeeded 202" }).first().waitFor();
     if ((await admin.getByTestId("audit-row").filter({ hasText: "refused" }).count()) > 0) throw new Error("the outcome filter let a refused entry through");
     await step(admin, "audit");
+    await admin.emulateMedia({ colorScheme: "dark" });
+    await step(admin, "audit-dark");
+    await admin.emulateMedia({ colorScheme: "light" });
     await admin.getByRole("link", { name: "Apps", exact: true }).click();
     await admin.getByRole("link", { name: app, exact: true }).click();
     await heading(admin, `App ${app}`).waitFor();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SseParser } from "../live/sse";
-import { FormError, containersOf, describeEnd, keep, logQuery, readMessage, type LogLine } from "./lines";
+import { FormError, atNewest, containersOf, describeEnd, keep, logQuery, readMessage, type LogLine } from "./lines";
 
 const form = { component: "web", follow: false, since: "", tail: "", previous: false };
 const line = (seq: number, container = "web"): LogLine => ({ seq, pod: "p", container, line: `l${seq}` });
@@ -74,5 +74,15 @@ describe("the window of lines", () => {
 
   it("lists the containers seen, with those known before", () => {
     expect(containersOf([line(1, "web"), line(2, "proxy"), line(3, "web")], ["init"])).toEqual(["init", "proxy", "web"]);
+  });
+});
+
+describe("following the newest line", () => {
+  it("keeps following at the bottom and stops when the reader scrolls up", () => {
+    expect(atNewest({ scrollHeight: 1000, scrollTop: 600, clientHeight: 400 })).toBe(true);
+    expect(atNewest({ scrollHeight: 1000, scrollTop: 580, clientHeight: 400 })).toBe(true);
+    expect(atNewest({ scrollHeight: 1000, scrollTop: 300, clientHeight: 400 })).toBe(false);
+    // A view shorter than its box is at its newest line.
+    expect(atNewest({ scrollHeight: 200, scrollTop: 0, clientHeight: 400 })).toBe(true);
   });
 });

@@ -99,3 +99,12 @@ export function describeEnd(end: LogEnd): string {
   const head = why[end.reason] ?? end.reason;
   return end.message ? `${head}: ${end.message}` : head;
 }
+
+/// How close to the bottom (px) still counts as reading the newest lines.
+const STICK = 32;
+
+/// Whether a scrolled view shows its newest lines (then new lines keep it at the bottom; a
+/// reader who scrolled up to read is left where they are).
+export function atNewest(view: { scrollHeight: number; scrollTop: number; clientHeight: number }): boolean {
+  return view.scrollHeight - view.scrollTop - view.clientHeight < STICK;
+}

@@ -7,12 +7,9 @@ import { api, ok } from "../api/client";
 import { useAccount, useOrgPath } from "../account";
 import { orgPath } from "../paths";
 import { useLoad } from "../load";
-import { FormError, SINCE_CHOICES, containersOf, describeEnd, keep, logQuery, type LogEnd, type LogForm, type LogLine } from "../logs/lines";
+import { FormError, SINCE_CHOICES, atNewest, containersOf, describeEnd, keep, logQuery, type LogEnd, type LogForm, type LogLine } from "../logs/lines";
 import { readLogs } from "../logs/read";
 import { ErrorNote, Missing } from "../components/ui";
-
-/// How close to the bottom (px) still counts as reading the newest lines.
-const STICK = 32;
 
 export function AppLogs() {
   const { id = "" } = useParams();
@@ -86,7 +83,7 @@ export function AppLogs() {
   const onScroll = () => {
     const el = view.current;
     if (!el) return;
-    stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK;
+    stick.current = atNewest(el);
     setBehind(!stick.current);
   };
   const toNewest = () => {
