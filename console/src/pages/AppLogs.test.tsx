@@ -43,6 +43,10 @@ describe("the log viewer", () => {
     await waitFor(() => expect(lines.textContent).toContain("upstream ok"));
     expect(lines.textContent).toContain("shop-web-1/web GET / 200");
 
+    expect(lines.textContent).not.toContain("2026-12-01T10:00:00Z");
+    fireEvent.click(screen.getByLabelText("Timestamps"));
+    expect(lines.textContent).toContain("2026-12-01T10:00:00Z shop-web-1/web GET / 200");
+
     fireEvent.change(screen.getByLabelText("Container"), { target: { value: "proxy" } });
     expect(lines.textContent).not.toContain("GET / 200");
     expect(lines.textContent).toContain("upstream ok");

@@ -18,6 +18,7 @@ export function AppLogs() {
   const app = useLoad(async () => ok(await api.GET("/api/v1/apps/{id}", { params: { path: { id } } })), [id]);
   const [form, setForm] = useState<LogForm>({ component: "", follow: true, since: "", tail: "200", previous: false });
   const [container, setContainer] = useState("");
+  const [stamps, setStamps] = useState(false);
   const [window, setWindow] = useState<{ lines: LogLine[]; dropped: number }>({ lines: [], dropped: 0 });
   const [running, setRunning] = useState(false);
   const [end, setEnd] = useState<LogEnd>();
@@ -144,6 +145,9 @@ export function AppLogs() {
         <label className="check">
           <input type="checkbox" checked={form.previous} onChange={(e) => set({ previous: e.target.checked })} /> Previous instance
         </label>
+        <label className="check">
+          <input type="checkbox" checked={stamps} onChange={(e) => setStamps(e.target.checked)} /> Timestamps
+        </label>
         <button type="submit" className="primary">
           {running ? "Restart" : "Show logs"}
         </button>
@@ -159,8 +163,10 @@ export function AppLogs() {
         {window.dropped > 0 && ` (${window.dropped} older lines dropped)`}
       </p>
       <div className="logview" role="log" aria-label="Log lines" tabIndex={0} ref={view} onScroll={onScroll} data-testid="log-lines">
+        {shown.length === 0 && <div className="empty">{running ? "Waiting for lines…" : "No lines."}</div>}
         {shown.map((l) => (
           <div key={l.seq} className="logline">
+            {stamps && l.timestamp && <time dateTime={l.timestamp}>{l.timestamp} </time>}
             <span className="source">
               {l.pod}/{l.container}
             </span>{" "}
