@@ -12,8 +12,9 @@
 // organization switcher keeps the section.
 import { api, login } from "./api.mjs";
 import { ARTIFACTS, clearScreenshots, launch, openPage, step } from "./browser.mjs";
-import { appendFileSync } from "node:fs";
 import { kubectl } from "./kube.mjs";
+import { addresses, logsAndAudit, viewerRefusedAudit } from "./scenes.mjs";
+import { CONVERGE, heading, signIn as signInAt, waitFor, waitForAsync } from "./wait.mjs";
 import { startProxy } from "./proxy.mjs";
 
 /// The console as the browser reaches it: through a proxy the scenario can cut.
@@ -24,8 +25,6 @@ const ORG = process.env.KUBENEST_ORG ?? "dev";
 const CLUSTER = (process.env.KUBENEST_CLUSTERS ?? "east").split(",")[0];
 /// The log file every kwok container of the cluster shows (absent on a real node).
 const KWOK_LOG = process.env[`KUBENEST_KWOK_LOG_${CLUSTER.toUpperCase()}`];
-/// How long the system may take to converge after a change.
-const CONVERGE = 120_000;
 
 const referenceApp = (name) => `name: ${name}
 components:
@@ -58,21 +57,13 @@ const webTemplate = {
   },
 };
 
-async function signIn(page, user, password, address = CONSOLE, landing = "Fleet") {
-  await page.goto(address);
-  await page.getByRole("heading", { name: "kubenest" }).waitFor();
-  await page.getByLabel("User name").fill(user);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Log in" }).click();
-  await page.locator("h1", { hasText: landing }).waitFor();
-}
+const signIn = (page, user, password) => signInAt(page, CONSOLE, user, password);
 
 async function confirm(page, label) {
   await page.getByRole("button", { name: label, exact: true }).first().click();
   await page.getByRole("dialog").getByRole("button", { name: `Yes, ${label.toLowerCase()}` }).click();
 }
 
-const heading = (page, text) => page.locator("h1", { hasText: text });
 
 async function main() {
   clearScreenshots();
@@ -177,48 +168,8 @@ async function main() {
     await admin.getByTestId("timeline").filter({ hasText: "→ Running" }).waitFor();
     await step(admin, "app-running");
 
-    // Its logs, followed: a line written on the cluster now appears (kwok's containers all show
-    // one file; a real node's nginx logs its start), in light and in dark.
-    await admin.getByRole("link", { name: "Logs", exact: true }).click();
-    await heading(admin, `Logs of ${app}`).waitFor();
-    await admin.getByTestId("log-state").filter({ hasText: "following" }).waitFor();
-    const lines = admin.getByTestId("log-lines");
-    if (KWOK_LOG) {
-      const marker = `console-e2e ${suffix} GET /orders 200`;
-      await waitForAsync(async () => {
-        appendFileSync(KWOK_LOG, `${new Date().toISOString()} stdout F ${marker}\n`);
-        await lines.filter({ hasText: marker }).waitFor({ timeout: 5_000 });
-        return true;
-      }, "the written log line in the viewer");
-    }
-    await lines.filter({ hasText: `${app}-web-` }).filter({ hasText: "/web " }).waitFor({ timeout: CONVERGE });
-    await step(admin, "app-logs");
-    await admin.emulateMedia({ colorScheme: "dark" });
-    await step(admin, "app-logs-dark");
-    await admin.getByRole("button", { name: "Stop" }).click();
-    await admin.getByTestId("log-state").filter({ hasText: "ended: stopped" }).waitFor();
-    await admin.getByRole("navigation", { name: "Breadcrumb" }).getByRole("link", { name: app, exact: true }).click();
-    await heading(admin, `App ${app}`).waitFor();
-    await step(admin, "app-running-dark");
-    await admin.emulateMedia({ colorScheme: "light" });
-
-    // The audit log lists the create (an organization admin's page), filtered.
-    await admin.getByRole("link", { name: "Audit", exact: true }).click();
-    await heading(admin, `Audit log of ${ORG}`).waitFor();
-    const audit = admin.getByRole("form", { name: "Audit filters" });
-    await audit.getByLabel("Actor").fill(ADMIN);
-    await audit.getByLabel("Outcome").selectOption("succeeded");
-    await audit.getByRole("button", { name: "Filter" }).click();
-    const creates = admin.getByTestId("audit-row").filter({ has: admin.locator("code", { hasText: /^POST \/api\/v1\/apps$/ }) });
-    await creates.filter({ hasText: "succeeded 202" }).first().waitFor();
-    if ((await admin.getByTestId("audit-row").filter({ hasText: "refused" }).count()) > 0) throw new Error("the outcome filter let a refused entry through");
-    await step(admin, "audit");
-    await admin.emulateMedia({ colorScheme: "dark" });
-    await step(admin, "audit-dark");
-    await admin.emulateMedia({ colorScheme: "light" });
-    await admin.getByRole("link", { name: "Apps", exact: true }).click();
-    await admin.getByRole("link", { name: app, exact: true }).click();
-    await heading(admin, `App ${app}`).waitFor();
+    // Its logs followed, and its create in the audit log.
+    await logsAndAudit(admin, { app, suffix, org: ORG, admin: ADMIN, kwokLog: KWOK_LOG });
 
     // An image change: a new history row, and its diff.
     await admin.getByRole("link", { name: "Edit" }).click();
@@ -284,12 +235,7 @@ async function main() {
     await view.getByTestId("apps-table").waitFor();
     if ((await view.getByRole("link", { name: "New App" }).count()) > 0) throw new Error("the viewer may create Apps");
     await step(view, "viewer-app-list");
-    // The viewer has no audit link, and the address gets the API's refusal shown as such.
-    if ((await view.getByRole("link", { name: "Audit", exact: true }).count()) > 0) throw new Error("the viewer is offered the audit log");
-    await view.goto(`${CONSOLE}orgs/${ORG}/audit`);
-    await view.getByRole("alert").waitFor();
-    if ((await view.getByTestId("audit-table").count()) > 0) throw new Error("the viewer sees the audit log");
-    await step(view, "viewer-audit-refused");
+    await viewerRefusedAudit(view, { console: CONSOLE, org: ORG });
 
     // Another organization's admin sees nothing of this one.
     const other = await openPage(browser, outsider);
@@ -303,25 +249,10 @@ async function main() {
     if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
     await step(other, "other-org-sees-nothing");
 
-    // Addresses name the organization: a link into another organization than the first opens
-    // there in a fresh context (after the login); the switcher keeps the section; an old
-    // address goes to the App in its own organization.
+    // Addresses name the organization (a fresh context: the admin again).
     const linked = await openPage(browser, `${ADMIN}-linked`);
     pages.push(linked);
-    const otherOrg = `other-${suffix}`;
-    await signIn(linked, ADMIN, PASSWORD, `${CONSOLE}orgs/${otherOrg}/apps`, "Apps");
-    await linked.getByText("No Apps here.").waitFor();
-    if ((await linked.getByLabel("Organization").inputValue()) !== otherOrg) throw new Error("the deep link opened in another organization");
-    await step(linked, "deep-link-other-org");
-    await linked.getByLabel("Organization").selectOption(ORG);
-    await linked.getByTestId(`app-row-${app}`).waitFor();
-    if (!new URL(linked.url()).pathname.endsWith(`/orgs/${ORG}/apps`)) throw new Error(`the switcher went to ${linked.url()}`);
-    await linked.getByLabel("Organization").selectOption(otherOrg);
-    await linked.getByText("No Apps here.").waitFor();
-    await linked.goto(`${CONSOLE}apps/${appUrl.split("/").pop()}`);
-    await heading(linked, `App ${app}`).waitFor();
-    if (!new URL(linked.url()).pathname.startsWith(`/orgs/${ORG}/apps/`)) throw new Error(`the old address went to ${linked.url()}`);
-    await linked.close();
+    await addresses(linked, { console: CONSOLE, org: ORG, otherOrg: `other-${suffix}`, admin: ADMIN, password: PASSWORD, app, appUrl });
 
     // Members and roles: a user added as a member is listed with that role.
     await admin.bringToFront();
@@ -456,32 +387,6 @@ async function main() {
   } finally {
     await browser.close();
     proxy.close();
-  }
-}
-
-async function waitFor(check, what, timeout = CONVERGE) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      if (check()) return;
-    } catch {
-      // not there yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
-async function waitForAsync(check, what, timeout = CONVERGE) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not there yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1000));
   }
 }
 
