@@ -247,6 +247,10 @@ async function main() {
     await other.goto(appUrl);
     await other.getByRole("alert").waitFor();
     if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
+    // Nor its logs, at an address in the outsider's own organization.
+    await other.goto(`${CONSOLE}orgs/other-${suffix}/apps/${appId}/logs`);
+    await other.getByRole("alert").waitFor();
+    if ((await other.getByTestId("log-lines").count()) > 0) throw new Error("the outsider sees the App's logs");
     await step(other, "other-org-sees-nothing");
 
     // Addresses name the organization (a fresh context: the admin again).

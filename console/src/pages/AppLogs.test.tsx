@@ -96,4 +96,16 @@ describe("the log viewer", () => {
     mountPage("/orgs/acme/apps/a1/logs", "/orgs/:org/apps/:id/logs", <AppLogs />);
     expect((await screen.findByRole("alert")).textContent).toContain("not been deployed");
   });
+
+  it("asks for no logs of an App the reader may not see", async () => {
+    let asked = 0;
+    stubFetch((url) => {
+      if (url.pathname === "/api/v1/apps/a1") return refusal(404, "not_found", "no App a1");
+      if (url.pathname === "/api/v1/apps/a1/logs") asked += 1;
+    });
+    mountPage("/orgs/acme/apps/a1/logs", "/orgs/:org/apps/:id/logs", <AppLogs />);
+    expect((await screen.findByRole("alert")).textContent).toContain("no App a1");
+    expect(screen.queryByTestId("log-lines")).toBeNull();
+    expect(asked).toBe(0);
+  });
 });
