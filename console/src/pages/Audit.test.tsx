@@ -54,6 +54,23 @@ describe("the audit page", () => {
     await waitFor(() => expect(asked.at(-1)).toEqual({ actor: "bob", path: "kubectl", limit: "50" }));
   });
 
+  it("shows no row of the previous filter while the new one loads", async () => {
+    let release: (r: Response) => void = () => undefined;
+    stubFetch((url) => {
+      if (url.pathname !== "/api/v1/orgs/acme/audit") return undefined;
+      if (!url.searchParams.get("outcome")) return answer(200, { items: [{ ...entry(3, "POST /api/v1/apps"), outcome: "refused", status: 422 }] });
+      return new Promise<Response>((resolve) => (release = resolve));
+    });
+    mountPage("/orgs/acme/audit", "/orgs/:org/audit", <Audit />);
+    expect((await screen.findByTestId("audit-row")).textContent).toContain("refused");
+    fireEvent.change(screen.getByLabelText("Outcome"), { target: { value: "succeeded" } });
+    fireEvent.click(screen.getByRole("button", { name: "Filter" }));
+    await waitFor(() => expect(screen.getByTestId("audit-table").getAttribute("aria-busy")).toBe("true"));
+    expect(screen.queryByTestId("audit-row")).toBeNull();
+    release(answer(200, { items: [entry(9, "POST /api/v1/apps")] }));
+    expect((await screen.findByTestId("audit-row")).textContent).toContain("succeeded 201");
+  });
+
   it("shows the API's refusal to a user who is not an organization admin", async () => {
     stubFetch((url) => (url.pathname === "/api/v1/orgs/acme/audit" ? refusal(403, "forbidden", "organization admins only") : undefined));
     mountPage("/orgs/acme/audit", "/orgs/:org/audit", <Audit />);

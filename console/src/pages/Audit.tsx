@@ -29,18 +29,21 @@ export function Audit() {
   // The `continue` tokens of the pages before this one, and this one's.
   const [pages, setPages] = useState<string[]>([]);
   const cursor = pages[pages.length - 1];
-  const page = useLoad(
-    async () =>
-      ok(
-        await api.GET("/api/v1/orgs/{org}/audit", {
-          params: {
-            path: { org },
-            query: { actor: actor || undefined, resource_kind: kind || undefined, path, outcome, limit: PAGE, continue: cursor },
-          },
-        }),
-      ),
-    [org, actor, kind, path, outcome, cursor],
-  );
+  // The answer says which query it answers: rows of the previous filter are never shown
+  // under a new one while it loads.
+  const key = JSON.stringify([org, actor, kind, path, outcome, cursor]);
+  const page = useLoad(async () => {
+    const answer = ok(
+      await api.GET("/api/v1/orgs/{org}/audit", {
+        params: {
+          path: { org },
+          query: { actor: actor || undefined, resource_kind: kind || undefined, path, outcome, limit: PAGE, continue: cursor },
+        },
+      }),
+    );
+    return { ...answer, key };
+  }, [key]);
+  const current = page.data?.key === key ? page.data : undefined;
   const apply = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     const data = new FormData(e.currentTarget);
@@ -52,7 +55,7 @@ export function Audit() {
     setParams(next);
     setPages([]);
   };
-  const rows = page.data?.items ?? [];
+  const rows = current?.items ?? [];
   return (
     <>
       <h1>Audit log of {org}</h1>
@@ -93,7 +96,7 @@ export function Audit() {
       {!page.error && (
         <>
           <div className="table-wrap">
-            <table data-testid="audit-table">
+            <table data-testid="audit-table" aria-busy={!current}>
               <Head columns={["When", "Actor", "Via", "Action", "Resource", "Outcome", "Details"]} />
               <tbody>
                 {rows.map((e) => (
@@ -102,13 +105,14 @@ export function Audit() {
               </tbody>
             </table>
           </div>
-          {!page.loading && rows.length === 0 && <p>No entries match.</p>}
+          {current && rows.length === 0 && <p>No entries match.</p>}
+          {!current && <p className="loading">Loading…</p>}
           <nav aria-label="Pages" className="row">
             <button type="button" disabled={pages.length === 0} onClick={() => setPages(pages.slice(0, -1))}>
               Newer
             </button>
             <span>Page {pages.length + 1}</span>
-            <button type="button" disabled={!page.data?.continue} onClick={() => page.data?.continue && setPages([...pages, page.data.continue])}>
+            <button type="button" disabled={!current?.continue} onClick={() => current?.continue && setPages([...pages, current.continue])}>
               Older
             </button>
           </nav>
