@@ -31,9 +31,9 @@ const FLAGS = [
 ];
 
 /// Answers the console handles itself; Chromium still logs each as a console error.
-/// 401: a refresh without a session; 404: an object the user may not see; 409: a refused
-/// deletion; 422: a field error.
-const HANDLED = /Failed to load resource: the server responded with a status of (401|404|409|422)/;
+/// 401: a refresh without a session; 403: a page the user's role may not read (the audit log);
+/// 404: an object the user may not see; 409: a refused deletion; 422: a field error.
+const HANDLED = /Failed to load resource: the server responded with a status of (401|403|404|409|422)/;
 /// What Chromium logs while the scenario has cut the network (`page.networkCut`).
 const CUT = /Failed to load resource: net::ERR_/;
 
@@ -47,9 +47,10 @@ export async function launch() {
   });
 }
 
-/// A page in a fresh context (its own cookies: one user), watched for errors.
+/// A page in a fresh context (its own cookies: one user), watched for errors; always in the
+/// light scheme unless a step asks for dark (`page.emulateMedia`).
 export async function openPage(browser, name) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
   const page = await context.newPage();
   const errors = [];
   page.on("console", (message) => {

@@ -6,10 +6,15 @@
 // nothing of this one. Then members and roles, cluster token rotation, a standalone addon from
 // the catalog (changed, rolled back), stack templates (from the App, imported, deployed by filling
 // their slots), an App past its deadline raising an alert that is acknowledged, and the same
-// pages as the viewer sees them.
+// pages as the viewer sees them. Also: the App's logs followed live (a line written on the
+// cluster appears), in light and dark; the audit log lists the create; a deep link opens in
+// the organization it names in a fresh context, an old address is redirected, and the
+// organization switcher keeps the section.
 import { api, login } from "./api.mjs";
 import { ARTIFACTS, clearScreenshots, launch, openPage, step } from "./browser.mjs";
 import { kubectl } from "./kube.mjs";
+import { addresses, logsAndAudit, viewerRefusedAudit } from "./scenes.mjs";
+import { CONVERGE, heading, signIn as signInAt, waitFor, waitForAsync } from "./wait.mjs";
 import { startProxy } from "./proxy.mjs";
 
 /// The console as the browser reaches it: through a proxy the scenario can cut.
@@ -18,8 +23,8 @@ const ADMIN = process.env.KUBENEST_ADMIN_USER;
 const PASSWORD = process.env.KUBENEST_ADMIN_PASSWORD;
 const ORG = process.env.KUBENEST_ORG ?? "dev";
 const CLUSTER = (process.env.KUBENEST_CLUSTERS ?? "east").split(",")[0];
-/// How long the system may take to converge after a change.
-const CONVERGE = 120_000;
+/// The log file every kwok container of the cluster shows (absent on a real node).
+const KWOK_LOG = process.env[`KUBENEST_KWOK_LOG_${CLUSTER.toUpperCase()}`];
 
 const referenceApp = (name) => `name: ${name}
 components:
@@ -52,21 +57,13 @@ const webTemplate = {
   },
 };
 
-async function signIn(page, user, password) {
-  await page.goto(CONSOLE);
-  await page.getByRole("heading", { name: "kubenest" }).waitFor();
-  await page.getByLabel("User name").fill(user);
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Log in" }).click();
-  await page.getByRole("heading", { name: "Fleet" }).waitFor();
-}
+const signIn = (page, user, password) => signInAt(page, CONSOLE, user, password);
 
 async function confirm(page, label) {
   await page.getByRole("button", { name: label, exact: true }).first().click();
   await page.getByRole("dialog").getByRole("button", { name: `Yes, ${label.toLowerCase()}` }).click();
 }
 
-const heading = (page, text) => page.locator("h1", { hasText: text });
 
 async function main() {
   clearScreenshots();
@@ -187,6 +184,9 @@ async function main() {
     await tree.scrollIntoViewIfNeeded();
     await step(admin, "app-objects");
 
+    // Its logs followed, and its create in the audit log.
+    await logsAndAudit(admin, { app, suffix, org: ORG, admin: ADMIN, kwokLog: KWOK_LOG });
+
     // An image change: a new history row, and its diff.
     await admin.getByRole("link", { name: "Edit" }).click();
     await admin.locator('input[name="components[1].workload_spec.image"]').fill("nginx:1.28");
@@ -251,6 +251,7 @@ async function main() {
     await view.getByTestId("apps-table").waitFor();
     if ((await view.getByRole("link", { name: "New App" }).count()) > 0) throw new Error("the viewer may create Apps");
     await step(view, "viewer-app-list");
+    await viewerRefusedAudit(view, { console: CONSOLE, org: ORG });
 
     // Another organization's admin sees nothing of this one.
     const other = await openPage(browser, outsider);
@@ -262,7 +263,16 @@ async function main() {
     await other.goto(appUrl);
     await other.getByRole("alert").waitFor();
     if ((await other.getByText(`App ${app}`).count()) > 0) throw new Error("the outsider sees the App");
+    // Nor its logs, at an address in the outsider's own organization.
+    await other.goto(`${CONSOLE}orgs/other-${suffix}/apps/${appId}/logs`);
+    await other.getByRole("alert").waitFor();
+    if ((await other.getByTestId("log-lines").count()) > 0) throw new Error("the outsider sees the App's logs");
     await step(other, "other-org-sees-nothing");
+
+    // Addresses name the organization (a fresh context: the admin again).
+    const linked = await openPage(browser, `${ADMIN}-linked`);
+    pages.push(linked);
+    await addresses(linked, { console: CONSOLE, org: ORG, otherOrg: `other-${suffix}`, admin: ADMIN, password: PASSWORD, app, appUrl });
 
     // Members and roles: a user added as a member is listed with that role.
     await admin.bringToFront();
@@ -397,32 +407,6 @@ async function main() {
   } finally {
     await browser.close();
     proxy.close();
-  }
-}
-
-async function waitFor(check, what, timeout = CONVERGE) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      if (check()) return;
-    } catch {
-      // not there yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
-async function waitForAsync(check, what, timeout = CONVERGE) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not there yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 1000));
   }
 }
 

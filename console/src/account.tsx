@@ -1,7 +1,8 @@
 // Who is signed in and which organization the pages show (from `GET /api/v1/me` and
-// `GET /api/v1/orgs`).
-import { createContext, useContext } from "react";
+// `GET /api/v1/orgs`; the organization is the one the address names).
+import { createContext, useCallback, useContext } from "react";
 import type { Org, Role, Schemas } from "./api/client";
+import { orgPath } from "./paths";
 
 export type Account = {
   me: Schemas["UserView"];
@@ -23,4 +24,10 @@ export function useOrgRole(): Role | null {
   const { me, orgs, org } = useAccount();
   if (me.platform_admin) return "admin";
   return orgs.find((o) => o.name === org)?.role ?? null;
+}
+
+/// The address of a page in the shown organization (`to("/apps/42")`).
+export function useOrgPath(): (path: string) => string {
+  const { org } = useAccount();
+  return useCallback((path: string) => orgPath(org, path), [org]);
 }

@@ -24,6 +24,15 @@ export function answer(status: number, body: unknown) {
   return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
 }
 
+/// An API refusal, as the API answers one: an RFC 9457 problem (`application/problem+json`)
+/// with kubenest's `code` and, when one field is at fault, `field`. The shape is written here
+/// only.
+export function refusal(status: number, code: string, message: string, field?: string) {
+  const title = code.charAt(0).toUpperCase() + code.slice(1).replaceAll("_", " ");
+  const problem = { type: `tag:kubenest.io,2026:problem:${code}`, title, status, detail: message, code, ...(field ? { field } : {}) };
+  return new Response(JSON.stringify(problem), { status, headers: { "Content-Type": "application/problem+json" } });
+}
+
 /// A project of "acme" on cluster "east", as the API lists it.
 export const project = (id: string, name: string) => ({ id, name, org: "acme", cluster: "east", namespace: name, phase: "Ready", message: "", members: [] });
 
@@ -31,7 +40,7 @@ export const project = (id: string, name: string) => ({ id, name, org: "acme", c
 export function stubFetch(handle: (url: URL, input: Request) => Promise<Response | undefined> | Response | undefined) {
   vi.stubGlobal(
     "fetch",
-    vi.fn(async (input: Request) => (await handle(new URL(input.url, "http://localhost"), input)) ?? answer(404, { error: { code: "not_found", message: "no" } })),
+    vi.fn(async (input: Request) => (await handle(new URL(input.url, "http://localhost"), input)) ?? refusal(404, "not_found", "no")),
   );
 }
 

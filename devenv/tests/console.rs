@@ -106,6 +106,13 @@ fn the_console_operates_the_fleet_in_chromium() {
                 format!("KUBENEST_KUBECONFIG_{}", cluster.name().to_uppercase()),
                 cluster.kubeconfig_path(),
             );
+            // The log viewer's step writes a line every kwok container shows.
+            if let Some(log) = cluster.kwok_log_file() {
+                script.env(
+                    format!("KUBENEST_KWOK_LOG_{}", cluster.name().to_uppercase()),
+                    log,
+                );
+            }
         }
         // The console's benchmark (bench/console), at a tiny size: that every step of it still
         // runs, so that it cannot break unseen (its figures mean nothing here).

@@ -5,7 +5,7 @@
 import { useMemo, useState, type FormEvent } from "react";
 import { Link, useParams } from "react-router";
 import { api, ok, ApiFailure } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { useNewestEvent, useStore } from "../live/store";
 import { canWrite } from "../roles";
@@ -14,6 +14,7 @@ import { Drift, describeDrift } from "../components/Drift";
 import { ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function Addons() {
+  const to = useOrgPath();
   const { org } = useAccount();
   const writer = canWrite(useOrgRole());
   // Live: an addon's phase or revision changing in this organization reloads the list.
@@ -30,7 +31,7 @@ export function Addons() {
           {(list.data ?? []).map((a) => (
             <tr key={a.id} data-testid={`addon-row-${a.name}`}>
               <td>
-                <Link to={`/addons/${a.id}`}>{a.name}</Link>
+                <Link to={to(`/addons/${a.id}`)}>{a.name}</Link>
               </td>
               <td>{a.definition}</td>
               <td>{a.project}</td>

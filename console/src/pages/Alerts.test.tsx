@@ -62,6 +62,6 @@ describe("the alerts page", () => {
     expect(row.textContent).toContain("deletion deadline exceeded");
     expect(row.textContent).toContain("example.test/hold");
     const link = screen.getByRole("link", { name: "Addon shop-db" });
-    expect(link.getAttribute("href")).toBe("/addons/d1");
+    expect(link.getAttribute("href")).toBe("/orgs/acme/addons/d1");
   });
 });

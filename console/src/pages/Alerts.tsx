@@ -4,7 +4,7 @@
 import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, ok, type Alert, type AlertState } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { useNewestEvent, useStore, type LiveEvent } from "../live/store";
 import { canWrite } from "../roles";
@@ -47,10 +47,11 @@ function showsChange(alerts: Alert[], event: LiveEvent): boolean {
 }
 
 function Subject({ alert: a }: { alert: Alert }) {
-  if (a.subject_kind === "app") return <Link to={`/apps/${a.subject_id}`}>App {a.subject_name}</Link>;
-  if (a.subject_kind === "cluster") return <Link to={`/clusters/${a.subject_id}`}>Cluster {a.subject_name}</Link>;
-  if (a.subject_kind === "addon") return <Link to={`/addons/${a.subject_id}`}>Addon {a.subject_name}</Link>;
-  if (a.subject_kind === "project") return <Link to="/projects">Project {a.subject_name}</Link>;
+  const to = useOrgPath();
+  if (a.subject_kind === "app") return <Link to={to(`/apps/${a.subject_id}`)}>App {a.subject_name}</Link>;
+  if (a.subject_kind === "cluster") return <Link to={to(`/clusters/${a.subject_id}`)}>Cluster {a.subject_name}</Link>;
+  if (a.subject_kind === "addon") return <Link to={to(`/addons/${a.subject_id}`)}>Addon {a.subject_name}</Link>;
+  if (a.subject_kind === "project") return <Link to={to("/projects")}>Project {a.subject_name}</Link>;
   return <>{a.subject_name}</>;
 }
 

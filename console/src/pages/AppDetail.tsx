@@ -1,9 +1,10 @@
 // One App, live: components and their readiness, the exports wiring, conditions, drift, the
 // timeline of its events, the history with diffs, and the actions the caller may take.
 import { useMemo, useState } from "react";
-import { Link, useNavigate, useParams } from "react-router";
+import { Link, Navigate, useNavigate, useParams } from "react-router";
 import { api, ok, type App } from "../api/client";
-import { useAccount } from "../account";
+import { useAccount, useOrgPath } from "../account";
+import { orgPath } from "../paths";
 import { useLoad } from "../load";
 import { store, useStore, type LiveEvent } from "../live/store";
 import { canWrite, roleOf } from "../roles";
@@ -15,9 +16,10 @@ import { Verification, describeVerdict } from "../components/Verification";
 import { Badge, ErrorNote, Head, Phase, When, Missing } from "../components/ui";
 
 export function AppDetail() {
+  const to = useOrgPath();
   const { id = "" } = useParams();
   const navigate = useNavigate();
-  const { me, orgs } = useAccount();
+  const { me, orgs, org } = useAccount();
   const app = useStore((s) => s.apps[id]);
   const deleted = useStore((s) => s.deleted[id]);
   const allEvents = useStore((s) => s.events);
@@ -41,6 +43,8 @@ export function AppDetail() {
   const [failure, setFailure] = useState<Error>();
   if (deleted) return <p role="status">This App was deleted.</p>;
   if (!app) return <Missing title="App" error={loaded.error} />;
+  // An address in another organization (one from before, or edited) shows the App in its own.
+  if (app.org !== org) return <Navigate replace to={orgPath(app.org, `/apps/${id}`)} />;
   const role = roleOf({
     platformAdmin: me.platform_admin,
     username: me.username,
@@ -66,6 +70,11 @@ export function AppDetail() {
         {app.sync.drift_class === "blocked_sync" && <Badge tone="bad">blocked</Badge>}
       </h1>
       <p data-testid="app-message">{app.message}</p>
+      <p className="row">
+        <Link className="button" to={to(`/apps/${id}/logs`)}>
+          Logs
+        </Link>
+      </p>
       <dl className="facts">
         <dt>Project</dt>
         <dd>{app.project}</dd>
@@ -86,7 +95,7 @@ export function AppDetail() {
       </dl>
       {writer && (
         <section aria-label="Actions" className="row">
-          <Link className="button" to={`/apps/${id}/edit`}>
+          <Link className="button" to={to(`/apps/${id}/edit`)}>
             Edit
           </Link>
           {app.paused ? (
@@ -101,7 +110,7 @@ export function AppDetail() {
             question={`Delete ${app.name} and everything it runs?`}
             onConfirm={act("delete", async () => {
               ok(await api.DELETE("/api/v1/apps/{id}", path));
-              navigate("/apps");
+              navigate(to("/apps"));
             })}
           />
         </section>

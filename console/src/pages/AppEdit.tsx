@@ -4,12 +4,13 @@
 import { useEffect, useState, type FormEvent } from "react";
 import { useNavigate, useParams } from "react-router";
 import { api, ok, ApiFailure, type App } from "../api/client";
-import { useAccount } from "../account";
+import { useAccount, useOrgPath } from "../account";
 import { useLoad } from "../load";
 import { fromYaml, getPath, newComponent, normalizeField, setPath, toYaml, type AppDraft } from "../appForm";
 import { Missing } from "../components/ui";
 
 export function AppEdit() {
+  const to = useOrgPath();
   const { id } = useParams();
   const { org } = useAccount();
   const navigate = useNavigate();
@@ -63,7 +64,7 @@ export function AppEdit() {
       const app = id
         ? ok(await api.PATCH("/api/v1/apps/{id}", { params: { path: { id } }, body: { components: body.components } }))
         : ok(await api.POST("/api/v1/apps", { body }));
-      navigate(`/apps/${(app as unknown as App).id}`);
+      navigate(to(`/apps/${(app as unknown as App).id}`));
     } catch (err) {
       setFailure(err as Error);
     }

@@ -1,10 +1,11 @@
 // The Apps of the organization: phase, revision, drift and blocked badges, filtered by the API
 // (`project_id`, `cluster_id`, `phase`) and paged with its `limit`/`continue` (one page of rows
-// in the DOM, so 1,000 Apps stay fast).
+// in the DOM, so 1,000 Apps stay fast). A project's Apps have their own address,
+// `/orgs/{org}/projects/{project}/apps` (the project by name).
 import { useMemo, useRef, useState } from "react";
-import { Link, useSearchParams } from "react-router";
+import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import { api, ok, type App, type AppPhase } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canWrite } from "../roles";
@@ -16,10 +17,12 @@ const PAGE = 100;
 const PHASES: AppPhase[] = ["Pending", "Deploying", "Running", "Paused", "Failed", "Deleting"];
 
 export function Apps() {
+  const to = useOrgPath();
   const { org } = useAccount();
   const role = useOrgRole();
   const [params, setParams] = useSearchParams();
-  const project = params.get("project_id") ?? "";
+  const navigate = useNavigate();
+  const { project: projectName } = useParams();
   const cluster = params.get("cluster_id") ?? "";
   const phase = params.get("phase") ?? "";
   // The `continue` tokens of the pages before this one, and this one's.
@@ -40,7 +43,14 @@ export function Apps() {
   if (newest > unseenHigh.current) unseenHigh.current = newest;
   const unseen = unseenHigh.current;
   const projects = useLoad(async () => ok(await api.GET("/api/v1/orgs/{org}/projects", { params: { path: { org } } })), [org]);
+  const named = projectName === undefined ? undefined : projects.data?.find((p) => p.name === projectName);
+  const project = projectName === undefined ? (params.get("project_id") ?? "") : (named?.id ?? "");
   const page = useLoad(async () => {
+    // A project named in the address is asked for by its id, once the projects are known.
+    if (projectName !== undefined && !named) {
+      if (projects.data) throw new Error(`${org} has no project ${projectName}`);
+      return { ids: [], next: undefined };
+    }
     const list = ok(
       await api.GET("/api/v1/apps", {
         params: {
@@ -58,7 +68,7 @@ export function Apps() {
     );
     store.dispatch({ type: "apps", apps: list.items });
     return { ids: list.items.map((a) => a.id), next: list.continue ?? undefined };
-  }, [org, project, cluster, phase, cursor, unseen]);
+  }, [org, project, cluster, phase, cursor, unseen, projectName, projects.data]);
   const all = useStore((s) => s.apps);
   const rows = useMemo(
     () =>
@@ -76,15 +86,24 @@ export function Apps() {
     setParams(next);
     setPages([]);
   };
+  // The project is part of the address, not a query parameter.
+  const pickProject = (id: string) => {
+    const next = new URLSearchParams(params);
+    next.delete("project_id");
+    const name = projects.data?.find((p) => p.id === id)?.name;
+    const search = next.toString() ? `?${next}` : "";
+    navigate((name ? to(`/projects/${encodeURIComponent(name)}/apps`) : to("/apps")) + search);
+    setPages([]);
+  };
   return (
     <>
-      <h1>Apps</h1>
+      <h1>{projectName === undefined ? "Apps" : `Apps of project ${projectName}`}</h1>
       {canWrite(role) && (
         <p className="row">
-          <Link to="/apps/new" className="button primary">
+          <Link to={to("/apps/new")} className="button primary">
             New App
           </Link>
-          <Link to="/templates" className="button">
+          <Link to={to("/templates")} className="button">
             Deploy from a template
           </Link>
         </p>
@@ -92,7 +111,7 @@ export function Apps() {
       <form className="row filters" aria-label="Filters" onSubmit={(e) => e.preventDefault()}>
         <label>
           Project{" "}
-          <select value={project} onChange={(e) => filter("project_id", e.target.value)}>
+          <select value={project} onChange={(e) => pickProject(e.target.value)}>
             <option value="">all</option>
             {(projects.data ?? []).map((p) => (
               <option key={p.id} value={p.id}>
@@ -129,7 +148,7 @@ export function Apps() {
           {rows.map((a) => (
             <tr key={a.id} data-testid={`app-row-${a.name}`}>
               <td>
-                <Link to={`/apps/${a.id}`}>{a.name}</Link>
+                <Link to={to(`/apps/${a.id}`)}>{a.name}</Link>
               </td>
               <td>{a.project}</td>
               <td>

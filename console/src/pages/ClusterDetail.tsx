@@ -3,7 +3,7 @@
 import { useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, ok, type Schemas } from "../api/client";
-import { useAccount } from "../account";
+import { useAccount, useOrgPath } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canAdmin, roleOf } from "../roles";
@@ -12,6 +12,7 @@ import { ErrorNote, Phase, When, Missing } from "../components/ui";
 import { CapacityBars } from "./Fleet";
 
 export function ClusterDetail() {
+  const to = useOrgPath();
   const { id = "" } = useParams();
   const navigate = useNavigate();
   const { me, orgs } = useAccount();
@@ -70,7 +71,7 @@ export function ClusterDetail() {
       <ul>
         {(loaded.data ?? []).map((p) => (
           <li key={p.id}>
-            <Link to={`/apps?project_id=${p.id}`}>{p.name}</Link> (namespace {p.namespace}) <Phase phase={p.phase} />
+            <Link to={to(`/projects/${encodeURIComponent(p.name)}/apps`)}>{p.name}</Link> (namespace {p.namespace}) <Phase phase={p.phase} />
           </li>
         ))}
       </ul>
@@ -95,7 +96,7 @@ export function ClusterDetail() {
             onConfirm={() =>
               act(async () => {
                 ok(await api.DELETE("/api/v1/clusters/{id}", { params: { path: { id } } }));
-                navigate("/");
+                navigate(to("/"));
               })
             }
           />

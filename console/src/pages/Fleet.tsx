@@ -3,7 +3,7 @@
 import { useMemo, useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { api, ok, ApiFailure, type Cluster, type Registration } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { store, useStore } from "../live/store";
 import { canWrite } from "../roles";
@@ -25,6 +25,7 @@ export function useClusters(org: string) {
 }
 
 export function Fleet() {
+  const to = useOrgPath();
   const { org } = useAccount();
   const role = useOrgRole();
   const { clusters, error, reload } = useClusters(org);
@@ -35,7 +36,7 @@ export function Fleet() {
       <ErrorNote error={error} />
       {open.length > 0 && (
         <p className="alert" role="note" data-testid="open-alerts">
-          <Link to="/alerts?state=open">
+          <Link to={to("/alerts?state=open")}>
             {open.length} open alert{open.length > 1 ? "s" : ""}
           </Link>
           : {open.map((a) => `${a.subject_name} (${a.kind.replaceAll("_", " ")})`).join(", ")}
@@ -53,11 +54,12 @@ export function Fleet() {
 }
 
 function ClusterCard({ cluster: c }: { cluster: Cluster }) {
+  const to = useOrgPath();
   const alerts = c.health.filter((h) => h.status !== "ok");
   return (
     <li className="card" data-testid={`cluster-${c.name}`}>
       <h2>
-        <Link to={`/clusters/${c.id}`}>{c.display_name || c.name}</Link> <Phase phase={c.state} />
+        <Link to={to(`/clusters/${c.id}`)}>{c.display_name || c.name}</Link> <Phase phase={c.state} />
       </h2>
       <CapacityBars cluster={c} />
       <p>

@@ -2,7 +2,7 @@
 import { useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { api, ok } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { useStore } from "../live/store";
 import { canAdmin, canWrite, roleOf } from "../roles";
@@ -12,6 +12,7 @@ import { useClusters } from "./Fleet";
 import { BudgetLine, FencesForm, usedOf } from "./Fences";
 
 export function Projects() {
+  const to = useOrgPath();
   const { org, me } = useAccount();
   const orgRole = useOrgRole();
   const { clusters } = useClusters(org);
@@ -88,7 +89,7 @@ export function Projects() {
             return (
               <tr key={p.id} data-testid={`project-${p.name}`}>
                 <td>
-                  <Link to={`/apps?project_id=${p.id}`}>{p.name}</Link>
+                  <Link to={to(`/projects/${encodeURIComponent(p.name)}/apps`)}>{p.name}</Link>
                 </td>
                 <td>{p.cluster}</td>
                 <td>{p.namespace}</td>

@@ -2,7 +2,7 @@
 // offered (the API refuses the others), and the slots are sent with their types.
 import { afterEach, describe, expect, it } from "vitest";
 import { fireEvent, screen, waitFor } from "@testing-library/react";
-import { answer, mountPage, project, stubFetch, unmount } from "../testing";
+import { answer, mountPage, project, refusal, stubFetch, unmount } from "../testing";
 import { TemplateDeploy } from "./Templates";
 
 function mount() {
@@ -27,7 +27,7 @@ function mount() {
       });
     if (url.pathname === "/api/v1/templates/t1/deploy") {
       posted.push(await input.json());
-      return answer(422, { error: { code: "validation_failed", field: "parameters.image", message: "no such image" } });
+      return refusal(422, "validation_failed", "no such image", "parameters.image");
     }
   });
   mountPage("/templates/t1", "/templates/:id", <TemplateDeploy />);

@@ -3,12 +3,13 @@
 import { useState, type FormEvent, type ReactNode } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, ok, ApiFailure, type App, type Schemas } from "../api/client";
-import { useAccount, useOrgRole } from "../account";
+import { useAccount, useOrgPath, useOrgRole } from "../account";
 import { useLoad } from "../load";
 import { canWrite } from "../roles";
 import { ErrorNote, Head, Missing } from "../components/ui";
 
 export function Templates() {
+  const to = useOrgPath();
   const { org } = useAccount();
   const writer = canWrite(useOrgRole());
   const list = useLoad(async () => ok(await api.GET("/api/v1/templates", { params: { query: { org } } })), [org]);
@@ -23,7 +24,7 @@ export function Templates() {
           {(list.data ?? []).map((t) => (
             <tr key={t.id} data-testid={`template-row-${t.name}`}>
               <td>
-                <Link to={`/templates/${t.id}`}>{t.name}</Link>
+                <Link to={to(`/templates/${t.id}`)}>{t.name}</Link>
               </td>
               <td>{t.scope}</td>
               <td>{t.description}</td>
@@ -155,6 +156,7 @@ function Section({ title, children }: { title: string; children: ReactNode }) {
 }
 
 export function TemplateDeploy() {
+  const to = useOrgPath();
   const { id = "" } = useParams();
   const { org } = useAccount();
   const role = useOrgRole();
@@ -186,7 +188,7 @@ export function TemplateDeploy() {
           body: { name: String(data.get("name")), project_id: String(data.get("project_id")), parameters },
         }),
       ) as unknown as App;
-      navigate(`/apps/${app.id}`);
+      navigate(to(`/apps/${app.id}`));
     } catch (err) {
       setFailure(err as Error);
     }
