@@ -29,6 +29,10 @@ pub struct Options {
     pub public_hub_host: Option<std::net::IpAddr>,
     /// Serve the API over HTTPS with a certificate made for it (see [`System::api_ca`]).
     pub api_tls: bool,
+    /// The agent chart the install command names (`--agent-chart`, `--agent-chart-version`):
+    /// this repository's `charts/kubenest-agent` when `None`, a published chart otherwise
+    /// (`oci://host:port/kubenest/charts/kubenest-agent` and its version).
+    pub agent_chart: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             console_dir: None,
             public_hub_host: None,
             api_tls: false,
+            agent_chart: None,
         }
     }
 }

@@ -18,5 +18,6 @@ mod generated_apps;
 mod gitops;
 mod install;
 mod logs;
+mod release;
 mod system;
 mod verified;
