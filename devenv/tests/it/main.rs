@@ -19,5 +19,6 @@ mod gitops;
 mod install;
 mod logs;
 mod release;
+mod release_plane;
 mod system;
 mod verified;

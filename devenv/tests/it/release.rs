@@ -20,11 +20,11 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use kubenest_devenv::system::{Options, System};
-use kubenest_testkit::{Environment, Images, Registry, ServerCa};
+use kubenest_testkit::{Cluster, Environment, Images, Registry, ServerCa};
 use serde_json::json;
 
 /// Real pulls, starts and helm installs take longer than kwok's instant pods.
-const REAL: Duration = Duration::from_secs(240);
+pub const REAL: Duration = Duration::from_secs(240);
 
 /// The images the agent chart runs: the agent, and the builder its builds run.
 const IMAGES: [&str; 2] = ["agent", "builder"];
@@ -35,11 +35,11 @@ fn root() -> PathBuf {
 
 /// A user's machine: helm on the PATH with homes of its own, the registry's CA trusted (Go
 /// reads SSL_CERT_FILE for its roots), a kubeconfig, and the folder commands run in.
-struct Workstation {
-    home: tempfile::TempDir,
-    helm: PathBuf,
-    ca: PathBuf,
-    kubeconfig: PathBuf,
+pub struct Workstation {
+    pub home: tempfile::TempDir,
+    pub helm: PathBuf,
+    pub ca: PathBuf,
+    pub kubeconfig: PathBuf,
 }
 
 impl Workstation {
@@ -64,7 +64,7 @@ impl Workstation {
     }
 
     /// `helm ARGS`, with `stdin` written to its standard input.
-    fn helm(&self, args: &[&str], stdin: &str) -> Output {
+    pub fn helm(&self, args: &[&str], stdin: &str) -> Output {
         let mut child = self
             .command(&self.helm)
             .args(args)
@@ -83,7 +83,7 @@ impl Workstation {
     }
 
     /// `command` as a POSIX shell runs it.
-    fn shell(&self, command: &str) -> Output {
+    pub fn shell(&self, command: &str) -> Output {
         self.command(Path::new("sh"))
             .arg("-c")
             .arg(command)
@@ -92,7 +92,7 @@ impl Workstation {
     }
 }
 
-fn assert_ok(what: &str, out: &Output) -> String {
+pub fn assert_ok(what: &str, out: &Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -104,7 +104,7 @@ fn assert_ok(what: &str, out: &Output) -> String {
 
 /// `tools/release.sh` to `registry`, as `make release` runs it with an account and a CA: the
 /// password on standard input, the archives `Images::build` left.
-fn release(registry: &Registry, ca: &Path, helm: &Path, names: &[&str]) {
+pub fn release(registry: &Registry, ca: &Path, helm: &Path, names: &[&str]) {
     let mut child = Command::new("bash")
         .arg(root().join("tools/release.sh"))
         .arg(registry.address())
@@ -127,6 +127,59 @@ fn release(registry: &Registry, ca: &Path, helm: &Path, names: &[&str]) {
     eprintln!("release: {said}{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A registry on the address `edge`'s pods reach, with a CA of its own under `dir`; the node
+/// trusts the CA and its kubelet pulls with the registry's account, before any pull.
+pub async fn node_registry(edge: &Cluster, dir: &Path) -> (ServerCa, Registry) {
+    let host = edge.pod_reachable_host().unwrap();
+    let ca = ServerCa::generate(&std::path::absolute(dir.join("ca")).unwrap()).unwrap();
+    let registry = Registry::start(host, &ca).await.unwrap();
+    edge.trust_registry(registry.address(), &ca.path).unwrap();
+    edge.pull_credentials(&registry.docker_config_json())
+        .unwrap();
+    (ca, registry)
+}
+
+/// Waits until the REST API reports cluster `cluster_id` connected.
+pub async fn wait_connected(
+    admin: &mut kubenest_cli::api::Client,
+    cluster_id: &str,
+    edge: &Cluster,
+) {
+    let mut state = String::new();
+    let connected = tokio::time::timeout(REAL, async {
+        loop {
+            let cluster = admin
+                .get(&format!("/api/v1/clusters/{cluster_id}"))
+                .await
+                .unwrap();
+            state = cluster["state"].as_str().unwrap_or_default().to_owned();
+            if state == "connected" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert!(
+        connected.is_ok(),
+        "the cluster is {state:?}, not connected:\n{}",
+        edge.log_tails(30)
+    );
+}
+
+/// The agent's namespace, enforcing Pod Security `restricted`: its pod and the test's pass.
+pub async fn restricted_namespace(edge: &Cluster, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(edge.client().await.unwrap());
+    let restricted: Namespace = serde_json::from_value(json!({"metadata": {
+        "name": name,
+        "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}))
+    .unwrap();
+    namespaces
+        .create(&PostParams::default(), &restricted)
+        .await
+        .unwrap();
+}
+
 #[test]
 fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry() {
     run(async {
@@ -143,12 +196,7 @@ fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry(
         let edge = env.cluster("edge").unwrap();
         let host = edge.pod_reachable_host().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let ca = ServerCa::generate(&std::path::absolute(dir.path().join("ca")).unwrap()).unwrap();
-        let registry = Registry::start(host, &ca).await.unwrap();
-        // The node trusts the registry's CA and pulls with the account, before any pull.
-        edge.trust_registry(registry.address(), &ca.path).unwrap();
-        edge.pull_credentials(&registry.docker_config_json())
-            .unwrap();
+        let (ca, registry) = node_registry(edge, dir.path()).await;
         let helm = kubenest_testkit::Binaries::locate().unwrap().helm;
         release(&registry, &ca.path, &helm, &IMAGES);
 
@@ -158,7 +206,10 @@ fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry(
             .fresh_database("release")
             .await
             .unwrap();
-        let chart = format!("oci://{}/kubenest/charts/kubenest-agent", registry.address());
+        let chart = format!(
+            "oci://{}/kubenest/charts/kubenest-agent",
+            registry.address()
+        );
         let options = Options {
             hubs: 1,
             controllers: 1,
@@ -190,16 +241,7 @@ fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry(
             "{command}"
         );
 
-        // The agent's namespace enforces Pod Security `restricted`: its pod and the test's pass.
-        let namespaces: Api<Namespace> = Api::all(edge.client().await.unwrap());
-        let restricted: Namespace = serde_json::from_value(json!({"metadata": {
-            "name": "kubenest-system",
-            "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}))
-        .unwrap();
-        namespaces
-            .create(&PostParams::default(), &restricted)
-            .await
-            .unwrap();
+        restricted_namespace(edge, "kubenest-system").await;
 
         // The user logs in to the registry, then runs the command exactly as printed.
         let user = Workstation {
@@ -225,26 +267,7 @@ fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry(
         assert_ok("the printed helm install", &user.shell(command));
 
         // Connected, with the image the published chart names, pulled from the registry.
-        let mut state = String::new();
-        let connected = tokio::time::timeout(REAL, async {
-            loop {
-                let cluster = admin
-                    .get(&format!("/api/v1/clusters/{cluster_id}"))
-                    .await
-                    .unwrap();
-                state = cluster["state"].as_str().unwrap_or_default().to_owned();
-                if state == "connected" {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
-        .await;
-        assert!(
-            connected.is_ok(),
-            "the cluster is {state:?}, not connected:\n{}",
-            edge.log_tails(30)
-        );
+        wait_connected(&mut admin, &cluster_id, edge).await;
         let deployments: Api<Deployment> =
             Api::namespaced(edge.client().await.unwrap(), "kubenest-system");
         let agent = deployments.get("kubenest-agent").await.unwrap();
