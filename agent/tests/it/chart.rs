@@ -254,6 +254,16 @@ fn the_agents_pod_takes_the_pods_values_and_its_images_follow_the_charts_app_ver
         policy["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
         "monitoring"
     );
+    // `helm test`'s pod may still ask /readyz, and is none of the agent's pods.
+    assert_eq!(
+        policy["ingress"][0]["from"][1]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+        "test"
+    );
+    let test = find(&objects, "Pod", "kubenest-agent-test-health");
+    assert_eq!(
+        test["metadata"]["labels"]["app.kubernetes.io/name"],
+        "kubenest-agent-test"
+    );
     let egress: Vec<String> = policy["egress"]
         .as_array()
         .unwrap()

@@ -424,6 +424,11 @@ fn replicated_programs_keep_one_pod_through_a_drain_and_each_program_is_fenced_t
         api["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
         "monitoring"
     );
+    // `helm test`'s pod may still ask /readyz.
+    assert_eq!(
+        api["ingress"][0]["from"][1]["podSelector"]["matchLabels"]["app.kubernetes.io/component"],
+        "test"
+    );
     assert_eq!(
         api["ingress"][1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
         "ingress"

@@ -2,8 +2,11 @@
 //! five images the charts run and both charts to a real OCI registry (`release.rs` says how),
 //! `helm install oci://…/kubenest` puts the control plane on the node (its hub, controllers and
 //! API server pods pulling their images from the registry, PostgreSQL on the host, the chart's
-//! NetworkPolicies told the API server's and PostgreSQL's ports, as an operator tells them),
-//! and `helm test` finds every program ready. Then, through that API: an organization, the
+//! NetworkPolicies told the API server's and PostgreSQL's ports, as an operator tells them,
+//! and the monitoring namespace that may scrape), and `helm test` finds every program ready.
+//! The policies fence a tenant's pod out of every admin port and let it reach the hub's
+//! WebSocket port. (This node does not police pods' packets to the host itself, where its API
+//! server and PostgreSQL run: `tests/testkit/src/node/netpol.rs`.) Then, through that API: an organization, the
 //! cluster registered, and the printed agent install (the published agent chart, at the
 //! control plane's version) run exactly as printed; the agent dials the chart's hub through
 //! its Service and the cluster turns connected.
@@ -16,9 +19,9 @@ use crate::common::run;
 use crate::release::{
     Workstation, assert_ok, node_registry, release, restricted_namespace, wait_connected,
 };
-use k8s_openapi::api::core::v1::{Endpoints, Pod};
-use kube::api::{Api, ListParams};
-use kubenest_testkit::{Environment, Images, TcpProxy};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use kubenest_testkit::{Cluster, Environment, Images, TcpProxy, probes};
 use serde_json::json;
 
 /// Every image the two charts run.
@@ -26,6 +29,84 @@ const IMAGES: [&str; 5] = ["hub", "controllers", "apiserver", "agent", "builder"
 
 /// The control plane's namespace.
 const PLANE: &str = "kubenest";
+
+/// The namespace `networkPolicy.metricsFrom` admits to the programs' admin port.
+const MONITORING: &str = "monitoring";
+
+/// The chart's NetworkPolicies on the node, as an attacker meets them: a pod in a namespace
+/// `metricsFrom` does not name (a tenant's) reaches the hub's WebSocket port (agents dial it
+/// from anywhere) but no program's admin port; a pod of the monitoring namespace reaches the
+/// admin port (and `helm test` did, from the release's namespace).
+async fn fenced(edge: &Cluster, client: &kube::Client) {
+    probes::import_testbox(edge).await.unwrap();
+    let program_ip = async |name: &str| {
+        Api::<Pod>::namespaced(client.clone(), PLANE)
+            .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={name}")))
+            .await
+            .unwrap()
+            .items[0]
+            .status
+            .clone()
+            .unwrap()
+            .pod_ip
+            .unwrap()
+    };
+    let hub = program_ip("hub").await;
+    let controllers = program_ip("controllers").await;
+    let apiserver = program_ip("apiserver").await;
+    // One HTTP request with a bounded connect (busybox nc -w 2): `open` when the port
+    // answered with HTTP at all, `closed` when refused or dropped.
+    let connects = |ip: &str, port: u16| {
+        format!(
+            "if printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {ip} {port} | grep -q '^HTTP/1'; \
+             then echo open; else echo closed; fi"
+        )
+    };
+    for namespace in [MONITORING, "tenant"] {
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let pods = Api::<Pod>::namespaced(client.clone(), namespace);
+        pods.create(
+            &PostParams::default(),
+            &probes::testbox_pod("client", json!({"app": "client"}), "exec sleep 3600").unwrap(),
+        )
+        .await
+        .unwrap();
+        probes::until("the client pod runs", async || {
+            let pod = pods.get("client").await.unwrap();
+            Ok(pod.status.and_then(|s| s.phase).as_deref() == Some("Running"))
+        })
+        .await
+        .unwrap();
+    }
+    let from = async |namespace: &str, ip: &str, port: u16| {
+        probes::exec(edge, namespace, "client", &connects(ip, port))
+            .await
+            .unwrap()
+            == "open"
+    };
+    // What is let through is let through once the policy controller knows the new pods.
+    for (namespace, ip, port) in [
+        (MONITORING, &hub, 9090),
+        (MONITORING, &controllers, 9090),
+        (MONITORING, &apiserver, 9090),
+        ("tenant", &hub, 8443),
+    ] {
+        probes::until(&format!("{namespace} reaches {ip}:{port}"), async || {
+            Ok(from(namespace, ip, port).await)
+        })
+        .await
+        .unwrap();
+    }
+    for ip in [&hub, &controllers, &apiserver] {
+        assert!(!from("tenant", ip, 9090).await, "a tenant scraped {ip}");
+    }
+}
 
 #[test]
 fn the_released_control_plane_installs_from_the_registry_and_its_printed_agent_install_connects() {
@@ -102,6 +183,8 @@ fn the_released_control_plane_installs_from_the_registry_and_its_printed_agent_i
             "controllers": {"replicas": 1},
             "apiserver": {"replicas": 1, "admin": {"password": password}},
             "networkPolicy": {
+                "metricsFrom": [{"namespaceSelector": {"matchLabels": {
+                    "kubernetes.io/metadata.name": MONITORING}}}],
                 "kubeApiServer": {"ports": [api_port]},
                 "postgres": {"port": proxy.address().port()},
             },
@@ -164,6 +247,8 @@ fn the_released_control_plane_installs_from_the_registry_and_its_printed_agent_i
                 "{program} not ready: {said}"
             );
         }
+
+        fenced(edge, &client).await;
 
         // The chart's API, at its pod's address (the node's pods are on the host's bridge),
         // through a loopback port as `kubectl port-forward` gives one: the CLI sends a
