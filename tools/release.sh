@@ -121,7 +121,7 @@ rewrite() {
 cp -r "$repo/charts/kubenest" "$repo/charts/kubenest-agent" "$work/"
 charts=oci://$registry/$path/charts
 rewrite "$work/kubenest/values.yaml" "repository: localhost/kubenest/" "repository: $registry/$path/"
-rewrite "$work/kubenest/values.yaml" "agentChart: kubenest/kubenest-agent" \
+rewrite "$work/kubenest/values.yaml" 'agentChart: ""' \
   "agentChart: $charts/kubenest-agent"
 rewrite "$work/kubenest-agent/values.yaml" "repository: localhost/kubenest/" \
   "repository: $registry/$path/"

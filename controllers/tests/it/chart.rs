@@ -369,14 +369,12 @@ fn every_program_gets_the_pods_values_and_its_image_at_the_charts_app_version() 
             .contains(&format!("--agent-chart-version={app_version}").into()),
         "{args}"
     );
-    // A path or repository chart gets no version unless asked.
+    // Unset, no chart of a repository that nobody published, nor a version: the API server's
+    // own default (`charts/kubenest-agent`, a path in a checkout) until one is named.
     let plain = render(&[]);
     let args = &find(&plain, "Deployment", "kubenest-apiserver")["spec"]["template"]["spec"]["containers"]
         [0]["args"];
-    assert!(
-        !args.to_string().contains("--agent-chart-version"),
-        "{args}"
-    );
+    assert!(!args.to_string().contains("--agent-chart"), "{args}");
 }
 
 #[test]
@@ -525,6 +523,8 @@ fn the_schema_refuses_bad_pod_network_and_ingress_values_naming_the_field() {
             "apiserver.agentChartVersion=1.0 --devel",
             "agentChartVersion",
         ),
+        ("apiserver.agentChart=charts/agent;id", "agentChart"),
+        ("apiserver.agentChart=--post-renderer=x", "agentChart"),
         ("images.hub.tag=-x", "tag"),
         ("podDisruptionBudget.minAvailable=2", "minAvailable"),
     ] {
