@@ -84,7 +84,9 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
 
         // The chart's NetworkPolicies open the management API server's and PostgreSQL's
         // ports: this cluster's are not the defaults (443 or 6443, 5432), so name them, as
-        // the README's install section says, from the `kubernetes` Endpoints.
+        // the README's install section says, from the `kubernetes` Endpoints. (This node does
+        // not police pods' packets to the host, where both run: tests/testkit/src/node/netpol.rs;
+        // a cluster whose API server and database are elsewhere does.)
         let client = edge.client().await.unwrap();
         let endpoints = Api::<Endpoints>::namespaced(client.clone(), "default")
             .get("kubernetes")
