@@ -144,6 +144,6 @@ done
 
 cat <<EOF
 kubenest $version is published at $registry:
-  helm install kubenest $charts/kubenest --version $version -n kubenest-system --create-namespace ...
+  helm install kubenest $charts/kubenest --version $version --namespace kubenest --create-namespace --values ...
   (the control plane prints each cluster's agent install command, from $charts/kubenest-agent)
 EOF
