@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev tour test setup console images fmt lint bench fuzz
+.PHONY: dev tour test setup console images release fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
@@ -29,6 +29,15 @@ console: setup
 # says where each archive is.
 images: setup
 	@tools/build-images.sh
+
+# Publishes a release to the OCI registry REGISTRY (host:port): every image (or IMAGES="agent
+# hub ..."), built at the release profile, and both charts as OCI artifacts under
+# oci://REGISTRY/kubenest/charts. Credentials and a private CA come from environment variables
+# (KUBENEST_REGISTRY_USER, KUBENEST_REGISTRY_PASSWORD_FILE, KUBENEST_REGISTRY_CA): see
+# tools/release.sh.
+release: setup
+	@test -n "$(REGISTRY)" || { echo "make release: set REGISTRY=host:port" >&2; exit 2; }
+	@tools/release.sh "$(REGISTRY)" $(IMAGES)
 
 dev: setup
 	cd console && npm run build

@@ -65,9 +65,17 @@ pub struct Args {
     /// The hub's public `wss://.../v1/connect` for agents (in the install command).
     #[arg(long, env = "KUBENEST_PUBLIC_HUB_URL", default_value = "")]
     public_hub_url: String,
-    /// The agent chart in the install command.
-    #[arg(long, default_value = "charts/kubenest-agent")]
+    /// The agent chart in the install command: a path, `<repo>/kubenest-agent` or
+    /// `oci://<registry>/<path>/kubenest-agent` (as `make release` publishes it).
+    #[arg(
+        long,
+        env = "KUBENEST_AGENT_CHART",
+        default_value = "charts/kubenest-agent"
+    )]
     agent_chart: String,
+    /// The agent chart's version the install command asks for (`--version`); none by default.
+    #[arg(long, env = "KUBENEST_AGENT_CHART_VERSION")]
+    agent_chart_version: Option<String>,
     /// Events an event-stream subscriber may fall behind before it catches up from PostgreSQL.
     #[arg(long, default_value_t = 4096)]
     event_buffer: usize,
@@ -195,6 +203,9 @@ pub enum ServerError {
     /// `--chart-sources` has an entry that is not an https:// or oci:// URL prefix.
     #[error("--chart-sources: {0}")]
     ChartSources(String),
+    /// `--agent-chart` or `--agent-chart-version` cannot go into a shell command.
+    #[error("{0}")]
+    AgentChart(String),
     /// `--trusted-proxies` or `--client-address-header` cannot be used.
     #[error(transparent)]
     TrustedProxies(#[from] crate::client_address::ProxyError),
@@ -236,7 +247,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         hub,
         settings: Settings {
             public_hub_url: args.public_hub_url.clone(),
-            agent_chart: args.agent_chart.clone(),
+            agent_chart: agent_chart(&args.agent_chart, args.agent_chart_version.as_deref())?,
             system_namespace: args.system_namespace.clone(),
             secure_cookies: args.secure_cookies,
             mint_timeout: std::time::Duration::from_secs(15),
@@ -283,6 +294,35 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), ServerEr
         None => crate::serve(listener, state, stop).await?,
     }
     Ok(())
+}
+
+/// The agent chart as the install command names it: `{chart}`, or `{chart} --version
+/// {version}`. The command is run by a shell, so each part may hold only what chart references
+/// and versions are written with (no space, quote or shell syntax) and may not start with `-`.
+fn agent_chart(chart: &str, version: Option<&str>) -> Result<String, ServerError> {
+    fn check(flag: &str, value: &str, allowed: fn(char) -> bool) -> Result<(), ServerError> {
+        match value.chars().find(|c| !allowed(*c)) {
+            _ if value.is_empty() || value.starts_with('-') => Err(ServerError::AgentChart(
+                format!("{flag}: {value:?} is empty or starts with '-'"),
+            )),
+            Some(c) => Err(ServerError::AgentChart(format!(
+                "{flag}: {value:?} has {c:?}, which a chart reference or version does not hold"
+            ))),
+            None => Ok(()),
+        }
+    }
+    check("--agent-chart", chart, |c| {
+        c.is_ascii_alphanumeric() || "._/:@+-".contains(c)
+    })?;
+    match version {
+        None => Ok(chart.to_owned()),
+        Some(version) => {
+            check("--agent-chart-version", version, |c| {
+                c.is_ascii_alphanumeric() || ".+-".contains(c)
+            })?;
+            Ok(format!("{chart} --version {version}"))
+        }
+    }
 }
 
 /// The addresses `listen` is reached at, which a chart fetch must not call back to (all
@@ -360,6 +400,49 @@ mod tests {
     #[test]
     fn verify_cli() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn the_agent_chart_goes_into_the_install_command_only_as_a_reference_and_a_version() {
+        assert_eq!(
+            agent_chart(
+                "oci://10.0.0.1:5000/kubenest/charts/kubenest-agent",
+                Some("0.1.0")
+            )
+            .unwrap(),
+            "oci://10.0.0.1:5000/kubenest/charts/kubenest-agent --version 0.1.0"
+        );
+        assert_eq!(
+            agent_chart("/srv/kubenest/charts/kubenest-agent", None).unwrap(),
+            "/srv/kubenest/charts/kubenest-agent"
+        );
+        for (chart, version, says) in [
+            (
+                "charts/agent; rm -rf ~",
+                None,
+                "--agent-chart: \"charts/agent; rm -rf ~\" has ';'",
+            ),
+            ("$(id)", None, "--agent-chart: \"$(id)\" has '$'"),
+            (
+                "--post-renderer=x",
+                None,
+                "--agent-chart: \"--post-renderer=x\" is empty",
+            ),
+            ("", None, "--agent-chart: \"\" is empty"),
+            (
+                "kubenest/kubenest-agent",
+                Some("1.0 --devel"),
+                "--agent-chart-version: \"1.0 --devel\" has ' '",
+            ),
+            (
+                "kubenest/kubenest-agent",
+                Some("-1"),
+                "--agent-chart-version: \"-1\" is empty",
+            ),
+        ] {
+            let error = agent_chart(chart, version).unwrap_err().to_string();
+            assert!(error.starts_with(says), "{chart} {version:?}: {error}");
+        }
     }
 
     #[tokio::test]

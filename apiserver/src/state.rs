@@ -17,7 +17,8 @@ use crate::secrets::Secrets;
 pub struct Settings {
     /// The hub's public `wss://host:port/v1/connect`, for the agent's install command.
     pub public_hub_url: String,
-    /// Where the agent chart is (a path or a chart reference) in the install command.
+    /// The agent chart in the install command: a path or a chart reference, then `--version
+    /// X` when one is asked for (checked by `args::agent_chart`).
     pub agent_chart: String,
     /// Namespace of global AddonDefinitions and StackTemplates.
     pub system_namespace: String,

@@ -53,3 +53,67 @@ app.kubernetes.io/name: {{ .name }}
 {{- fail "apiserver.admin.existingSecret or apiserver.admin.password is required" }}
 {{- end }}
 {{- end }}
+
+{{/* A program's image: the tag defaults to the chart's appVersion, so one chart version
+     installs one release of every program. */}}
+{{- define "kubenest.image" -}}
+{{- $image := index .root.Values.images .name -}}
+{{ $image.repository }}:{{ default .root.Chart.AppVersion $image.tag }}
+{{- end }}
+
+{{/* A program's pod labels and annotations: podLabels and podAnnotations, under the labels
+     its selector needs (so podLabels can never detach a pod from its workload). */}}
+{{- define "kubenest.podMetadata" -}}
+labels:
+  {{- with .root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- include "kubenest.selector" . | nindent 2 }}
+{{- with .root.Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Where and at which priority a program's pods run, and the Secrets they pull with. A
+     topology spread constraint without a labelSelector spreads the program's own pods. */}}
+{{- define "kubenest.scheduling" -}}
+{{- $v := .root.Values }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . }}
+  {{- end }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range $v.topologySpreadConstraints }}
+  {{- $own := dict "labelSelector" (dict "matchLabels" (include "kubenest.selector" $ | fromYaml)) }}
+  - {{- toYaml (merge (deepCopy .) $own) | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The environment every program gets beside its own: the log filter, then extraEnv. */}}
+{{- define "kubenest.commonEnv" -}}
+- name: RUST_LOG
+  value: {{ .Values.logLevel | quote }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

@@ -1,6 +1,7 @@
 //! The control plane's Helm chart (`charts/kubenest`): lint-clean, shipping the CRDs and the
-//! kubenest-role ClusterRoles the code generates, refusing to render without what it needs, and
-//! what it renders accepted by a real API server (server-side dry run).
+//! kubenest-role ClusterRoles the code generates, refusing to render without what it needs (and
+//! values its schema does not allow), and what it renders, with every value of
+//! `chart_values.rs` set, accepted by a real API server (server-side dry run).
 //!
 //! After changing the CRDs or the roles: `KUBENEST_UPDATE_CHART=1 cargo test -p
 //! kubenest-controllers --test it chart::` rewrites the generated files.
@@ -12,15 +13,15 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn chart() -> PathBuf {
+pub(crate) fn chart() -> PathBuf {
     root().join("charts").join("kubenest")
 }
 
-fn helm(args: &[&str]) -> Output {
+pub(crate) fn helm(args: &[&str]) -> Output {
     kubenest_testkit::tools::helm(args).unwrap()
 }
 
-const VALUES: [&str; 12] = [
+pub(crate) const VALUES: [&str; 12] = [
     "--set",
     "postgres.existingSecret=kubenest-postgres",
     "--set",
@@ -138,6 +139,9 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
         namespace.name(),
     ];
     args.extend(VALUES);
+    // Every pod, network and Ingress value set: the real API server takes them all.
+    let knobs = crate::chart_values::knobs_file();
+    args.extend(["--values", knobs.path().to_str().unwrap()]);
     let rendered = helm(&args);
     assert!(
         rendered.status.success(),
@@ -181,6 +185,10 @@ async fn what_the_chart_renders_is_accepted_by_a_real_api_server() {
         "deployment.apps/kubenest-apiserver",
         "addondefinition.kubenest.io/postgres",
         "clusterrole.rbac.authorization.k8s.io/kubenest-admin",
+        "poddisruptionbudget.policy/kubenest-hub",
+        "networkpolicy.networking.k8s.io/kubenest-apiserver",
+        "ingress.networking.k8s.io/kubenest-api",
+        "pod/kubenest-test-health",
     ] {
         assert!(
             stdout.contains(&format!("{object} serverside-applied (server dry run)")),

@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)] // a test fails by panicking
 
 mod chart;
+mod chart_values;
 mod cluster;
 mod common;
 mod deadlines;

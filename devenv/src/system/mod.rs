@@ -204,10 +204,6 @@ impl System {
                 public_hub.address()
             ))
             .arg(format!(
-                "--agent-chart={}",
-                root.join("charts/kubenest-agent").display()
-            ))
-            .arg(format!(
                 "--reads-per-second={}",
                 options.api_reads_per_second
             ))
@@ -221,6 +217,15 @@ impl System {
         if let Some(console) = &options.console_dir {
             apiserver = apiserver.arg(format!("--console-dir={}", console.display()));
         }
+        apiserver = match &options.agent_chart {
+            None => apiserver.arg(format!(
+                "--agent-chart={}",
+                root.join("charts/kubenest-agent").display()
+            )),
+            Some((chart, version)) => apiserver
+                .arg(format!("--agent-chart={chart}"))
+                .arg(format!("--agent-chart-version={version}")),
+        };
         let api_ca = if options.api_tls {
             let (cert, key) = api_certificate(&dir, api_address)?;
             apiserver = apiserver

@@ -31,6 +31,10 @@ pub struct Options {
     pub api_tls: bool,
     /// An OTLP/HTTP endpoint every program exports its traces to (none: no traces).
     pub traces_endpoint: Option<String>,
+    /// The agent chart the install command names (`--agent-chart`, `--agent-chart-version`):
+    /// this repository's `charts/kubenest-agent` when `None`, a published chart otherwise
+    /// (`oci://host:port/kubenest/charts/kubenest-agent` and its version).
+    pub agent_chart: Option<(String, String)>,
 }
 
 impl Default for Options {
@@ -51,6 +55,7 @@ impl Default for Options {
             public_hub_host: None,
             api_tls: false,
             traces_endpoint: None,
+            agent_chart: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::run;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Endpoints, Pod};
 use kube::api::{Api, ListParams};
 use kubenest_testkit::{Binaries, Environment, Images, TcpProxy};
 use serde_json::{Value, json};
@@ -82,6 +82,18 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
             &link.address().to_string(),
         );
 
+        // The chart's NetworkPolicies open the management API server's and PostgreSQL's
+        // ports: this cluster's are not the defaults (443 or 6443, 5432), so name them, as
+        // the README's install section says, from the `kubernetes` Endpoints. (This node does
+        // not police pods' packets to the host, where both run: tests/testkit/src/node/netpol.rs;
+        // a cluster whose API server and database are elsewhere does.)
+        let client = edge.client().await.unwrap();
+        let endpoints = Api::<Endpoints>::namespaced(client.clone(), "default")
+            .get("kubernetes")
+            .await
+            .unwrap();
+        let api_port = endpoints.subsets.unwrap()[0].ports.as_ref().unwrap()[0].port;
+
         let (signing, public) = ed25519_pem();
         let (api_signing, _) = ed25519_pem();
         let values = json!({
@@ -96,6 +108,10 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
             },
             "controllers": {"replicas": 1},
             "apiserver": {"replicas": 1, "admin": {"user": "admin", "password": PASSWORD}},
+            "networkPolicy": {
+                "kubeApiServer": {"ports": [api_port]},
+                "postgres": {"port": link.address().port()},
+            },
         });
         let dir = tempfile::tempdir().unwrap();
         let values_file = dir.path().join("values.yaml");
@@ -123,7 +139,6 @@ fn helm_install_of_the_control_plane_brings_every_program_to_ready_and_the_api_a
             String::from_utf8_lossy(&installed.stderr)
         );
 
-        let client = edge.client().await.unwrap();
         let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
         let started = Instant::now();
         let deadline = started + Duration::from_secs(240);

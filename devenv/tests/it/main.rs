@@ -20,5 +20,7 @@ mod gitops;
 mod install;
 mod logs;
 mod objects;
+mod release;
+mod release_plane;
 mod system;
 mod verified;

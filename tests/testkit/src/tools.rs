@@ -19,6 +19,32 @@ pub fn helm(args: &[&str]) -> Result<Output, Error> {
         .map_err(|e| Error::io("run helm", e))
 }
 
+/// The objects of a multi-document manifest (`helm template`'s output), empty documents left
+/// out, for tests that assert what a chart renders field by field.
+pub fn manifest_objects(manifest: &str) -> Result<Vec<serde_json::Value>, Error> {
+    use serde::Deserialize as _;
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(manifest) {
+        let object = serde_json::Value::deserialize(document)
+            .map_err(|e| Error::Process(format!("a manifest document is no object: {e}")))?;
+        if !object.is_null() {
+            objects.push(object);
+        }
+    }
+    Ok(objects)
+}
+
+/// The object of `kind` named `name` among `objects`, if any.
+pub fn find_object<'a>(
+    objects: &'a [serde_json::Value],
+    kind: &str,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+}
+
 /// `kubectl apply --server-side --dry-run=server` of `manifest` into `namespace` of `cluster`.
 pub fn server_dry_run(cluster: &Cluster, namespace: &str, manifest: &str) -> Result<Output, Error> {
     kubectl_apply(cluster, namespace, manifest, &["--dry-run=server"])

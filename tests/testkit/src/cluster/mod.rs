@@ -282,6 +282,19 @@ impl Cluster {
         }
     }
 
+    /// Gives the real node's kubelet registry credentials (a Docker `config.json`) for every
+    /// pull, as nodes of a cluster that pulls from a private registry have them. Errs on a
+    /// cluster without a real node.
+    pub fn pull_credentials(&self, docker_config_json: &str) -> Result<(), Error> {
+        match &self.node {
+            Some(node) => node.pull_credentials(docker_config_json),
+            None => Err(Error::Process(format!(
+                "cluster {} has no real node to give credentials to",
+                self.name
+            ))),
+        }
+    }
+
     /// Lets the real node pull from the registry at `address` over HTTPS, trusting CA file `ca`
     /// (credentials come from the pods' image pull Secrets). Errs on a cluster without one.
     pub fn trust_registry(&self, address: &str, ca: &Path) -> Result<(), Error> {

@@ -232,6 +232,15 @@ impl RealNode {
             .map_err(|e| Error::io("write hosts.toml", e))
     }
 
+    /// Gives the node's kubelet the registry credentials of `docker_config_json` (a Docker
+    /// `config.json`): it reads `config.json` in its root folder for every pull, the node-wide
+    /// credentials of Kubernetes' "configure nodes to authenticate to a private registry".
+    pub fn pull_credentials(&self, docker_config_json: &str) -> Result<(), Error> {
+        let path = self.layout.kubelet_root().join("config.json");
+        std::fs::write(&path, docker_config_json)
+            .map_err(|e| Error::io("write the kubelet's config.json", e))
+    }
+
     /// Tags image `source` (already imported) as `target` too, as a registry would serve a new
     /// tag of the same content.
     pub async fn tag_image(&self, source: &str, target: &str) -> Result<(), Error> {
