@@ -85,6 +85,15 @@ async function main() {
   const browser = await launch();
   const pages = [];
   try {
+    // The API reference page beside the OpenAPI document: every operation listed, under a
+    // policy that lets only its own scripts run (a violation is a console error, which fails).
+    const reference = await openPage(browser, "reference");
+    pages.push(reference);
+    await reference.goto(new URL("/api/v1/reference", CONSOLE).href);
+    await reference.locator(".opblock").nth(50).waitFor({ timeout: 30000 });
+    if (reference.errors.length > 0) throw new Error(`errors on the reference page:\n  ${reference.errors.join("\n  ")}`);
+    await reference.close();
+
     const admin = await openPage(browser, ADMIN);
     pages.push(admin);
     // Logging in; the fleet live.
