@@ -11,64 +11,17 @@ use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::Value;
 
+mod error;
 mod events;
 mod session;
 
+pub use error::ApiError;
+use error::way_out;
 pub use events::{Event, Events};
 pub use session::Session;
 
 /// The refresh token's cookie (the API's `REFRESH_COOKIE`).
 const REFRESH_COOKIE: &str = "kubenest_refresh";
-
-/// An answer other than 2xx, in the API's words.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error("{status} {code}: {message}{}{}", field.as_ref().map(|f| format!(" (field `{f}`)")).unwrap_or_default(), ways(ways_out))]
-    Status {
-        status: u16,
-        code: String,
-        message: String,
-        field: Option<String>,
-        /// For an App or addon that does not converge: the requests still allowed
-        /// (`METHOD path`, with the components a patch must touch).
-        ways_out: Vec<String>,
-    },
-    #[error("cannot reach the kubenest API at {base}: {source}")]
-    Transport {
-        base: String,
-        #[source]
-        source: reqwest::Error,
-    },
-    #[error("not logged in: run `kubenest login` (or set KUBENEST_API and log in again)")]
-    NotLoggedIn,
-    /// `--ca-file` cannot be read or holds no PEM certificate.
-    #[error("--ca-file {path}: {reason}")]
-    CaFile { path: PathBuf, reason: String },
-    /// A password would cross the network unencrypted.
-    #[error(
-        "refusing to send a password to {base} over plain HTTP: use https:// (with --ca-file \
-         for a private CA); plain http is only for loopback addresses"
-    )]
-    PlaintextPassword { base: String },
-}
-
-impl ApiError {
-    /// The HTTP status, when the API answered at all.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            Self::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// The API's error code (`not_found`, `validation`, `blocked_sync`, ...).
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            Self::Status { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-}
 
 /// A client bound to one API address, optionally logged in.
 #[derive(Debug, Clone)]
@@ -427,28 +380,6 @@ fn unreachable_success() -> Result<(), ApiError> {
         field: None,
         ways_out: Vec::new(),
     })
-}
-
-/// One of an error's `ways_out` as `action: METHOD path` (and the components a patch touches).
-fn way_out(way: &Value) -> String {
-    let text = |key: &str| way[key].as_str().unwrap_or_default().to_owned();
-    let components: Vec<&str> = way["components"]
-        .as_array()
-        .map(|c| c.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut line = format!("{}: {} {}", text("action"), text("method"), text("path"));
-    if !components.is_empty() {
-        line.push_str(&format!(" (change {})", components.join(", ")));
-    }
-    line
-}
-
-/// The ways out as lines after an error's message.
-fn ways(ways_out: &[String]) -> String {
-    ways_out
-        .iter()
-        .map(|w| format!("\n  way out: {w}"))
-        .collect()
 }
 
 fn access_token(value: &Value) -> String {
