@@ -1,33 +1,26 @@
-//! A release installed from a registry, on a real node: `tools/release.sh` (what `make release`
-//! runs) pushes the agent's images and both charts to a real OCI registry (the distribution
-//! registry, TLS from a private CA, one account, its password given on standard input). The
-//! API server (the release programs as processes, as in `install.rs`) names the published agent
-//! chart, and the registration's printed `helm install` runs exactly as printed, by a shell, in
-//! an empty folder (nothing of this repository within reach), on a machine that trusts the
-//! registry's CA and ran `helm registry login`. The node trusts the CA too and pulls with
-//! node-wide credentials: the agent image comes from the registry, under the name the published
-//! chart gives it. The agent connects, and `helm test` asks its readiness from a pod.
-//!
-//! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
+//! A release to a registry, and what an installer does with it, for `release_plane.rs`:
+//! `tools/release.sh` (what `make release` runs) pushes the images and both charts to a real OCI
+//! registry (the distribution registry, TLS from a private CA, one account, its password given
+//! on standard input); a user's machine that trusts the registry's CA and ran `helm registry
+//! login` runs the registration's printed `helm install` exactly as printed, by a shell, in an
+//! empty folder (nothing of this repository within reach). The node trusts the CA too and pulls
+//! with node-wide credentials: the agent image comes from the registry, under the name the
+//! published chart gives it, and `helm test` asks its readiness from a pod.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::common::run;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use kubenest_devenv::system::{Options, System};
-use kubenest_testkit::{Cluster, Environment, Images, Registry, ServerCa};
+
+use kubenest_testkit::{Cluster, Registry, ServerCa};
 use serde_json::json;
 
 /// Real pulls, starts and helm installs take longer than kwok's instant pods.
 pub const REAL: Duration = Duration::from_secs(240);
-
-/// The images the agent chart runs: the agent, and the builder its builds run.
-const IMAGES: [&str; 2] = ["agent", "builder"];
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -180,133 +173,52 @@ pub async fn restricted_namespace(edge: &Cluster, name: &str) {
         .unwrap();
 }
 
-#[test]
-fn the_printed_helm_install_installs_the_released_agent_chart_from_the_registry() {
-    run(async {
-        let version = env!("CARGO_PKG_VERSION");
-        // The archives the release pushes (built here, or found unchanged).
-        Images::build(&IMAGES).await.unwrap();
-        let env = Environment::builder()
-            .management("mgmt")
-            .real_node("edge")
-            .postgres()
-            .start()
-            .await
-            .unwrap();
-        let edge = env.cluster("edge").unwrap();
-        let host = edge.pod_reachable_host().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let (ca, registry) = node_registry(edge, dir.path()).await;
-        let helm = kubenest_testkit::Binaries::locate().unwrap().helm;
-        release(&registry, &ca.path, &helm, &IMAGES);
+/// The connected agent is the released one: the image (and builder image) the published chart
+/// names, pulled from `registry`; and `helm test` asks its readiness from a pod, through its
+/// Service, past the chart's NetworkPolicy.
+pub async fn agent_is_the_released_one(
+    edge: &Cluster,
+    registry: &Registry,
+    version: &str,
+    user: &Workstation,
+) {
+    let deployments: Api<Deployment> =
+        Api::namespaced(edge.client().await.unwrap(), "kubenest-system");
+    let agent = deployments.get("kubenest-agent").await.unwrap();
+    let container = &agent.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        Some(format!("{}/kubenest/agent:{version}", registry.address()).as_str())
+    );
+    let builder = container
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "KUBENEST_BUILDER_IMAGE")
+        .and_then(|e| e.value.clone());
+    assert_eq!(
+        builder,
+        Some(format!("{}/kubenest/builder:{version}", registry.address()))
+    );
 
-        let database = env
-            .postgres()
-            .unwrap()
-            .fresh_database("release")
-            .await
-            .unwrap();
-        let chart = format!(
-            "oci://{}/kubenest/charts/kubenest-agent",
-            registry.address()
-        );
-        let options = Options {
-            hubs: 1,
-            controllers: 1,
-            heartbeat_window_seconds: 60,
-            public_hub_host: Some(host),
-            agent_chart: Some((chart.clone(), version.to_owned())),
-            ..Options::default()
-        };
-        let progress = |line: &str| eprintln!("system: {line}");
-        let system = System::start(&env, &database.url, dir.path(), options, &progress)
-            .await
-            .unwrap();
-        system.ensure_org().await.unwrap();
-        let mut admin = system.admin().await.unwrap();
-        let org = system.options().org.clone();
-        let registration = admin
-            .post(
-                &format!("/api/v1/orgs/{org}/clusters"),
-                &json!({"name": "edge"}),
-            )
-            .await
-            .unwrap();
-        let cluster_id = registration["cluster_id"].as_str().unwrap().to_owned();
-        let command = registration["helm_install_command"].as_str().unwrap();
-        assert!(
-            command.starts_with(&format!(
-                "helm install kubenest-agent {chart} --version {version} "
-            )),
-            "{command}"
-        );
-
-        restricted_namespace(edge, "kubenest-system").await;
-
-        // The user logs in to the registry, then runs the command exactly as printed.
-        let user = Workstation {
-            home: tempfile::tempdir().unwrap(),
-            helm,
-            ca: ca.path.clone(),
-            kubeconfig: edge.kubeconfig_path().to_owned(),
-        };
-        assert_ok(
-            "helm registry login",
-            &user.helm(
-                &[
-                    "registry",
-                    "login",
-                    registry.address(),
-                    "--username",
-                    registry.username(),
-                    "--password-stdin",
-                ],
-                registry.password(),
-            ),
-        );
-        assert_ok("the printed helm install", &user.shell(command));
-
-        // Connected, with the image the published chart names, pulled from the registry.
-        wait_connected(&mut admin, &cluster_id, edge).await;
-        let deployments: Api<Deployment> =
-            Api::namespaced(edge.client().await.unwrap(), "kubenest-system");
-        let agent = deployments.get("kubenest-agent").await.unwrap();
-        let container = &agent.spec.unwrap().template.spec.unwrap().containers[0];
-        assert_eq!(
-            container.image.as_deref(),
-            Some(format!("{}/kubenest/agent:{version}", registry.address()).as_str())
-        );
-        let builder = container
-            .env
-            .iter()
-            .flatten()
-            .find(|e| e.name == "KUBENEST_BUILDER_IMAGE")
-            .and_then(|e| e.value.clone());
-        assert_eq!(
-            builder,
-            Some(format!("{}/kubenest/builder:{version}", registry.address()))
-        );
-
-        // `helm test`: a pod of the agent's image asks its /readyz through its Service, past
-        // the chart's NetworkPolicy.
-        let tested = user.helm(
-            &[
-                "test",
-                "kubenest-agent",
-                "--namespace",
-                "kubenest-system",
-                "--logs",
-                "--timeout",
-                "180s",
-            ],
-            "",
-        );
-        let said = assert_ok("helm test", &tested);
-        assert!(
-            said.lines()
-                .any(|l| l.starts_with("agent: HTTP/1.") && l.contains(" 200")),
-            "{said}"
-        );
-        drop(system);
-    });
+    // `helm test`: a pod of the agent's image asks its /readyz through its Service, past
+    // the chart's NetworkPolicy.
+    let tested = user.helm(
+        &[
+            "test",
+            "kubenest-agent",
+            "--namespace",
+            "kubenest-system",
+            "--logs",
+            "--timeout",
+            "180s",
+        ],
+        "",
+    );
+    let said = assert_ok("helm test", &tested);
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("agent: HTTP/1.") && l.contains(" 200")),
+        "{said}"
+    );
 }

@@ -9,7 +9,8 @@
 //! server and PostgreSQL run: `tests/testkit/src/node/netpol.rs`.) Then, through that API: an organization, the
 //! cluster registered, and the printed agent install (the published agent chart, at the
 //! control plane's version) run exactly as printed; the agent dials the chart's hub through
-//! its Service and the cluster turns connected.
+//! its Service and the cluster turns connected, with the released agent image, and the agent's
+//! own `helm test` passes.
 //!
 //! Needs root (the real node); the images are built (or found cached) by tools/build-images.sh.
 
@@ -17,7 +18,8 @@ use std::net::SocketAddr;
 
 use crate::common::run;
 use crate::release::{
-    Workstation, assert_ok, node_registry, release, restricted_namespace, wait_connected,
+    Workstation, agent_is_the_released_one, assert_ok, node_registry, release,
+    restricted_namespace, wait_connected,
 };
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod};
 use kube::api::{Api, ListParams, PostParams};
@@ -290,6 +292,7 @@ fn the_released_control_plane_installs_from_the_registry_and_its_printed_agent_i
         restricted_namespace(edge, "kubenest-system").await;
         assert_ok("the printed helm install", &user.shell(command));
         wait_connected(&mut admin, &cluster_id, edge).await;
+        agent_is_the_released_one(edge, &registry, version, &user).await;
         drop((proxy, forward));
     });
 }

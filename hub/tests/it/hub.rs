@@ -124,8 +124,11 @@ async fn bad_tokens_and_wrong_roles_are_refused_before_the_upgrade() {
         let refused = try_connect(url, protocol, token.as_deref()).await.err();
         let refused = refused.unwrap_or_else(|| panic!("{name}: accepted"));
         assert_eq!(refused.status, status, "{name}: {refused:?}");
+        // The API's error shape: an RFC 9457 problem.
         assert!(
-            refused.body.contains("\"error\""),
+            refused
+                .body
+                .contains("\"type\":\"tag:kubenest.io,2026:problem:"),
             "{name}: body {}",
             refused.body
         );

@@ -37,12 +37,17 @@ fn values(path: &str) -> serde_yaml::Value {
     serde_yaml::from_str(&std::fs::read_to_string(&file).expect(&file)).expect(&file)
 }
 
-fn repository_and_tag(image: &serde_yaml::Value) -> String {
-    format!(
-        "{}:{}",
-        image["repository"].as_str().unwrap_or_default(),
-        image["tag"].as_str().unwrap_or_default()
-    )
+/// The image a chart's values name: an empty tag is the chart's `appVersion` (`chart`'s
+/// Chart.yaml), as the templates take it.
+fn repository_and_tag(chart: &str, image: &serde_yaml::Value) -> String {
+    let tag = match image["tag"].as_str().unwrap_or_default() {
+        "" => values(&format!("{chart}/Chart.yaml"))["appVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        tag => tag.to_owned(),
+    };
+    format!("{}:{tag}", image["repository"].as_str().unwrap_or_default())
 }
 
 #[test]
@@ -69,12 +74,15 @@ fn every_image_has_a_containerfile_and_the_charts_name_the_images_make_images_bu
     let control_plane = values("charts/kubenest/values.yaml");
     for name in ["apiserver", "controllers", "hub"] {
         assert_eq!(
-            repository_and_tag(&control_plane["images"][name]),
+            repository_and_tag("charts/kubenest", &control_plane["images"][name]),
             reference(name)
         );
     }
     let agent = values("charts/kubenest-agent/values.yaml");
-    assert_eq!(repository_and_tag(&agent["image"]), reference("agent"));
+    assert_eq!(
+        repository_and_tag("charts/kubenest-agent", &agent["image"]),
+        reference("agent")
+    );
     for addon in ["postgres", "redis", "kafka"] {
         let chart = values(&format!("charts/addons/{addon}/values.yaml"));
         assert_eq!(chart["image"].as_str(), Some(reference(addon).as_str()));
