@@ -54,6 +54,22 @@ pub use secrets::{
 };
 pub use views::*;
 
+/// Refuses (409 `not_deployed`) what reads an App on its cluster before the cluster has
+/// received it: there is nothing there yet (`nothing` says what).
+pub(super) fn require_deployed(app: &App, nothing: &str) -> ApiResult<()> {
+    let deployed = app
+        .status
+        .as_ref()
+        .is_some_and(|s| s.observed_revision.is_some());
+    if deployed {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        "not_deployed",
+        format!("the App has not been deployed to its cluster yet; {nothing}"),
+    ))
+}
+
 pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<App>> {
     super::in_project(state, caller, k8s::Kind::App, id, |a: &App| &a.spec.project).await
 }

@@ -99,16 +99,7 @@ pub async fn objects(
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Read, "app")?;
     let app = &scoped.object;
-    let deployed = app
-        .status
-        .as_ref()
-        .is_some_and(|s| s.observed_revision.is_some());
-    if !deployed {
-        return Err(ApiError::conflict(
-            "not_deployed",
-            "the App has not been deployed to its cluster yet; it has no objects there",
-        ));
-    }
+    super::require_deployed(app, "it has no objects there")?;
     let cluster_id = scoped
         .cluster
         .as_ref()

@@ -90,16 +90,7 @@ pub async fn logs(
     let request = check_query(&query)?;
     let app = &scoped.object;
     let component = component_of(app, request.component.as_deref())?;
-    let deployed = app
-        .status
-        .as_ref()
-        .is_some_and(|s| s.observed_revision.is_some());
-    if !deployed {
-        return Err(ApiError::conflict(
-            "not_deployed",
-            "the App has not been deployed to its cluster yet; there are no logs to read",
-        ));
-    }
+    super::require_deployed(app, "there are no logs to read")?;
     let project = scoped
         .project
         .as_ref()
