@@ -356,6 +356,16 @@ fn every_command_runs_as_the_binary_with_the_exit_status_that_says_what_happened
         k.ok(&["addons", "get", &cache]);
         let values = write(files.path(), "values.yaml", "{}\n");
         k.ok(&["addons", "set", &cache, "-f", &values]);
+        // The history records a revision once the controllers have taken it: a rollback can
+        // name revision 1 only when `addons get` lists it.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !k.json(&["addons", "get", &cache])["revisions"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["revision"] == 1))
+        {
+            assert!(Instant::now() < deadline, "addon {cache} has no revision 1");
+            std::thread::sleep(Duration::from_millis(500));
+        }
         k.ok(&["addons", "rollback", &cache, "--revision", "1"]);
         k.ok(&["addons", "delete", &cache]);
 
