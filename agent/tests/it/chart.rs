@@ -174,23 +174,14 @@ networkPolicy:
 "#;
 
 fn knobs_file() -> tempfile::NamedTempFile {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), KNOBS).unwrap();
-    file
+    kubenest_testkit::tools::values_file(KNOBS).unwrap()
 }
 
+/// `helm template` of the chart with VALUES, then `extra` arguments.
 fn render(extra: &[&str]) -> Vec<serde_json::Value> {
     let chart = chart();
-    let mut args = vec!["template", "kubenest-agent", chart.to_str().unwrap()];
-    args.extend(VALUES);
-    args.extend(extra);
-    let out = helm(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kubenest_testkit::tools::manifest_objects(&String::from_utf8(out.stdout).unwrap()).unwrap()
+    let args: Vec<&str> = VALUES.iter().chain(extra).copied().collect();
+    kubenest_testkit::tools::template("kubenest-agent", chart.to_str().unwrap(), &args).unwrap()
 }
 
 fn find<'a>(objects: &'a [serde_json::Value], kind: &str, name: &str) -> &'a serde_json::Value {

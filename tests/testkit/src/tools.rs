@@ -34,6 +34,32 @@ pub fn manifest_objects(manifest: &str) -> Result<Vec<serde_json::Value>, Error>
     Ok(objects)
 }
 
+/// The objects `helm template RELEASE CHART ARGS...` renders, or the error naming helm's own
+/// lines when it refuses (a value the chart's schema refuses, a template that fails).
+pub fn template(
+    release: &str,
+    chart: &str,
+    args: &[&str],
+) -> Result<Vec<serde_json::Value>, Error> {
+    let mut all = vec!["template", release, chart];
+    all.extend(args);
+    let out = helm(&all)?;
+    if !out.status.success() {
+        return Err(Error::Process(format!(
+            "helm template {release}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    manifest_objects(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// A temporary values file holding `yaml`, for `--values`.
+pub fn values_file(yaml: &str) -> Result<tempfile::NamedTempFile, Error> {
+    let file = tempfile::NamedTempFile::new().map_err(|e| Error::io("values file", e))?;
+    std::fs::write(file.path(), yaml).map_err(|e| Error::io("values file", e))?;
+    Ok(file)
+}
+
 /// The object of `kind` named `name` among `objects`, if any.
 pub fn find_object<'a>(
     objects: &'a [serde_json::Value],
