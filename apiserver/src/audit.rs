@@ -97,7 +97,7 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
         .map(|m| m.as_str().to_owned());
     // A dry run changes nothing, but who tried what (and was refused) is still recorded,
     // marked as such.
-    let dry = crate::dry_run::requested(&request);
+    let dry = crate::dry_run::active();
     let Some(template) = template.filter(|t| mutating && !UNAUDITED.contains(&t.as_str())) else {
         return next.run(request).await;
     };

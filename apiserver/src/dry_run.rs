@@ -92,16 +92,6 @@ fn is_write(method: &Method) -> bool {
     )
 }
 
-/// Whether `request` asks for a dry run (for layers outside [`layer`], such as the audit log,
-/// which marks its entry as one).
-pub fn requested(request: &Request) -> bool {
-    is_write(request.method())
-        && request
-            .uri()
-            .query()
-            .is_some_and(|query| dry_run_value(query).is_some_and(|v| v == "true"))
-}
-
 fn dry_run_value(query: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes())
         .filter(|(name, _)| name == PARAMETER)

@@ -396,11 +396,12 @@ pub fn app(state: AppState) -> Router {
             declared,
             parameters::refuse_unknown,
         ))
-        .route_layer(axum::middleware::from_fn(dry_run::layer))
+        // The audit log runs inside the dry run, so it knows one from the task-local.
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             audit::record,
-        ));
+        ))
+        .route_layer(axum::middleware::from_fn(dry_run::layer));
     let routes = metrics::metrics().http.instrument(routes);
     // A known path with a method it does not take: the API's error shape, not an empty 405.
     let routes = routes.method_not_allowed_fallback(
