@@ -9,7 +9,7 @@ export CARGO_TARGET_DIR ?= $(KUBENEST_CACHE)/cargo-target
 # Tests that start clusters share them within a test binary; two test threads suit two cores.
 TEST_THREADS ?= 2
 
-.PHONY: dev tour test setup console images release fmt lint bench fuzz
+.PHONY: dev tour test setup console images release bundle fmt lint bench fuzz
 
 setup:
 	@tools/setup.sh
@@ -38,6 +38,13 @@ images: setup
 release: setup
 	@test -n "$(REGISTRY)" || { echo "make release: set REGISTRY=host:port" >&2; exit 2; }
 	@tools/release.sh "$(REGISTRY)" $(IMAGES)
+
+# The platform bundle: one archive under $(KUBENEST_CACHE)/bundle with everything a machine
+# needs to join a cluster offline (Kubernetes binaries, etcd, containerd/runc/CNI as Debian
+# packages, CoreDNS, the storage provisioner, every image, both charts) and a manifest of
+# checksums; `tools/bundle.sh --verify FILE` checks one. See tools/bundle.sh.
+bundle: setup
+	@tools/bundle.sh
 
 dev: setup
 	cd console && npm run build

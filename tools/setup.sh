@@ -38,6 +38,8 @@ command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
 command -v skopeo >/dev/null || need_pkgs+=(skopeo)
 # ... and OpenSSH's server, the test kit's Git over ssh (tests/testkit/src/git.rs).
 [[ -x /usr/sbin/sshd ]] || need_pkgs+=(openssh-server)
+# The platform bundle (tools/bundle.sh) packs with zstd.
+command -v zstd >/dev/null || need_pkgs+=(zstd)
 # The hub benchmark's peer (make test runs every benchmark at a tiny size).
 command -v nats-server >/dev/null || need_pkgs+=(nats-server)
 if ((${#need_pkgs[@]})); then
