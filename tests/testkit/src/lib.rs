@@ -32,6 +32,7 @@ pub mod flux;
 mod git;
 pub mod hostile;
 mod images;
+pub mod machines;
 mod namespace;
 pub mod node;
 mod pki;
