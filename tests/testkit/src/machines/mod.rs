@@ -17,6 +17,7 @@ pub mod node;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub use control_plane::ControlPlane;
 pub use machine::Machine;
@@ -59,24 +60,7 @@ impl Machines {
             return Err(Error::Process(format!("{count} machines: from 1 to 200")));
         }
         std::fs::create_dir_all(logs).map_err(|e| Error::io("the machines' log folder", e))?;
-        let (dir, log) = (logs.to_owned(), logs.join("machines-guard.log"));
-        let guard = tokio::task::spawn_blocking(move || {
-            Guard::take(
-                LOCK_FILE,
-                CLEANUP_SCRIPT,
-                &[STATE_DIR, BRIDGE, CGROUP_PREFIX],
-                &dir,
-                &log,
-            )
-        })
-        .await
-        .map_err(|e| Error::Process(format!("the machines' guard task: {e}")))?
-        .map_err(|refusal| match refusal {
-            Refusal::Busy(holder) => Error::Process(format!(
-                "local machines already run on this host (lock {LOCK_FILE}): {holder}"
-            )),
-            Refusal::Failed(e) => e,
-        })?;
+        let guard = acquire(logs).await?;
         let mut made = Self {
             machines: Vec::new(),
             guard: Arc::new(Mutex::new(guard)),
@@ -129,6 +113,43 @@ impl Machines {
 impl Drop for Machines {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// How long [`Machines::make`] waits for another process's machines to end.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Takes the machines' lock; while another process holds it (another test binary's machines,
+/// which live for seconds), tries again for up to [`LOCK_TIMEOUT`], then fails naming it.
+async fn acquire(logs: &Path) -> Result<Guard, Error> {
+    let deadline = Instant::now() + LOCK_TIMEOUT;
+    loop {
+        let (dir, log) = (logs.to_owned(), logs.join("machines-guard.log"));
+        let taken = tokio::task::spawn_blocking(move || {
+            Guard::take(
+                LOCK_FILE,
+                CLEANUP_SCRIPT,
+                &[STATE_DIR, BRIDGE, CGROUP_PREFIX],
+                &dir,
+                &log,
+            )
+        })
+        .await
+        .map_err(|e| Error::Process(format!("the machines' guard task: {e}")))?;
+        match taken {
+            Ok(guard) => return Ok(guard),
+            Err(Refusal::Busy(_)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(Refusal::Busy(holder)) => {
+                return Err(Error::Process(format!(
+                    "local machines already run on this host (lock {LOCK_FILE}) after {} s: \
+                     {holder}",
+                    LOCK_TIMEOUT.as_secs()
+                )));
+            }
+            Err(Refusal::Failed(e)) => return Err(e),
+        }
     }
 }
 
