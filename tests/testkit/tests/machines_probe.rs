@@ -2,10 +2,11 @@
 //!
 //! Two local machines ([`kubenest_testkit::machines`]), each its own network, mount, UTS and PID
 //! namespace on the host bridge, each with its own containerd, kubelet (own root dir, cgroup
-//! root, pod network) and sshd, both joined to one API server on the bridge. One HTTP server pod
-//! on each machine; a client pod on each machine reaches the other machine's server by pod IP,
-//! through the routes over the bridge (no NAT); each sshd answers on its own address with the
-//! machine's own hostname. Then everything is stopped and the host is checked clean.
+//! root, pod network), kube-proxy and sshd, both joined to one API server on the bridge. One HTTP
+//! server pod on each machine; a client pod on each machine reaches the other machine's server by
+//! pod IP, through the routes over the bridge (no NAT), and through its Service (the client
+//! machine's kube-proxy, its nftables rules in the machine's own network namespace); each sshd
+//! answers on its own address with the machine's own hostname. Then everything is stopped and the host is checked clean.
 //!
 //! Needs root and the real node's binaries (tools/setup.sh). Runs beside the real node (its own
 //! lock, bridge, subnets, cgroups and folders). Prints the measured times and memory.
@@ -17,7 +18,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::Api;
 use kube::api::{LogParams, PostParams};
 use kubenest_testkit::machines::{self, ControlPlane, Machine, Machines};
@@ -50,7 +51,8 @@ fn logs(dir: &Path) -> String {
 fn server_pod(machine: &Machine, image: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("server-{}", machine.index())},
+        "metadata": {"name": format!("server-{}", machine.index()),
+                     "labels": {"app": format!("server-{}", machine.index())}},
         "spec": {
             "nodeName": machine.name(),
             "containers": [{
@@ -65,7 +67,20 @@ fn server_pod(machine: &Machine, image: &str) -> Pod {
     .unwrap()
 }
 
-fn client_pod(machine: &Machine, image: &str, target: &str) -> Pod {
+/// Service `server-N` in front of machine N's server pod.
+fn service(machine: &Machine) -> Service {
+    let name = format!("server-{}", machine.index());
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 8080, "targetPort": 8080}]},
+    }))
+    .unwrap()
+}
+
+/// A pod on `machine` that asks each of `targets` (addresses) for its page over HTTP, retrying
+/// until each answers, and prints `TARGET ANSWER` lines.
+fn client_pod(machine: &Machine, image: &str, targets: &[&str]) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("client-{}", machine.index())},
@@ -77,9 +92,10 @@ fn client_pod(machine: &Machine, image: &str, target: &str) -> Pod {
                 // nc, not wget: a static glibc's getaddrinfo cannot load NSS modules, so
                 // busybox's wget crashes (as in the real node's tests).
                 "command": ["sh", "-c", format!(
-                    "for i in 1 2 3 4 5 6 7 8 9 10; do \
-                       a=$(printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {target} 8080 | tail -n 1) \
-                       && [ -n \"$a\" ] && echo \"$a\" && exit 0; sleep 1; done; exit 1")],
+                    "for t in {}; do ok=; for i in $(seq 30); do \
+                       a=$(printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 $t 8080 | tail -n 1) \
+                       && [ -n \"$a\" ] && echo \"$t $a\" && ok=1 && break; sleep 1; done; \
+                       [ -n \"$ok\" ] || exit 1; done", targets.join(" "))],
             }],
         },
     }))
@@ -177,6 +193,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
     let kubelets_started = Instant::now();
     for m in [m1, m2] {
         m.start_kubelet(&plane, &node_bins).expect("kubelet");
+        m.start_kube_proxy(&plane, &node_bins).expect("kube-proxy");
     }
     let nodes: Api<Node> = Api::all(client.clone());
     let deadline = Instant::now() + TIMEOUT;
@@ -241,16 +258,27 @@ async fn two_kubelets_share_the_host_as_local_machines() {
         assert!(pod_dirs >= 1, "no pod cgroup under {kubepods}");
     }
 
-    // Each machine's client reaches the other machine's server.
-    for (m, target) in [(m1, &server_ips[1]), (m2, &server_ips[0])] {
+    // Each machine's client reaches the other machine's server by pod IP (routes over the
+    // bridge) and through its Service's ClusterIP (the client machine's kube-proxy).
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let mut cluster_ips = Vec::new();
+    for m in [m1, m2] {
+        let created = services
+            .create(&PostParams::default(), &service(m))
+            .await
+            .unwrap();
+        cluster_ips.push(created.spec.and_then(|s| s.cluster_ip).unwrap_or_default());
+    }
+    for (m, other) in [(m1, 1), (m2, 0)] {
+        let targets = [server_ips[other].as_str(), cluster_ips[other].as_str()];
         pods.create(
             &PostParams::default(),
-            &client_pod(m, &node_bins.helper_image, target),
+            &client_pod(m, &node_bins.helper_image, &targets),
         )
         .await
         .unwrap();
     }
-    for (m, other) in [(m1, m2), (m2, m1)] {
+    for (m, other) in [(m1, 1), (m2, 0)] {
         let name = format!("client-{}", m.index());
         let pod = phase(&pods, &name, &["Succeeded", "Failed"], &logs_dir).await;
         let log = pods
@@ -259,7 +287,23 @@ async fn two_kubelets_share_the_host_as_local_machines() {
             .expect("pods/log");
         let ended = pod.status.and_then(|s| s.phase).unwrap_or_default();
         assert_eq!(ended, "Succeeded", "{name}: {log}\n{}", logs(&logs_dir));
-        assert_eq!(log.trim(), format!("served on {}", other.name()), "{name}");
+        let served = format!("served on {}", set.machines()[other].name());
+        assert_eq!(
+            log.trim(),
+            format!(
+                "{} {served}\n{} {served}",
+                server_ips[other], cluster_ips[other]
+            ),
+            "{name}"
+        );
+    }
+
+    // Each kube-proxy's rules are in its machine's network namespace.
+    for m in [m1, m2] {
+        let table = m
+            .run("nft", &["list", "table", "ip", "kube-proxy"])
+            .unwrap();
+        assert!(table.contains("services"), "{}: {table}", m.name());
     }
 
     // sshd on each machine's own address, answering with the machine's hostname.
@@ -350,7 +394,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
             parts.join(", "),
             mib(m.cgroup_rss())
         );
-        for program in ["containerd", "kubelet"] {
+        for program in ["containerd", "kubelet", "kube-proxy"] {
             assert!(
                 memory.iter().any(|(name, _)| name == program),
                 "{program} is not in {}'s cgroup: {memory:?}",

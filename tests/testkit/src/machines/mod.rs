@@ -30,6 +30,8 @@ pub const BRIDGE: &str = "knmach0";
 /// The bridge's address: the host as the machines see it (the API server serves there).
 pub const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
 pub const SUBNET: &str = "10.250.0.0/24";
+/// Every machine's pods: machine N's are 10.251.N.0/24.
+pub const POD_NETWORK: &str = "10.251.0.0/16";
 /// The machines' lock: one set of local machines per host (their bridge is the host's).
 pub const LOCK_FILE: &str = "/run/kubenest-machines.lock";
 /// Each machine's files on the host: `STATE_DIR/NAME/{var,etc.upper,etc.work}`.

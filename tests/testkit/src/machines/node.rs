@@ -182,6 +182,28 @@ impl Machine {
         self.spawn("kubelet", &show(&bins.kubelet), &args)
     }
 
+    /// Starts kube-proxy in the machine (the real node's nftables mode): Services work from the
+    /// machine's pods, its rules in the machine's own network namespace. It reads the API with
+    /// the admin kubeconfig (a probe's shortcut; an install gives it an identity of its own).
+    pub fn start_kube_proxy(&self, plane: &ControlPlane, bins: &NodeBinaries) -> Result<(), Error> {
+        let kubeconfig = format!("{CONFIG}/admin.kubeconfig");
+        let admin = std::fs::read_to_string(plane.kubeconfig_path())
+            .map_err(|e| Error::io("read the admin kubeconfig", e))?;
+        self.write(&kubeconfig, &admin)?;
+        let text = config::kube_proxy(&layout(self), Path::new(&kubeconfig));
+        let mut conf: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::Process(format!("kube-proxy config: {e}")))?;
+        conf["clusterCIDR"] = json!(super::POD_NETWORK);
+        conf["nodePortAddresses"] = json!([format!("{}/32", self.ip())]);
+        let path = format!("{CONFIG}/kube-proxy.json");
+        self.write(&path, &format!("{conf:#}\n"))?;
+        self.spawn(
+            "kube-proxy",
+            &show(&bins.kube_proxy),
+            &[format!("--config={path}")],
+        )
+    }
+
     /// Starts sshd on the machine's address with host keys of its own, letting in root with
     /// `authorized_key` (an OpenSSH public key line), from a file in the machine's own `/etc`.
     pub fn start_sshd(&self, authorized_key: &str) -> Result<(), Error> {
