@@ -157,7 +157,11 @@ async fn two_kubelets_share_the_host_as_local_machines() {
         let pid1 = m
             .run("sh", &["-c", "cat /proc/1/cmdline | tr '\\0' ' '"])
             .unwrap();
-        assert!(pid1.starts_with("sleep"), "{}: PID 1 is {pid1}", m.name());
+        assert!(
+            pid1.starts_with("sh ") && pid1.contains(" init "),
+            "{}: PID 1 is {pid1}",
+            m.name()
+        );
     }
     assert!(
         !Path::new("/etc/kubenest-probe").exists(),

@@ -7,8 +7,8 @@
 # in DIR/etc.upper), /var (DIR/var), /run, /tmp and /dev/shm (empty tmpfs), /proc (its own
 # processes) and /sys (its own network devices; the host's cgroup hierarchies stay mounted
 # under it, since the kubelet and runc manage cgroups there), makes its mounts shared within the
-# machine (containerd and the kubelet expect `/` to be rshared), says `ready` and sleeps. Its
-# death ends the PID namespace: the kernel kills every process of the machine, which ends the
+# machine (containerd and the kubelet expect `/` to be rshared), says `ready` and waits, reaping
+# orphans. Its death ends the PID namespace: the kernel kills every process of the machine, which ends the
 # network namespace (and the veth in it) and the mount namespace with them.
 set -eu
 mode=$1 name=$2 dir=$3
@@ -33,7 +33,12 @@ init)
   rmdir /run/.cgroup
   mount --make-rshared /
   echo ready
-  exec sleep infinity
+  # PID 1 reaps the machine's orphans: dash's `wait` collects any child that ends, adopted
+  # ones too (`exec sleep infinity` here left them as zombies).
+  while :; do
+    sleep 3600 &
+    wait $!
+  done
   ;;
 esac
 exit 2
