@@ -8,8 +8,8 @@
 # processes) and /sys (its own network devices; the host's cgroup hierarchies stay mounted
 # under it, since the kubelet and runc manage cgroups there), makes its mounts shared within the
 # machine (containerd and the kubelet expect `/` to be rshared), says `ready` and waits, reaping
-# orphans. Its death ends the PID namespace: the kernel kills every process of the machine, which ends the
-# network namespace (and the veth in it) and the mount namespace with them.
+# orphans. Its death ends the PID namespace: the kernel kills every process of the machine,
+# which ends the network namespace (and the veth in it) and the mount namespace with them.
 set -eu
 mode=$1 name=$2 dir=$3
 shift 3
