@@ -350,11 +350,20 @@ async fn two_kubelets_share_the_host_as_local_machines() {
                     "LogLevel=ERROR",
                 ])
                 .arg(format!("root@{}", m.ip()))
-                .args(["--", "hostname"])
+                // Its hostname, its own /etc, its own /var (containerd's socket there).
+                .args([
+                    "--",
+                    "hostname && cat /etc/kubenest-probe && echo && \
+                     test -S /var/lib/kubenest/containerd/containerd.sock && echo socket",
+                ])
                 .output()
                 .unwrap();
             if out.status.success() {
-                assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), m.name());
+                let name = m.name();
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout).trim(),
+                    format!("{name}\n{name}\nsocket")
+                );
                 break;
             }
             assert!(
@@ -405,6 +414,29 @@ async fn two_kubelets_share_the_host_as_local_machines() {
                 m.name()
             );
         }
+    }
+
+    // The machines' CPU at rest (containerd, kubelet, kube-proxy, sshd and the idle pods), as
+    // their cgroups count it; printed, not asserted.
+    let cpu = |m: &Machine| {
+        let path = format!("/sys/fs/cgroup/cpuacct{}/cpuacct.usage", m.cgroup());
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .trim()
+            .parse::<u64>()
+            .unwrap_or(0)
+    };
+    let before: Vec<u64> = [m1, m2].iter().map(|m| cpu(m)).collect();
+    let window = Duration::from_secs(5);
+    tokio::time::sleep(window).await;
+    for (m, start) in [m1, m2].iter().zip(before) {
+        let used = cpu(m).saturating_sub(start) as f64 / 1e9;
+        println!(
+            "{} CPU at rest: {:.1} % of one core over {} s",
+            m.name(),
+            100.0 * used / window.as_secs_f64(),
+            window.as_secs()
+        );
     }
 
     let bridge = machines::BRIDGE;
