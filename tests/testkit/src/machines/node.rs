@@ -2,6 +2,7 @@
 //! its folders in the machine's own `/var` and `/etc`), a kubelet whose pods live under the
 //! machine's cgroup on a CNI bridge of its own, and sshd on the machine's address.
 
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -24,8 +25,12 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// The real node's layout, inside a machine (ports are the defaults: the machine has its own
 /// network namespace).
 fn layout(machine: &Machine) -> Layout {
+    layout_named(machine.name())
+}
+
+fn layout_named(name: &str) -> Layout {
     Layout {
-        node_name: machine.name().to_owned(),
+        node_name: name.to_owned(),
         state: STATE.into(),
         config: CONFIG.into(),
         kubelet_port: 10250,
@@ -44,7 +49,7 @@ fn show(path: &Path) -> String {
 
 /// The machine's pod network: bridge `cni0` with the machine's pod CIDR, no masquerade (other
 /// machines see the pods' own addresses and route back to them over the host bridge).
-fn cni_conflist(machine: &Machine) -> String {
+fn cni_conflist(pod_cidr: &str, gateway: Ipv4Addr) -> String {
     let conf = json!({
         "cniVersion": "1.0.0",
         "name": CNI_NETWORK,
@@ -57,8 +62,7 @@ fn cni_conflist(machine: &Machine) -> String {
                 "hairpinMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{ "subnet": machine.pod_cidr(),
-                                  "gateway": machine.pod_gateway().to_string() }]],
+                    "ranges": [[{ "subnet": pod_cidr, "gateway": gateway.to_string() }]],
                     "routes": [{ "dst": "0.0.0.0/0" }],
                     "dataDir": format!("{STATE}/cni-ipam"),
                 }
@@ -72,18 +76,18 @@ fn cni_conflist(machine: &Machine) -> String {
 /// The real node's kubelet settings, changed for a machine: it serves on the machine's address,
 /// its pods' cgroups are per QoS class under the machine's cgroup (`cgroupRoot`), and it has no
 /// cluster DNS (the probe runs none).
-fn kubelet_config(machine: &Machine, ca: &str, cert: &str, key: &str) -> Result<String, Error> {
-    let text = config::kubelet(
-        &layout(machine),
-        Path::new(ca),
-        Path::new(cert),
-        Path::new(key),
-    );
+fn kubelet_config(
+    layout: &Layout,
+    address: Ipv4Addr,
+    cgroup: &str,
+    [ca, cert, key]: [&str; 3],
+) -> Result<String, Error> {
+    let text = config::kubelet(layout, Path::new(ca), Path::new(cert), Path::new(key));
     let mut conf: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::Process(format!("kubelet config: {e}")))?;
-    conf["address"] = json!(machine.ip().to_string());
+    conf["address"] = json!(address.to_string());
     conf["cgroupsPerQOS"] = json!(true);
-    conf["cgroupRoot"] = json!(machine.cgroup());
+    conf["cgroupRoot"] = json!(cgroup);
     if let Some(map) = conf.as_object_mut() {
         map.remove("clusterDNS");
     }
@@ -96,7 +100,7 @@ impl Machine {
         let layout = layout(self);
         self.write(
             &show(&layout.file("cni/10-machine.conflist")),
-            &cni_conflist(self),
+            &cni_conflist(&self.pod_cidr(), self.pod_gateway()),
         )?;
         let conf = layout.file("containerd.toml");
         self.write(
@@ -170,7 +174,8 @@ impl Machine {
             ),
         )?;
         let conf = format!("{CONFIG}/kubelet.json");
-        self.write(&conf, &kubelet_config(self, &ca, &cert, &key)?)?;
+        let text = kubelet_config(&layout(self), self.ip(), &self.cgroup(), [&ca, &cert, &key])?;
+        self.write(&conf, &text)?;
         let args = vec![
             format!("--config={conf}"),
             format!("--kubeconfig={kubeconfig}"),
@@ -226,5 +231,45 @@ impl Machine {
             "PidFile=/run/sshd.pid".to_owned(),
         ];
         self.spawn("sshd", "/usr/sbin/sshd", &args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pod_network_is_the_machines_own_without_nat() {
+        let text = cni_conflist("10.251.2.0/24", Ipv4Addr::new(10, 251, 2, 1));
+        let conf: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let bridge = &conf["plugins"][0];
+        assert_eq!(bridge["bridge"], "cni0");
+        assert_eq!(bridge["ipMasq"], false);
+        assert_eq!(bridge["ipam"]["ranges"][0][0]["subnet"], "10.251.2.0/24");
+        assert_eq!(bridge["ipam"]["ranges"][0][0]["gateway"], "10.251.2.1");
+        assert_eq!(bridge["ipam"]["dataDir"], "/var/lib/kubenest/cni-ipam");
+    }
+
+    #[test]
+    fn the_kubelet_serves_on_the_machine_and_keeps_its_pods_under_the_machines_cgroup() {
+        let layout = layout_named("kn-machine-2");
+        let files = ["/etc/kubenest/pki/ca.crt", "/k.crt", "/k.key"];
+        let text = kubelet_config(
+            &layout,
+            Ipv4Addr::new(10, 250, 0, 12),
+            "/kubenest-machine-2",
+            files,
+        )
+        .unwrap();
+        let conf: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(conf["address"], "10.250.0.12");
+        assert_eq!(conf["cgroupsPerQOS"], true);
+        assert_eq!(conf["cgroupRoot"], "/kubenest-machine-2");
+        assert!(conf.get("clusterDNS").is_none());
+        assert_eq!(
+            conf["containerRuntimeEndpoint"],
+            "unix:///var/lib/kubenest/containerd/containerd.sock"
+        );
+        assert_eq!(conf["failCgroupV1"], false);
     }
 }
