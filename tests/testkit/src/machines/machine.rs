@@ -309,7 +309,7 @@ fn cgroup_procs(name: &str) -> Result<Vec<PathBuf>, Error> {
         procs.push(dir.join("cgroup.procs"));
     }
     if procs.is_empty() {
-        return Err(Error::RealNodeUnavailable(
+        return Err(Error::Machines(
             "no cgroup hierarchy under /sys/fs/cgroup".into(),
         ));
     }

@@ -54,12 +54,12 @@ impl Machines {
     /// `count` machines on it; logs and the guard's files go under `logs`.
     pub async fn make(count: u8, logs: &Path) -> Result<Self, Error> {
         if !nix::unistd::geteuid().is_root() {
-            return Err(Error::RealNodeUnavailable(
-                "local machines need root (namespaces, cgroups, the bridge)".into(),
+            return Err(Error::Machines(
+                "they need root (namespaces, cgroups, the bridge)".into(),
             ));
         }
         if !(1..=200).contains(&count) {
-            return Err(Error::Process(format!("{count} machines: from 1 to 200")));
+            return Err(Error::Machines(format!("{count} asked for: from 1 to 200")));
         }
         std::fs::create_dir_all(logs).map_err(|e| Error::io("the machines' log folder", e))?;
         let guard = acquire(logs).await?;
@@ -144,9 +144,8 @@ async fn acquire(logs: &Path) -> Result<Guard, Error> {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(Refusal::Busy(holder)) => {
-                return Err(Error::Process(format!(
-                    "local machines already run on this host (lock {LOCK_FILE}) after {} s: \
-                     {holder}",
+                return Err(Error::Machines(format!(
+                    "others still run on this host (lock {LOCK_FILE}) after {} s: {holder}",
                     LOCK_TIMEOUT.as_secs()
                 )));
             }
