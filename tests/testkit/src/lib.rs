@@ -32,6 +32,7 @@ pub mod flux;
 mod git;
 pub mod hostile;
 mod images;
+pub mod machines;
 mod namespace;
 pub mod node;
 mod pki;
@@ -95,6 +96,9 @@ pub enum Error {
     },
     #[error("the real node cannot start here: {0}")]
     RealNodeUnavailable(String),
+    /// Local machines ([`machines`]) cannot be made here, or are already made by another process.
+    #[error("local machines: {0}")]
+    Machines(String),
     #[error("another real node runs on this machine (lock {lock}): {holder}")]
     RealNodeBusy { lock: PathBuf, holder: String },
     #[error("cannot import image archive {}: {reason}", archive.display())]

@@ -98,6 +98,34 @@ impl Pki {
         cluster: &str,
         node: Option<&NodeIdentity>,
     ) -> Result<Self, Error> {
+        let nodes: Vec<NodeIdentity> = node.cloned().into_iter().collect();
+        let (mut pki, certs) = Self::generate_inner(dir, cluster, node.map(|n| n.ip), &nodes, "")?;
+        pki.node = certs.into_iter().next();
+        Ok(pki)
+    }
+
+    /// A PKI whose API server serves on `server_ip` too, with the certificates of several real
+    /// nodes (files `{node}-kubelet*.{crt,key}`), in the order of `nodes`: the local machines'
+    /// kubelets ([`crate::machines`]).
+    pub fn generate_for_nodes(
+        dir: &Path,
+        cluster: &str,
+        server_ip: std::net::IpAddr,
+        nodes: &[NodeIdentity],
+    ) -> Result<(Self, Vec<NodeCerts>), Error> {
+        let (pki, certs) = Self::generate_inner(dir, cluster, Some(server_ip), nodes, "-")?;
+        Ok((pki, certs))
+    }
+
+    /// The PKI, and the certificates of `nodes` (file names prefixed with the node's name and
+    /// `separator` when it is not empty).
+    fn generate_inner(
+        dir: &Path,
+        cluster: &str,
+        server_ip: Option<std::net::IpAddr>,
+        nodes: &[NodeIdentity],
+        separator: &str,
+    ) -> Result<(Self, Vec<NodeCerts>), Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create pki dir", e))?;
 
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("ca"))?;
@@ -114,7 +142,7 @@ impl Pki {
         let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(pki_err("ca cert"))?;
 
         let mut names: Vec<String> = SERVING_NAMES.iter().map(|s| (*s).to_owned()).collect();
-        names.extend(node.map(|n| n.ip.to_string()));
+        names.extend(server_ip.map(|ip| ip.to_string()));
         let mut serving = CertificateParams::new(names).map_err(pki_err("serving"))?;
         serving
             .distinguished_name
@@ -148,15 +176,23 @@ impl Pki {
             std::fs::write(&path, pem).map_err(|e| Error::io(format!("write {name}"), e))?;
             Ok(path)
         };
-        let node = match node {
-            Some(identity) => Some(node_certs(identity, &ca, &write)?),
-            None => None,
-        };
+        let node_files = nodes
+            .iter()
+            .map(|identity| {
+                let prefix = if separator.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}{separator}", identity.name)
+                };
+                let write_node = |name: &str, pem: &str| write(&format!("{prefix}{name}"), pem);
+                node_certs(identity, &ca, &write_node)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         let webhook_client = webhook_client(cluster, &write)?;
         let ca_pem = ca.pem();
         let admin_cert_pem = admin_cert.pem();
         let admin_key_pem = admin_key.serialize_pem();
-        Ok(Self {
+        let pki = Self {
             ca_cert: write("ca.crt", &ca_pem)?,
             serving_cert: write("apiserver.crt", &serving_cert.pem())?,
             serving_key: write("apiserver.key", &serving_key.serialize_pem())?,
@@ -167,9 +203,10 @@ impl Pki {
             ca_pem,
             admin_cert_pem,
             admin_key_pem,
-            node,
+            node: None,
             webhook_client,
-        })
+        };
+        Ok((pki, node_files))
     }
 }
 

@@ -174,6 +174,14 @@ impl NodeBinaries {
     }
 }
 
+/// Why [`Guard::take`] did not take the lock.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// Another guard holds it; its holder's description.
+    Busy(String),
+    Failed(Error),
+}
+
 /// The running guard (guard.sh): while it lives the lock is held; closing its stdin makes it
 /// kill the node's process groups, clean the host and exit.
 #[derive(Debug)]
@@ -186,10 +194,37 @@ impl Guard {
     /// Takes the machine-wide lock (after cleaning what an earlier node left), or fails naming
     /// the node that holds it. `log` receives the cleanup's output.
     pub fn acquire(config_dir: &Path, log: &Path) -> Result<Self, Error> {
-        let cleanup = config_dir.join("cleanup.sh");
-        std::fs::write(&cleanup, CLEANUP_SCRIPT).map_err(|e| Error::io("write cleanup.sh", e))?;
+        Self::take(
+            LOCK_FILE,
+            CLEANUP_SCRIPT,
+            &[STATE_DIR, BRIDGE, SUBNET, CNI_NETWORK],
+            config_dir,
+            log,
+        )
+        .map_err(|refusal| match refusal {
+            Refusal::Busy(holder) => Error::RealNodeBusy {
+                lock: LOCK_FILE.into(),
+                holder,
+            },
+            Refusal::Failed(e) => e,
+        })
+    }
+
+    /// Takes lock file `lock` with guard.sh, which runs `cleanup` (a shell script, written into
+    /// `config_dir`) with `args` before it says `locked` and again when the owner ends; the local
+    /// machines ([`crate::machines`]) hold their own lock this way.
+    pub(crate) fn take(
+        lock: &str,
+        cleanup: &str,
+        args: &[&str],
+        config_dir: &Path,
+        log: &Path,
+    ) -> Result<Self, Refusal> {
+        let script = config_dir.join("cleanup.sh");
+        std::fs::write(&script, cleanup)
+            .map_err(|e| Refusal::Failed(Error::io("write cleanup.sh", e)))?;
         let log_file = std::fs::File::create(log)
-            .map_err(|e| Error::io(format!("create {}", log.display()), e))?;
+            .map_err(|e| Refusal::Failed(Error::io(format!("create {}", log.display()), e)))?;
         let holder = format!(
             "process {} ({}), files in {}, since {:?}",
             std::process::id(),
@@ -203,21 +238,21 @@ impl Guard {
             .arg("-c")
             .arg(GUARD_SCRIPT)
             .arg("guard")
-            .args([LOCK_FILE, &holder])
-            .arg(&cleanup)
-            .args([STATE_DIR, BRIDGE, SUBNET, CNI_NETWORK])
+            .args([lock, &holder])
+            .arg(&script)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log_file)
             .process_group(0)
             .spawn()
-            .map_err(|e| Error::io("start the real node's guard (sh)", e))?;
+            .map_err(|e| Refusal::Failed(Error::io("start the guard (sh)", e)))?;
         let stdin = child.stdin.take();
         let mut first = String::new();
         if let Some(stdout) = child.stdout.take() {
             BufReader::new(stdout)
                 .read_line(&mut first)
-                .map_err(|e| Error::io("read the real node's guard", e))?;
+                .map_err(|e| Refusal::Failed(Error::io("read the guard", e)))?;
         }
         let mut guard = Self { child, stdin };
         match first
@@ -228,17 +263,14 @@ impl Guard {
             ("locked", _) => Ok(guard),
             ("busy", holder) => {
                 guard.release();
-                Err(Error::RealNodeBusy {
-                    lock: LOCK_FILE.into(),
-                    holder: holder.to_owned(),
-                })
+                Err(Refusal::Busy(holder.to_owned()))
             }
             _ => {
                 guard.release();
-                Err(unavailable(format!(
-                    "the guard could not take {LOCK_FILE} (said {first:?}); see {}",
+                Err(Refusal::Failed(unavailable(format!(
+                    "the guard could not take {lock} (said {first:?}); see {}",
                     log.display()
-                )))
+                ))))
             }
         }
     }

@@ -20,8 +20,8 @@
 //! [`host::STATE_DIR`] — only what the node made, so another cluster on the same machine (a
 //! laptop's k3s or kind) keeps its rules.
 
-mod config;
-mod host;
+pub(crate) mod config;
+pub(crate) mod host;
 mod ingress;
 mod netpol;
 
