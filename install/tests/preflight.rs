@@ -1,0 +1,147 @@
+//! The preflight stage against real machines: two local machines of the test kit (their own
+//! network, mount, UTS and PID namespaces, each with its own sshd), reached over SSH as any
+//! machine would be. Fit machines pass; a machine whose sshd is gone fails the stage with
+//! `ERR_MACHINE_UNREACHABLE` naming it, with ssh's own lines, and a retry passes once it answers
+//! again; a machine with a control plane port taken fails with `ERR_PREFLIGHT` naming the port.
+//! Needs root (namespaces, cgroups, the bridge).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kubenest_install::machines::{Machine as Entry, MachinesFile, Role};
+use kubenest_install::{FailureCode, Stage, preflight};
+use kubenest_testkit::machines::{Machine, Machines};
+
+/// sshd as the test kit starts it, started again without new host keys (a machine that comes
+/// back is the same machine).
+fn restart_sshd(machine: &Machine) {
+    let listen = format!("ListenAddress={}", machine.ip());
+    machine
+        .run(
+            "/usr/sbin/sshd",
+            &[
+                "-o",
+                &listen,
+                "-o",
+                "AuthorizedKeysFile=/etc/kubenest/ssh/authorized_keys",
+                "-o",
+                "PidFile=/run/sshd.pid",
+            ],
+        )
+        .unwrap();
+}
+
+async fn until_answering(file: &MachinesFile, known_hosts: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match preflight::run(file, known_hosts).await {
+            Ok(_) => return,
+            Err(e) if e.code == FailureCode::MachineUnreachable && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("{e}: {:?}", e.log),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preflight_passes_fit_machines_and_names_an_unreachable_or_unfit_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = Machines::make(2, &dir.path().join("logs")).await.unwrap();
+    let [m1, m2] = made.machines() else {
+        panic!("two machines")
+    };
+    let key = dir.path().join("id_ed25519");
+    let keygen = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "kubenest-install-test",
+            "-f",
+        ])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(keygen.success());
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    for m in [m1, m2] {
+        m.start_sshd(&public).unwrap();
+    }
+    let entry = |m: &Machine, role: Role| Entry {
+        name: m.name().to_owned(),
+        address: m.ip().to_string(),
+        port: 22,
+        user: "root".to_owned(),
+        key_file: key.clone(),
+        roles: vec![role],
+    };
+    let file = MachinesFile {
+        machines: vec![entry(m1, Role::ControlPlane), entry(m2, Role::Worker)],
+    };
+    file.check().unwrap();
+    let known_hosts = dir.path().join("known_hosts");
+
+    until_answering(&file, &known_hosts).await;
+    let facts = preflight::run(&file, &known_hosts).await.unwrap();
+    assert_eq!(facts.len(), 2);
+    assert_eq!(facts[m1.name()].os, "debian 12", "{facts:?}");
+    assert!(facts[m2.name()].listening.contains(&22), "{facts:?}");
+
+    // Machine 2's sshd gone: the stage names it, with ssh's own words, and a retry can help.
+    m2.run("pkill", &["-x", "sshd"]).unwrap();
+    let failed = preflight::run(&file, &known_hosts).await.unwrap_err();
+    assert_eq!(
+        (failed.stage, failed.code, failed.machine.as_deref()),
+        (
+            Stage::Preflight,
+            FailureCode::MachineUnreachable,
+            Some(m2.name())
+        ),
+        "{failed}"
+    );
+    assert!(failed.retryable());
+    assert!(
+        failed.log.iter().any(|l| l.contains("Connection refused")),
+        "{:?}",
+        failed.log
+    );
+    restart_sshd(m2);
+    until_answering(&file, &known_hosts).await;
+
+    // The API server's port taken on the control plane machine: unfit, named, no retry.
+    m1.spawn(
+        "squatter",
+        "/bin/busybox",
+        &["nc".into(), "-l".into(), "-p".into(), "6443".into()],
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let unfit = loop {
+        match preflight::run(&file, &known_hosts).await {
+            Err(e) => break e,
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(_) => panic!("port 6443 was never seen taken"),
+        }
+    };
+    assert_eq!(
+        (unfit.code, unfit.machine.as_deref()),
+        (FailureCode::Preflight, Some(m1.name())),
+        "{unfit}"
+    );
+    assert!(
+        unfit.message.contains("port 6443 is taken"),
+        "{}",
+        unfit.message
+    );
+    assert!(!unfit.retryable());
+    made.stop();
+}
