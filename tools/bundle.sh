@@ -179,9 +179,15 @@ done
 cp "$cache/images/pause-$PAUSE_VERSION.oci.tar" "$top/images/"
 
 # The charts, as they are in the repository: their images are the bundle's, by name.
+# Repacked with fixed times and order, so the same chart is the same file (and an unchanged
+# bundle is not packed again, below).
 for chart in kubenest kubenest-agent; do
   "$helm" package "$repo/charts/$chart" --version "$version" --app-version "$version" \
-    --destination "$top/charts" >/dev/null
+    --destination "$work/charts" >/dev/null
+  mkdir -p "$work/charts/$chart.x"
+  tar -xzf "$work/charts/$chart-$version.tgz" -C "$work/charts/$chart.x"
+  tar -C "$work/charts/$chart.x" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+    -cf - "$chart" | gzip -n >"$top/charts/$chart-$version.tgz"
 done
 
 # The manifest and the checksums.
@@ -210,7 +216,15 @@ with open(os.path.join(top, "manifest.json"), "w") as f:
 EOF
 
 mkdir -p "$out_dir"
+# The same files as the archive already there: it stands (packing is most of the time).
+if [[ -f $archive && -f $archive.sums ]] && cmp -s "$archive.sums" <(cat "$top/SHA256SUMS" "$top/manifest.json"); then
+  log "$archive: unchanged ($(du -h "$archive" | cut -f1)), checked in $((SECONDS - start))s"
+  echo "$archive"
+  exit 0
+fi
+rm -f "$archive.sums"
 tar -C "$work" -cf - "kubenest-bundle-$version" | zstd -q -T0 -3 -o "$archive.partial" -f
 mv "$archive.partial" "$archive"
+cat "$top/SHA256SUMS" "$top/manifest.json" >"$archive.sums"
 log "$archive: $(du -h "$archive" | cut -f1) in $((SECONDS - start))s"
 echo "$archive"

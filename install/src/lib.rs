@@ -5,10 +5,11 @@
 //! help, the machine, and the last lines of the failing program's own output.
 //!
 //! What is here so far: the machines file ([`machines`]), the SSH sessions to them ([`ssh`]),
-//! the stage vocabulary ([`stage`]) and the first stage, [`preflight`]. The CLI's
+//! the stage vocabulary ([`stage`]) and the first two stages, [`preflight`] and [`bundle`]. The CLI's
 //! `kubenest install` and the controllers' installs will run these stages; the later stages
 //! build on the local machines the test kit's probe proved (tests/testkit/src/machines).
 
+pub mod bundle;
 pub mod machines;
 pub mod preflight;
 pub mod ssh;

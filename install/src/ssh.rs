@@ -69,7 +69,59 @@ impl Ssh {
     /// The remote command's own failure is an [`Output`] like any other; ssh's is
     /// [`SshError::Unreachable`].
     pub async fn run(&self, command: &'static str, timeout: Duration) -> Result<Output, SshError> {
-        let output = Program::new("ssh")
+        let output = self
+            .options(Program::new("ssh"))
+            .option("-oUser", &self.user)
+            .operands([self.address.as_str(), command])
+            .timeout(timeout)
+            .max_output(1 << 20)
+            .run()
+            .await?;
+        if output.code == Some(SSH_FAILED) {
+            return Err(self.unreachable(output));
+        }
+        Ok(output)
+    }
+
+    /// Copies `files` (absolute paths) into the machine's folder `into` (absolute, a path of
+    /// this crate's) with scp, at most `timeout`.
+    pub async fn copy(
+        &self,
+        files: &[&Path],
+        into: &str,
+        timeout: Duration,
+    ) -> Result<Output, SshError> {
+        let host = match self.address.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => self.address.clone(),
+        };
+        let destination = format!("{}@{host}:{into}/", self.user);
+        let mut operands: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
+        operands.push(destination.as_ref());
+        // A relative `host:file` would name another machine's file to scp.
+        if let Some(relative) = files.iter().find(|f| !f.is_absolute()) {
+            return Err(SshError::Exec(ExecError::RelativePath {
+                program: "scp".to_owned(),
+                path: relative.display().to_string(),
+            }));
+        }
+        let output = self
+            .options(Program::new("scp"))
+            .arg("-q")
+            .operands(operands)
+            .timeout(timeout)
+            .max_output(1 << 20)
+            .run()
+            .await?;
+        if !output.success && output.code == Some(SSH_FAILED) {
+            return Err(self.unreachable(output));
+        }
+        Ok(output)
+    }
+
+    /// The options ssh and scp share.
+    fn options(&self, program: Program) -> Program {
+        program
             .arg("-oBatchMode=yes")
             .arg("-oIdentitiesOnly=yes")
             .arg("-oStrictHostKeyChecking=accept-new")
@@ -79,20 +131,14 @@ impl Ssh {
             .path_option("-oIdentityFile", &self.key_file)
             .path_option("-oUserKnownHostsFile", &self.known_hosts)
             .option("-oPort", self.port.to_string())
-            .option("-oUser", &self.user)
-            .operands([self.address.as_str(), command])
-            .timeout(timeout)
-            .max_output(1 << 20)
-            .run()
-            .await?;
-        if output.code == Some(SSH_FAILED) {
-            return Err(SshError::Unreachable {
-                machine: self.name.clone(),
-                address: self.address.clone(),
-                summary: output.summary(),
-                output: output.stderr,
-            });
+    }
+
+    fn unreachable(&self, output: Output) -> SshError {
+        SshError::Unreachable {
+            machine: self.name.clone(),
+            address: self.address.clone(),
+            summary: output.summary(),
+            output: output.stderr,
         }
-        Ok(output)
     }
 }

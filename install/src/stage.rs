@@ -85,6 +85,8 @@ pub enum FailureCode {
     Configuration,
     /// The stage's deadline passed.
     Timeout,
+    /// Files did not arrive whole on a machine (a copy cut, a full disk).
+    Transfer,
 }
 
 impl FailureCode {
@@ -96,6 +98,7 @@ impl FailureCode {
             FailureCode::KubeletNotReady => "ERR_KUBELET_NOT_READY",
             FailureCode::Configuration => "ERR_CONFIGURATION",
             FailureCode::Timeout => "ERR_TIMEOUT",
+            FailureCode::Transfer => "ERR_TRANSFER",
         }
     }
 
@@ -104,7 +107,10 @@ impl FailureCode {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            FailureCode::MachineUnreachable | FailureCode::Timeout | FailureCode::KubeletNotReady
+            FailureCode::MachineUnreachable
+                | FailureCode::Timeout
+                | FailureCode::KubeletNotReady
+                | FailureCode::Transfer
         )
     }
 }

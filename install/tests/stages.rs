@@ -1,8 +1,14 @@
-//! The preflight stage against real machines: two local machines of the test kit (their own
-//! network, mount, UTS and PID namespaces, each with its own sshd), reached over SSH as any
-//! machine would be. Fit machines pass; a machine whose sshd is gone fails the stage with
-//! `ERR_MACHINE_UNREACHABLE` naming it, with ssh's own lines, and a retry passes once it answers
-//! again; a machine with a control plane port taken fails with `ERR_PREFLIGHT` naming the port.
+//! The install's stages, in order, against real machines: two local machines of the test kit
+//! (their own network, mount, UTS and PID namespaces, each with its own sshd), reached over SSH
+//! as any machine would be.
+//!
+//! - `preflight`: fit machines pass; a machine whose sshd is gone fails the stage with
+//!   `ERR_MACHINE_UNREACHABLE` naming it, with ssh's own lines, and a retry passes once it
+//!   answers again; a machine with a control plane port taken fails with `ERR_PREFLIGHT`
+//!   naming the port.
+//! - `bundle`: `make bundle`'s archive, unpacked, reaches each machine as its roles need it; a
+//!   second run copies nothing, and a damaged file is the only one copied again.
+//!
 //! Needs root (namespaces, cgroups, the bridge).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
@@ -11,6 +17,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use kubenest_install::bundle::{self, Bundle};
 use kubenest_install::machines::{Machine as Entry, MachinesFile, Role};
 use kubenest_install::{FailureCode, Stage, preflight};
 use kubenest_testkit::machines::{Machine, Machines};
@@ -48,7 +55,7 @@ async fn until_answering(file: &MachinesFile, known_hosts: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn preflight_passes_fit_machines_and_names_an_unreachable_or_unfit_one() {
+async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
     let dir = tempfile::tempdir().unwrap();
     let made = Machines::make(2, &dir.path().join("logs")).await.unwrap();
     let [m1, m2] = made.machines() else {
@@ -143,5 +150,50 @@ async fn preflight_passes_fit_machines_and_names_an_unreachable_or_unfit_one() {
         unfit.message
     );
     assert!(!unfit.retryable());
+
+    // The bundle: every file for the control plane, the node's for the worker, then nothing
+    // twice, and only what was damaged.
+    kubenest_testkit::Images::build(&[]).await.unwrap();
+    let built = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bundle.sh"))
+        .env("KUBENEST_BUNDLE_DIR", dir.path())
+        .env("KUBENEST_BUNDLE_PREBUILT", "1")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{built:?}");
+    let archive = String::from_utf8(built.stdout).unwrap();
+    let unpacked = dir.path().join("bundle");
+    std::fs::create_dir(&unpacked).unwrap();
+    let started = Instant::now();
+    let bundle = Bundle::unpack(Path::new(archive.trim()), &unpacked)
+        .await
+        .unwrap();
+    let pushed = bundle::push(&bundle, &file, &known_hosts).await.unwrap();
+    eprintln!(
+        "bundle: unpacked and pushed to two machines in {:?}: {pushed:?}",
+        started.elapsed()
+    );
+    let all = bundle.manifest.files.len();
+    assert_eq!(pushed[m1.name()].copied, all, "{pushed:?}");
+    let node_files = bundle.files_for(&[Role::Worker]).len();
+    assert!(node_files < all);
+    assert_eq!(pushed[m2.name()].copied, node_files, "{pushed:?}");
+    assert!(m2.path("/var/lib/kubenest/bundle/bin/kubelet").is_file());
+    assert!(!m2.path("/var/lib/kubenest/bundle/bin/etcd").exists());
+    assert!(!Path::new("/var/lib/kubenest/bundle/bin/kubelet").exists());
+    let again = bundle::push(&bundle, &file, &known_hosts).await.unwrap();
+    assert!(
+        again.values().all(|p| p.copied == 0 && p.bytes == 0),
+        "{again:?}"
+    );
+    let damaged = m2.path("/var/lib/kubenest/bundle/bin/kubelet");
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&damaged, bytes).unwrap();
+    let mended = bundle::push(&bundle, &file, &known_hosts).await.unwrap();
+    assert_eq!(
+        (mended[m1.name()].copied, mended[m2.name()].copied),
+        (0, 1),
+        "{mended:?}"
+    );
     made.stop();
 }
