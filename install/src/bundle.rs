@@ -7,15 +7,16 @@
 //! its manifest is read as a door (a path that climbs out or names another folder is refused)
 //! before any of its paths reaches scp.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use kubenest_runtime::exec::Program;
 use serde::Deserialize;
 
+use crate::files::{self, Pushed, Remote, Wanted};
 use crate::machines::{MachinesFile, Role};
-use crate::ssh::{Ssh, SshError};
+use crate::ssh::Ssh;
 use crate::stage::{FailureCode, Stage, StageFailure};
 
 /// Where a machine keeps the bundle's files.
@@ -68,17 +69,6 @@ pub struct FileEntry {
 pub struct Bundle {
     top: PathBuf,
     pub manifest: Manifest,
-}
-
-/// What the stage did on one machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pushed {
-    /// Files copied.
-    pub copied: usize,
-    /// Files already there, whole.
-    pub kept: usize,
-    /// Bytes copied.
-    pub bytes: u64,
 }
 
 fn configuration(message: impl Into<String>) -> StageFailure {
@@ -183,111 +173,30 @@ fn check_path(path: &str) -> Result<(), StageFailure> {
     }
 }
 
-/// What a machine holds under [`REMOTE_DIR`]: checksum by path.
-async fn listed(ssh: &Ssh) -> Result<BTreeMap<String, String>, StageFailure> {
-    let output = ssh.run(LIST, DEADLINE).await.map_err(|e| failure(ssh, e))?;
-    if !output.success {
-        return Err(StageFailure::new(
-            Stage::Bundle,
-            FailureCode::Transfer,
-            format!(
-                "the bundle's folder could not be read: {}",
-                output.summary()
-            ),
-        )
-        .on(ssh.name())
-        .with_log(&output.stderr));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|l| l.split_once("  "))
-        .map(|(digest, path)| (path.to_owned(), digest.to_owned()))
-        .collect())
-}
-
-fn failure(ssh: &Ssh, error: SshError) -> StageFailure {
-    match error {
-        SshError::Unreachable {
-            summary, output, ..
-        } => StageFailure::new(
-            Stage::Bundle,
-            FailureCode::MachineUnreachable,
-            format!("{} does not answer over SSH: {summary}", ssh.name()),
-        )
-        .with_log(&output),
-        SshError::Exec(e) => {
-            let code = match e {
-                kubenest_runtime::exec::ExecError::TimedOut { .. } => FailureCode::Timeout,
-                _ => FailureCode::Transfer,
-            };
-            StageFailure::new(Stage::Bundle, code, e.to_string())
-        }
-    }
-    .on(ssh.name())
-}
+/// The bundle's folder on a machine.
+const REMOTE: Remote = Remote {
+    folders: &[
+        ("bin", "/var/lib/kubenest/bundle/bin"),
+        ("debs", "/var/lib/kubenest/bundle/debs"),
+        ("images", "/var/lib/kubenest/bundle/images"),
+        ("charts", "/var/lib/kubenest/bundle/charts"),
+    ],
+    list: LIST,
+};
 
 /// Brings one machine's files up to the bundle.
 async fn push_one(bundle: &Bundle, ssh: &Ssh, roles: &[Role]) -> Result<Pushed, StageFailure> {
-    let wanted = bundle.files_for(roles);
-    let there = listed(ssh).await?;
-    let missing: Vec<&FileEntry> = wanted
-        .iter()
-        .filter(|f| there.get(&f.path) != Some(&f.sha256))
-        .copied()
+    let wanted: Vec<Wanted> = bundle
+        .files_for(roles)
+        .into_iter()
+        .map(|f| Wanted {
+            path: f.path.clone(),
+            local: bundle.local(f),
+            sha256: f.sha256.clone(),
+            size: f.size,
+        })
         .collect();
-    let mut pushed = Pushed {
-        copied: missing.len(),
-        kept: wanted.len() - missing.len(),
-        bytes: missing.iter().map(|f| f.size).sum(),
-    };
-    let folders: BTreeSet<&str> = missing
-        .iter()
-        .filter_map(|f| f.path.split('/').next())
-        .collect();
-    for folder in folders {
-        let files: Vec<PathBuf> = missing
-            .iter()
-            .filter(|f| f.path.starts_with(&format!("{folder}/")))
-            .map(|f| bundle.local(f))
-            .collect();
-        let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-        let into = match folder {
-            "bin" => "/var/lib/kubenest/bundle/bin",
-            "debs" => "/var/lib/kubenest/bundle/debs",
-            "images" => "/var/lib/kubenest/bundle/images",
-            _ => "/var/lib/kubenest/bundle/charts",
-        };
-        let output = ssh
-            .copy(&paths, into, DEADLINE)
-            .await
-            .map_err(|e| failure(ssh, e))?;
-        if !output.success {
-            return Err(StageFailure::new(
-                Stage::Bundle,
-                FailureCode::Transfer,
-                format!("copying {folder}/ failed: {}", output.summary()),
-            )
-            .on(ssh.name())
-            .with_log(&output.stderr));
-        }
-    }
-    // What arrived is checked, not assumed.
-    let arrived = listed(ssh).await?;
-    if let Some(bad) = wanted
-        .iter()
-        .find(|f| arrived.get(&f.path) != Some(&f.sha256))
-    {
-        return Err(StageFailure::new(
-            Stage::Bundle,
-            FailureCode::Transfer,
-            format!("{} did not arrive whole", bad.path),
-        )
-        .on(ssh.name()));
-    }
-    if pushed.copied == 0 {
-        pushed.bytes = 0;
-    }
-    Ok(pushed)
+    files::sync(Stage::Bundle, ssh, &REMOTE, &wanted, DEADLINE).await
 }
 
 /// Runs the bundle stage on every machine at once: what each copied and kept, by name.

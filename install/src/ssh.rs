@@ -108,6 +108,8 @@ impl Ssh {
         let output = self
             .options(Program::new("scp"))
             .arg("-q")
+            // Modes kept: a key stays readable by its owner only.
+            .arg("-p")
             .operands(operands)
             .timeout(timeout)
             .max_output(1 << 20)

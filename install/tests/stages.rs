@@ -8,6 +8,10 @@
 //!   naming the port.
 //! - `bundle`: `make bundle`'s archive, unpacked, reaches each machine as its roles need it; a
 //!   second run copies nothing, and a damaged file is the only one copied again.
+//! - `pki`: kubeadm's layout under `/etc/kubernetes/pki`, the API server's certificate valid for
+//!   its machine's address and signed by the cluster CA (as openssl on the machine sees it), keys
+//!   readable by root only, a worker given the CA and kube-proxy's identity only; a second run
+//!   keeps the CA and copies nothing.
 //!
 //! Needs root (namespaces, cgroups, the bridge).
 
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use kubenest_install::bundle::{self, Bundle};
 use kubenest_install::machines::{Machine as Entry, MachinesFile, Role};
+use kubenest_install::pki::{self, ClusterPki};
 use kubenest_install::{FailureCode, Stage, preflight};
 use kubenest_testkit::machines::{Machine, Machines};
 
@@ -195,5 +200,89 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         (0, 1),
         "{mended:?}"
     );
+
+    // The PKI.
+    let state = dir.path().join("pki");
+    let cluster_pki = ClusterPki::ensure(&state, &file).unwrap();
+    let pushed = pki::push(&cluster_pki, &file, &known_hosts).await.unwrap();
+    assert!(
+        pushed.values().all(|p| p.copied > 0 && p.kept == 0),
+        "{pushed:?}"
+    );
+    let verified = m1
+        .run(
+            "openssl",
+            &[
+                "verify",
+                "-CAfile",
+                "/etc/kubernetes/pki/ca.crt",
+                "/etc/kubernetes/pki/apiserver.crt",
+            ],
+        )
+        .unwrap();
+    assert!(verified.contains(": OK"), "{verified}");
+    let names = m1
+        .run(
+            "openssl",
+            &[
+                "x509",
+                "-noout",
+                "-ext",
+                "subjectAltName",
+                "-in",
+                "/etc/kubernetes/pki/apiserver.crt",
+            ],
+        )
+        .unwrap();
+    assert!(
+        names.contains(&format!("IP Address:{}", m1.ip()))
+            && names.contains("IP Address:10.96.0.1"),
+        "{names}"
+    );
+    let etcd = m1
+        .run(
+            "openssl",
+            &[
+                "verify",
+                "-CAfile",
+                "/etc/kubernetes/pki/etcd/ca.crt",
+                "/etc/kubernetes/pki/etcd/server.crt",
+            ],
+        )
+        .unwrap();
+    assert!(etcd.contains(": OK"), "{etcd}");
+    let modes = m1
+        .run(
+            "stat",
+            &[
+                "-c",
+                "%a %n",
+                "/etc/kubernetes/pki/sa.key",
+                "/etc/kubernetes/pki/ca.crt",
+            ],
+        )
+        .unwrap();
+    assert_eq!(
+        modes,
+        "600 /etc/kubernetes/pki/sa.key\n644 /etc/kubernetes/pki/ca.crt\n"
+    );
+    let worker = m2
+        .run("find", &["/etc/kubernetes/pki", "-type", "f"])
+        .unwrap();
+    let mut worker: Vec<&str> = worker.lines().collect();
+    worker.sort_unstable();
+    assert_eq!(
+        worker,
+        [
+            "/etc/kubernetes/pki/ca.crt",
+            "/etc/kubernetes/pki/kube-proxy.crt",
+            "/etc/kubernetes/pki/kube-proxy.key"
+        ]
+    );
+    let ca = cluster_pki.ca_pem().unwrap();
+    let again = ClusterPki::ensure(&state, &file).unwrap();
+    assert_eq!(again.ca_pem().unwrap(), ca);
+    let pushed = pki::push(&again, &file, &known_hosts).await.unwrap();
+    assert!(pushed.values().all(|p| p.copied == 0), "{pushed:?}");
     made.stop();
 }
