@@ -57,7 +57,7 @@ pub struct Manifest {
 /// One file of the bundle.
 #[derive(Debug, Clone, Deserialize)]
 pub struct FileEntry {
-    /// `folder/name`, one of [`FOLDERS`].
+    /// `folder/name`: `bin`, `debs`, `images` or `charts`.
     pub path: String,
     pub kind: String,
     pub sha256: String,
