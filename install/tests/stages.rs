@@ -67,21 +67,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         panic!("two machines")
     };
     let key = dir.path().join("id_ed25519");
-    let keygen = Command::new("ssh-keygen")
-        .args([
-            "-q",
-            "-t",
-            "ed25519",
-            "-N",
-            "",
-            "-C",
-            "kubenest-install-test",
-            "-f",
-        ])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(keygen.success());
+    kubenest_testkit::ssh_keygen(&key).unwrap();
     let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
     for m in [m1, m2] {
         m.start_sshd(&public).unwrap();

@@ -223,7 +223,9 @@ impl GitSsh {
     }
 }
 
-fn keygen(path: &Path) -> Result<(), Error> {
+/// Makes an ed25519 key pair without a passphrase at `path` (and `path.pub`), as OpenSSH's
+/// `ssh-keygen` does: for sshd's host keys and for test clients.
+pub fn keygen(path: &Path) -> Result<(), Error> {
     let out = Command::new("ssh-keygen")
         .args([
             "-q",

@@ -55,7 +55,7 @@ pub use env::{
 };
 pub use etcd::Etcd;
 pub use flux::Flux;
-pub use git::{GitServer, GitSsh};
+pub use git::{GitServer, GitSsh, keygen as ssh_keygen};
 pub use images::{IMAGE_NAMES, ImageArchive, Images};
 pub use namespace::TestNamespace;
 pub use pki::{NodeCerts, NodeIdentity, Pki, WebhookClient};
