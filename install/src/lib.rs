@@ -5,7 +5,7 @@
 //! help, the machine, and the last lines of the failing program's own output.
 //!
 //! What is here so far: the machines file ([`machines`]), the SSH sessions to them ([`ssh`]),
-//! the stage vocabulary ([`stage`]) and the first three stages, [`preflight`], [`bundle`] and [`pki`]. The CLI's
+//! the stage vocabulary ([`stage`]) and the first four stages, [`preflight`], [`bundle`], [`pki`] and [`etcd`], with the service command the stages start programs through ([`services`]). The CLI's
 //! `kubenest install` and the controllers' installs will run these stages; the later stages
 //! build on the local machines the test kit's probe proved (tests/testkit/src/machines).
 
@@ -23,10 +23,12 @@
 //!   issue asks; the probe used pre-made node certificates.
 
 pub mod bundle;
+pub mod etcd;
 pub mod files;
 pub mod machines;
 pub mod pki;
 pub mod preflight;
+pub mod services;
 pub mod ssh;
 pub mod stage;
 

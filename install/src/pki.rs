@@ -351,6 +351,26 @@ impl ClusterPki {
             .collect()
     }
 
+    /// An HTTPS client that trusts the etcd CA only and presents the API server's etcd client
+    /// certificate: what asks a member after its health.
+    pub fn etcd_client(&self) -> Result<reqwest::Client, String> {
+        let cluster = self.dir.join("cluster");
+        let read =
+            |name: &str| std::fs::read(cluster.join(name)).map_err(|e| format!("{name}: {e}"));
+        let mut identity = read("apiserver-etcd-client.crt")?;
+        identity.extend(read("apiserver-etcd-client.key")?);
+        reqwest::Client::builder()
+            .use_rustls_tls()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(&read("etcd/ca.crt")?).map_err(|e| e.to_string())?,
+            )
+            .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| e.to_string())
+    }
+
     /// The cluster CA's certificate (PEM), for kubeconfigs and for users to trust.
     pub fn ca_pem(&self) -> Result<String, StageFailure> {
         read(&self.dir.join("cluster/ca.crt"))

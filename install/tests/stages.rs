@@ -12,6 +12,9 @@
 //!   its machine's address and signed by the cluster CA (as openssl on the machine sees it), keys
 //!   readable by root only, a worker given the CA and kube-proxy's identity only; a second run
 //!   keeps the CA and copies nothing.
+//! - `etcd`: a member on the control plane machine, healthy to the API server's etcd client
+//!   certificate, started through the service command; a second run leaves it running as it
+//!   was.
 //!
 //! Needs root (namespaces, cgroups, the bridge).
 
@@ -22,6 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kubenest_install::bundle::{self, Bundle};
+use kubenest_install::etcd;
 use kubenest_install::machines::{Machine as Entry, MachinesFile, Role};
 use kubenest_install::pki::{self, ClusterPki};
 use kubenest_install::{FailureCode, Stage, preflight};
@@ -270,5 +274,23 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
     assert_eq!(again.ca_pem().unwrap(), ca);
     let pushed = pki::push(&again, &file, &known_hosts).await.unwrap();
     assert!(pushed.values().all(|p| p.copied == 0), "{pushed:?}");
+
+    // etcd.
+    let started = Instant::now();
+    etcd::run(&again, &file, &state, &known_hosts)
+        .await
+        .unwrap();
+    eprintln!("etcd: healthy in {:?}", started.elapsed());
+    let service = ["/etc/kubenest/bin/kubenest-service", "status", "etcd"];
+    assert_eq!(m1.run("sh", &service).unwrap(), "running\n");
+    assert!(m2.run("sh", &service).is_err());
+    let pid = std::fs::read_to_string(m1.path("/run/kubenest/etcd.pid")).unwrap();
+    etcd::run(&again, &file, &state, &known_hosts)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(m1.path("/run/kubenest/etcd.pid")).unwrap(),
+        pid
+    );
     made.stop();
 }
