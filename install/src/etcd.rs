@@ -70,18 +70,17 @@ pub async fn run(
     for machine in &members {
         let url = format!("https://{}:2379/health", host(&machine.address));
         let started = Instant::now();
-        let mut last = String::new();
         loop {
-            match client.get(&url).send().await {
+            let last = match client.get(&url).send().await {
                 Ok(answer) => {
                     let text = answer.text().await.unwrap_or_default();
                     if text.contains("\"health\":\"true\"") {
                         break;
                     }
-                    last = text;
+                    text
                 }
-                Err(e) => last = e.to_string(),
-            }
+                Err(e) => e.to_string(),
+            };
             if started.elapsed() > DEADLINE {
                 let ssh = Ssh::to(machine, known_hosts);
                 return Err(StageFailure::new(
