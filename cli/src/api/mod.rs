@@ -7,8 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
+use kubenest_api::Problem;
+use kubenest_api::users::{LoginBody, TokenResponse};
 use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 mod error;
@@ -171,7 +175,10 @@ impl Client {
                 base: self.base.clone(),
             });
         }
-        let body = serde_json::json!({"username": username, "password": password});
+        let body = LoginBody {
+            username: username.to_owned(),
+            password: password.to_owned(),
+        };
         let response = self
             .http
             .post(format!("{}/api/v1/login", self.base))
@@ -180,11 +187,11 @@ impl Client {
             .await
             .map_err(|source| self.transport(source))?;
         let refresh_token = refresh_cookie(&response);
-        let value = self.answer(response).await?;
+        let token: TokenResponse = typed("/api/v1/login", self.answer(response).await?)?;
         let session = Session {
             api: self.base.clone(),
             username: username.to_owned(),
-            access_token: access_token(&value),
+            access_token: token.access_token,
             refresh_token,
             ca_file: self.ca_file.clone(),
             org: None,
@@ -209,20 +216,67 @@ impl Client {
         Ok(())
     }
 
+    /// `GET path`, the answer as raw JSON (for callers that read any answer, such as the
+    /// system tests; the commands read typed answers with [`Client::get_as`]).
     pub async fn get(&mut self, path: &str) -> Result<Value, ApiError> {
-        self.call(Method::GET, path, None).await
+        self.call(Method::GET, path, None::<&()>).await
     }
 
+    /// `POST path` with `body`, the answer as raw JSON.
     pub async fn post(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    /// `PATCH path` with `body`, the answer as raw JSON.
     pub async fn patch(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
         self.call(Method::PATCH, path, Some(body)).await
     }
 
+    /// `DELETE path`, the answer as raw JSON.
     pub async fn delete(&mut self, path: &str) -> Result<Value, ApiError> {
-        self.call(Method::DELETE, path, None).await
+        self.call(Method::DELETE, path, None::<&()>).await
+    }
+
+    /// `GET path`, the answer read as a `T` (a [`Value`] only for answers that are free-form).
+    pub async fn get_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
+        let value = self.call(Method::GET, path, None::<&()>).await?;
+        typed(path, value)
+    }
+
+    /// `POST path` with `body`, the answer read as a `T`.
+    pub async fn post_as<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        let value = self.call(Method::POST, path, Some(body)).await?;
+        typed(path, value)
+    }
+
+    /// `PATCH path` with `body`, the answer read as a `T`.
+    pub async fn patch_as<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        let value = self.call(Method::PATCH, path, Some(body)).await?;
+        typed(path, value)
+    }
+
+    /// `PUT path` with `body`, the answer read as a `T`.
+    pub async fn put_as<T: DeserializeOwned>(
+        &mut self,
+        path: &str,
+        body: &(impl Serialize + ?Sized),
+    ) -> Result<T, ApiError> {
+        let value = self.call(Method::PUT, path, Some(body)).await?;
+        typed(path, value)
+    }
+
+    /// `DELETE path`, the answer read as a `T` (`()` for a 204).
+    pub async fn delete_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
+        let value = self.call(Method::DELETE, path, None::<&()>).await?;
+        typed(path, value)
     }
 
     /// A streamed GET (`Accept: accept`): the response once it answered 2xx, for the caller to
@@ -261,11 +315,11 @@ impl Client {
 
     /// One call with the session's access token; a 401 with a refresh token at hand rotates
     /// the session once and repeats the call.
-    pub async fn call(
+    pub async fn call<B: Serialize + ?Sized>(
         &mut self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<&B>,
     ) -> Result<Value, ApiError> {
         match self.send(method.clone(), path, body).await {
             Err(ApiError::Status { status: 401, .. })
@@ -281,11 +335,11 @@ impl Client {
         }
     }
 
-    async fn send(
+    async fn send<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<&B>,
     ) -> Result<Value, ApiError> {
         let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
         let path = if self.dry_run && method != Method::GET {
@@ -319,9 +373,9 @@ impl Client {
             .await
             .map_err(|s| self.transport(s))?;
         let rotated = refresh_cookie(&response);
-        let value = self.answer(response).await?;
+        let token: TokenResponse = typed("/api/v1/refresh", self.answer(response).await?)?;
         let renewed = Session {
-            access_token: access_token(&value),
+            access_token: token.access_token,
             refresh_token: rotated.or(session.refresh_token.clone()),
             ..session
         };
@@ -346,20 +400,23 @@ impl Client {
         if (200..300).contains(&status) {
             return Ok(value);
         }
-        // An RFC 9457 problem with kubenest's `code`, `field` and `ways_out`.
-        let error = &value;
-        Err(ApiError::Status {
-            status,
-            code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: error["detail"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| value.to_string()),
-            field: error["field"].as_str().map(str::to_owned),
-            ways_out: error["ways_out"]
-                .as_array()
-                .map(|ways| ways.iter().map(way_out).collect())
-                .unwrap_or_default(),
+        // An RFC 9457 problem with kubenest's `code`, `field` and `ways_out`; anything else
+        // (a proxy's page) is shown as it came.
+        Err(match serde_json::from_value::<Problem>(value.clone()) {
+            Ok(problem) => ApiError::Status {
+                status,
+                code: problem.code,
+                message: problem.detail,
+                field: problem.field,
+                ways_out: problem.ways_out.iter().flatten().map(way_out).collect(),
+            },
+            Err(_) => ApiError::Status {
+                status,
+                code: "unknown".into(),
+                message: value.to_string(),
+                field: None,
+                ways_out: Vec::new(),
+            },
         })
     }
 
@@ -382,11 +439,12 @@ fn unreachable_success() -> Result<(), ApiError> {
     })
 }
 
-fn access_token(value: &Value) -> String {
-    value["access_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
+/// A 2xx answer to `path` read as a `T`; an answer of another shape says so, naming the path.
+fn typed<T: DeserializeOwned>(path: &str, value: Value) -> Result<T, ApiError> {
+    serde_json::from_value(value).map_err(|e| ApiError::Answer {
+        path: path.split('?').next().unwrap_or(path).to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// The refresh token from a `Set-Cookie: kubenest_refresh=...` header, if any.
