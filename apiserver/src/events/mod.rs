@@ -330,6 +330,9 @@ mod tests {
         assert_eq!(data["phase"], "Running");
         let read: StreamEvent = serde_json::from_value(data).unwrap();
         assert_eq!(read.app_id.as_deref(), Some("a1"));
-        assert_eq!(read.fields.get("phase"), Some(&serde_json::json!("Running")));
+        assert_eq!(
+            read.fields.get("phase"),
+            Some(&serde_json::json!("Running"))
+        );
     }
 }

@@ -219,7 +219,7 @@ impl Client {
     /// `GET path`, the answer as raw JSON (for callers that read any answer, such as the
     /// system tests; the commands read typed answers with [`Client::get_as`]).
     pub async fn get(&mut self, path: &str) -> Result<Value, ApiError> {
-        self.call(Method::GET, path, None::<&()>).await
+        self.call(Method::GET, path, None).await
     }
 
     /// `POST path` with `body`, the answer as raw JSON.
@@ -234,12 +234,12 @@ impl Client {
 
     /// `DELETE path`, the answer as raw JSON.
     pub async fn delete(&mut self, path: &str) -> Result<Value, ApiError> {
-        self.call(Method::DELETE, path, None::<&()>).await
+        self.call(Method::DELETE, path, None).await
     }
 
     /// `GET path`, the answer read as a `T` (a [`Value`] only for answers that are free-form).
     pub async fn get_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
-        let value = self.call(Method::GET, path, None::<&()>).await?;
+        let value = self.call_with(Method::GET, path, None::<&()>).await?;
         typed(path, value)
     }
 
@@ -249,7 +249,7 @@ impl Client {
         path: &str,
         body: &(impl Serialize + ?Sized),
     ) -> Result<T, ApiError> {
-        let value = self.call(Method::POST, path, Some(body)).await?;
+        let value = self.call_with(Method::POST, path, Some(body)).await?;
         typed(path, value)
     }
 
@@ -259,7 +259,7 @@ impl Client {
         path: &str,
         body: &(impl Serialize + ?Sized),
     ) -> Result<T, ApiError> {
-        let value = self.call(Method::PATCH, path, Some(body)).await?;
+        let value = self.call_with(Method::PATCH, path, Some(body)).await?;
         typed(path, value)
     }
 
@@ -269,13 +269,13 @@ impl Client {
         path: &str,
         body: &(impl Serialize + ?Sized),
     ) -> Result<T, ApiError> {
-        let value = self.call(Method::PUT, path, Some(body)).await?;
+        let value = self.call_with(Method::PUT, path, Some(body)).await?;
         typed(path, value)
     }
 
     /// `DELETE path`, the answer read as a `T` (`()` for a 204).
     pub async fn delete_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
-        let value = self.call(Method::DELETE, path, None::<&()>).await?;
+        let value = self.call_with(Method::DELETE, path, None::<&()>).await?;
         typed(path, value)
     }
 
@@ -315,7 +315,17 @@ impl Client {
 
     /// One call with the session's access token; a 401 with a refresh token at hand rotates
     /// the session once and repeats the call.
-    pub async fn call<B: Serialize + ?Sized>(
+    pub async fn call(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ApiError> {
+        self.call_with(method, path, body).await
+    }
+
+    /// [`Client::call`] with any body that serializes.
+    async fn call_with<B: Serialize + ?Sized>(
         &mut self,
         method: Method,
         path: &str,
