@@ -1,5 +1,6 @@
-//! The API's JSON shapes (snake_case, unknown fields refused) and their mapping to and from the
-//! custom resources (camelCase). Components are written as in the spec:
+//! The API's JSON shapes of an App (their types are `kubenest_api::apps`: snake_case, unknown
+//! fields refused) and their mapping to and from the custom resources (camelCase). Components
+//! are written as in the spec:
 //! `{"name", "type": "workload", "workload_spec": {...}}` or `{"type": "addon", "addon_spec"}`.
 //!
 //! The mapping goes through JSON on purpose: the CRD types stay the single definition of what a

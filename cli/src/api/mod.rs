@@ -12,12 +12,12 @@ use kubenest_api::users::{LoginBody, TokenResponse};
 use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 mod error;
 mod events;
 mod session;
+mod typed;
 
 pub use error::ApiError;
 use error::way_out;
@@ -187,7 +187,7 @@ impl Client {
             .await
             .map_err(|source| self.transport(source))?;
         let refresh_token = refresh_cookie(&response);
-        let token: TokenResponse = typed("/api/v1/login", self.answer(response).await?)?;
+        let token: TokenResponse = typed::read("/api/v1/login", self.answer(response).await?)?;
         let session = Session {
             api: self.base.clone(),
             username: username.to_owned(),
@@ -237,48 +237,6 @@ impl Client {
         self.call(Method::DELETE, path, None).await
     }
 
-    /// `GET path`, the answer read as a `T` (a [`Value`] only for answers that are free-form).
-    pub async fn get_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
-        let value = self.call_with(Method::GET, path, None::<&()>).await?;
-        typed(path, value)
-    }
-
-    /// `POST path` with `body`, the answer read as a `T`.
-    pub async fn post_as<T: DeserializeOwned>(
-        &mut self,
-        path: &str,
-        body: &(impl Serialize + ?Sized),
-    ) -> Result<T, ApiError> {
-        let value = self.call_with(Method::POST, path, Some(body)).await?;
-        typed(path, value)
-    }
-
-    /// `PATCH path` with `body`, the answer read as a `T`.
-    pub async fn patch_as<T: DeserializeOwned>(
-        &mut self,
-        path: &str,
-        body: &(impl Serialize + ?Sized),
-    ) -> Result<T, ApiError> {
-        let value = self.call_with(Method::PATCH, path, Some(body)).await?;
-        typed(path, value)
-    }
-
-    /// `PUT path` with `body`, the answer read as a `T`.
-    pub async fn put_as<T: DeserializeOwned>(
-        &mut self,
-        path: &str,
-        body: &(impl Serialize + ?Sized),
-    ) -> Result<T, ApiError> {
-        let value = self.call_with(Method::PUT, path, Some(body)).await?;
-        typed(path, value)
-    }
-
-    /// `DELETE path`, the answer read as a `T` (`()` for a 204).
-    pub async fn delete_as<T: DeserializeOwned>(&mut self, path: &str) -> Result<T, ApiError> {
-        let value = self.call_with(Method::DELETE, path, None::<&()>).await?;
-        typed(path, value)
-    }
-
     /// A streamed GET (`Accept: accept`): the response once it answered 2xx, for the caller to
     /// read chunk by chunk; a 401 rotates the session once, as [`Client::call`] does.
     pub async fn stream(
@@ -325,7 +283,7 @@ impl Client {
     }
 
     /// [`Client::call`] with any body that serializes.
-    async fn call_with<B: Serialize + ?Sized>(
+    pub(super) async fn call_with<B: Serialize + ?Sized>(
         &mut self,
         method: Method,
         path: &str,
@@ -383,7 +341,7 @@ impl Client {
             .await
             .map_err(|s| self.transport(s))?;
         let rotated = refresh_cookie(&response);
-        let token: TokenResponse = typed("/api/v1/refresh", self.answer(response).await?)?;
+        let token: TokenResponse = typed::read("/api/v1/refresh", self.answer(response).await?)?;
         let renewed = Session {
             access_token: token.access_token,
             refresh_token: rotated.or(session.refresh_token.clone()),
@@ -446,14 +404,6 @@ fn unreachable_success() -> Result<(), ApiError> {
         message: "the API answered without a stream".into(),
         field: None,
         ways_out: Vec::new(),
-    })
-}
-
-/// A 2xx answer to `path` read as a `T`; an answer of another shape says so, naming the path.
-fn typed<T: DeserializeOwned>(path: &str, value: Value) -> Result<T, ApiError> {
-    serde_json::from_value(value).map_err(|e| ApiError::Answer {
-        path: path.split('?').next().unwrap_or(path).to_owned(),
-        reason: e.to_string(),
     })
 }
 
