@@ -95,6 +95,10 @@ pub async fn from_app(
     store(&state, &caller, &body.at, spec.parameters, spec.components).await
 }
 
+// The one body not in kubenest_api: its document shape is the resource's own StackTemplateSpec,
+// which would bring the Kubernetes types into the API types (and the CLI); the CLI sends it as
+// a placement and the user's exported template. (A line comment: a doc comment would be the
+// schema's description and change the document.)
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportBody {
