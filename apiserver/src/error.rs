@@ -3,6 +3,8 @@
 //! `x-request-id` header), and the extension members `code`, `field` and `ways_out`; a status
 //! that says who is at fault. [`with_instance`] fills `instance` in as the answer leaves.
 
+pub use kubenest_api::problem::{Problem, WayOut, WayOutAction};
+
 use aide::OperationOutput;
 use aide::generate::GenContext;
 use aide::openapi::{Operation, Response};
@@ -15,41 +17,9 @@ use axum::response::{IntoResponse, Response as AxumResponse};
 use kubenest_store::StoreError;
 
 use crate::auth::accounts::AccountError;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 /// The media type of every error response (RFC 9457).
 pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// The body of every error response: a problem document (RFC 9457) whose `type` is one per
-/// `code`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct Problem {
-    /// What kind of problem: `tag:kubenest.io,2026:problem:{code}`, one per `code`; an
-    /// identifier, not a page to fetch.
-    #[serde(rename = "type")]
-    pub problem_type: String,
-    /// The kind of problem for people, the same for every occurrence of `code`
-    /// (`Validation failed`).
-    pub title: String,
-    /// The HTTP status, as in the response's status line.
-    pub status: u16,
-    /// This occurrence, for people.
-    pub detail: String,
-    /// The request id (the `x-request-id` header), which finds this occurrence in the
-    /// server's log.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance: Option<String>,
-    /// A stable, machine-readable code (`validation_failed`, `not_found`, ...).
-    pub code: String,
-    /// The offending field as a dotted path, when one field is at fault.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// On a 409 for an App or addon that does not converge: the requests that are still
-    /// allowed, each ready to send.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ways_out: Option<Vec<WayOut>>,
-}
 
 /// The `type` of the problems with `code`.
 pub fn problem_type(code: &str) -> String {
@@ -65,33 +35,6 @@ pub fn problem_title(code: &str) -> String {
         Some(first) => first.to_uppercase().chain(chars).collect(),
         None => String::new(),
     }
-}
-
-/// What a way out of a non-converging App or addon does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WayOutAction {
-    /// Restore any recorded deployment (App) or revision (addon).
-    Rollback,
-    /// Change what fails: for an App, one of `components`; for an addon, its version or values.
-    Patch,
-    /// Scale every workload to zero, keeping the spec (Apps).
-    Pause,
-    Delete,
-}
-
-/// A request that is always allowed on an App or addon that does not converge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct WayOut {
-    pub action: WayOutAction,
-    /// `POST`, `PATCH` or `DELETE`.
-    pub method: String,
-    /// The request's path, e.g. `/api/v1/apps/{id}/rollback`.
-    pub path: String,
-    /// For an App's `patch`: the failing components; a change that touches none of them is
-    /// refused.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub components: Vec<String>,
 }
 
 /// An error response.

@@ -58,7 +58,7 @@ pub fn status(error: &anyhow::Error) -> i32 {
         Some(ApiError::Transport { source, .. }) if source.is_timeout() => TIMED_OUT,
         Some(ApiError::Transport { .. }) => UNAVAILABLE,
         Some(ApiError::NotLoggedIn | ApiError::PlaintextPassword { .. }) => REFUSED,
-        Some(ApiError::CaFile { .. }) | None => FAILED,
+        Some(ApiError::CaFile { .. } | ApiError::Answer { .. }) | None => FAILED,
     }
 }
 

@@ -4,20 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
-/// A role of a member at some scope.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Everything, including destructive operations.
-    Admin,
-    /// Create and change, no destructive operations.
-    Member,
-    /// Read only.
-    Viewer,
-}
+/// The roles are the REST API's words too: one definition, in the API types.
+pub use kubenest_api::members::Role;
 
 /// A user's role on the object that lists it (organization, cluster or project).
 ///

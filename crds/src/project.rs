@@ -1,6 +1,8 @@
 //! Project: one namespace on one cluster.
 
 use kube::CustomResource;
+/// The standards are the REST API's words too: one definition, in the API types.
+pub use kubenest_api::projects::PodSecurity;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -89,17 +91,6 @@ pub struct ProjectSpec {
     /// admins only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::fences::ProjectNetwork>,
-}
-
-/// A Pod Security Standard a project namespace may enforce; there is no `privileged`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PodSecurity {
-    /// No privileged or host-namespace pods, no hostPath volumes, no added capabilities.
-    #[default]
-    Baseline,
-    /// Baseline, and pods run as non-root with every capability dropped.
-    Restricted,
 }
 
 /// A project's lifecycle.

@@ -1,6 +1,8 @@
 //! StackTemplate: a reusable App shape with parameter slots.
 
 use kube::CustomResource;
+/// The scopes and slots are the REST API's words too: one definition, in the API types.
+pub use kubenest_api::templates::{Parameter, ParameterType, Scope};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -85,46 +87,6 @@ fn named_items(schema: &mut schemars::Schema) {
         items.insert("required".into(), serde_json::json!(["name"]));
     }
     items_by_name(schema);
-}
-
-/// Where a template can be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    Project,
-    Cluster,
-    Global,
-}
-
-/// A parameter slot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Parameter {
-    /// The slot's name, as `${name}` in the components.
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z][a-z0-9_]*$"))]
-    pub name: String,
-    /// `string`, `integer` or `boolean`.
-    #[serde(rename = "type")]
-    pub type_: ParameterType,
-    /// The value when none is given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub default: Option<String>,
-    /// A value must be given (unless there is a default).
-    #[serde(default)]
-    pub required: bool,
-    /// What the parameter is for.
-    #[serde(default)]
-    #[schemars(length(max = 1024))]
-    pub description: String,
-}
-
-/// The type a parameter's value must have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ParameterType {
-    String,
-    Integer,
-    Boolean,
 }
 
 /// Conditions of a template.

@@ -1,6 +1,8 @@
 //! Verified deployments as a spec says them: an App's `verification`, or its organization's
 //! default for Apps that give none.
 
+/// The policies are the REST API's words too: one definition, in the API types.
+pub use kubenest_api::verification::OnFailure;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,27 +25,6 @@ pub struct VerificationSpec {
 
 fn default_window() -> u32 {
     180
-}
-
-/// What a `Failed` verdict does.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnFailure {
-    #[default]
-    Rollback,
-    Hold,
-    None,
-}
-
-impl OnFailure {
-    /// The policy as the API spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Rollback => "rollback",
-            Self::Hold => "hold",
-            Self::None => "none",
-        }
-    }
 }
 
 /// Where the workloads' pods serve Prometheus metrics, and which of their series are read.

@@ -24,8 +24,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use kubenest_api::events::StreamEvent;
 use kubenest_store::{Event, EventLog, StoreError};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -76,21 +77,24 @@ impl StoredEvent {
 
     /// The event as the stream sends it.
     pub fn to_json(&self) -> Value {
-        let mut body = json!({
-            "id": self.id,
-            "kind": self.kind,
-            "org": self.org_id,
-            "cluster_id": self.cluster_id,
-            "project_id": self.project_id,
-            "app_id": self.app_id,
-            "at": self.at.to_rfc3339(),
-        });
-        if let (Value::Object(body), Value::Object(payload)) = (&mut body, &self.payload) {
-            for (k, v) in payload {
-                body.entry(k.clone()).or_insert_with(|| v.clone());
-            }
+        let mut fields = match &self.payload {
+            Value::Object(payload) => payload.clone(),
+            _ => serde_json::Map::new(),
+        };
+        for common in StreamEvent::COMMON {
+            fields.remove(common);
         }
-        body
+        let event = StreamEvent {
+            id: self.id,
+            kind: self.kind.clone(),
+            org: self.org_id.clone(),
+            cluster_id: self.cluster_id.clone(),
+            project_id: self.project_id.clone(),
+            app_id: self.app_id.clone(),
+            at: self.at.to_rfc3339(),
+            fields,
+        };
+        serde_json::to_value(event).unwrap_or_default()
     }
 }
 
@@ -304,5 +308,31 @@ mod tests {
         assert!(seats.take("someone-else").is_some());
         held.pop();
         assert!(seats.take("greedy").is_some());
+    }
+
+    /// The stream's data is the API types' `StreamEvent`: the common fields first, the
+    /// event's own beside them, never over them.
+    #[test]
+    fn an_event_is_sent_as_a_stream_event_with_its_own_fields_beside() {
+        let event = Event {
+            id: 7,
+            org_id: "acme".into(),
+            cluster_id: None,
+            project_id: Some("p1".into()),
+            app_id: Some("a1".into()),
+            kind: "app.phase".into(),
+            payload: serde_json::json!({"phase": "Running", "id": 99}),
+            at: chrono::DateTime::UNIX_EPOCH,
+        };
+        let data = StoredEvent::rendered(event).to_json();
+        assert_eq!(data["id"], 7);
+        assert_eq!(data["org"], "acme");
+        assert_eq!(data["phase"], "Running");
+        let read: StreamEvent = serde_json::from_value(data).unwrap();
+        assert_eq!(read.app_id.as_deref(), Some("a1"));
+        assert_eq!(
+            read.fields.get("phase"),
+            Some(&serde_json::json!("Running"))
+        );
     }
 }

@@ -3,70 +3,19 @@
 //! the alerts of what they have a role on (the organization, the cluster, or the App's project)
 //! and acknowledges with the member role there.
 
+pub use kubenest_api::alerts::{AlertPath, AlertQuery, AlertResponse};
+
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
 use kubenest_crds::common::Role;
 use kubenest_store::{Alert, AlertState};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::{OrgView, org_view};
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-
-/// `{org}/alerts/{id}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct AlertPath {
-    pub org: String,
-    pub id: String,
-}
-
-/// Filters of the alert list.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AlertQuery {
-    /// `open` (nobody acknowledged it yet), `acknowledged` or `resolved`; every alert when
-    /// absent.
-    #[schemars(extend("enum" = ["open", "acknowledged", "resolved"]))]
-    pub state: Option<String>,
-    /// At most this many, newest first: 1 to 500 (default 100).
-    #[schemars(range(min = 1, max = 500))]
-    pub limit: Option<u32>,
-}
-
-/// An alert.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct AlertResponse {
-    pub id: String,
-    pub org: String,
-    /// `heartbeat_missed` (a cluster silent past its heartbeat window),
-    /// `progress_deadline_exceeded` (an App not running within its progress deadline),
-    /// `deletion_deadline_exceeded` (an App, addon or project whose deletion did not finish
-    /// within its progress deadline), `gitops_write_failed` (an App's or addon's GitOps folder
-    /// not written) or `verification_failed` (an App's failed revision that kubenest stopped
-    /// acting on: its automatic rollback failed too, or nothing earlier passed).
-    pub kind: String,
-    /// `critical` or `warning`.
-    pub severity: String,
-    /// `open`, `acknowledged` or `resolved`.
-    pub state: String,
-    /// `cluster`, `app`, `addon` or `project`.
-    pub subject_kind: String,
-    pub subject_id: String,
-    pub subject_name: String,
-    pub cluster_id: Option<String>,
-    pub project_id: Option<String>,
-    pub message: String,
-    pub opened_at: String,
-    pub acknowledged_at: Option<String>,
-    pub acknowledged_by: Option<String>,
-    pub resolved_at: Option<String>,
-    /// Why it was resolved.
-    pub resolution: Option<String>,
-}
 
 fn state_name(state: AlertState) -> &'static str {
     match state {

@@ -1,13 +1,12 @@
 //! An organization's audit log (organization admins): every mutation by every path, newest
 //! first, filtered and paged.
 
+pub use kubenest_api::audit::{AuditEntryView, AuditPage, AuditQuery};
+
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::{Path, State};
 use kubenest_store::{AuditEntry, AuditFilter, AuditPath, Outcome};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::orgs::require_org_admin;
 use super::{OrgPath, org_view};
@@ -15,80 +14,21 @@ use crate::authz::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
-/// Filters and paging of the audit log.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditQuery {
-    /// Only this actor's entries (a user name, or `kubernetes:{user}`).
-    #[schemars(length(max = 512))]
-    pub actor: Option<String>,
-    /// Only entries of this path: `rest`, `kubectl` or `gitops`.
-    #[schemars(extend("enum" = ["rest", "kubectl", "gitops"]))]
-    pub path: Option<String>,
-    /// Only entries with this outcome: `succeeded`, `refused` or `failed`.
-    #[schemars(extend("enum" = ["succeeded", "refused", "failed"]))]
-    pub outcome: Option<String>,
-    /// Only entries on this kind (`apps`, `clusters`, `App`, ...).
-    #[schemars(length(max = 512))]
-    pub resource_kind: Option<String>,
-    /// Page size, 1 to 500 (default 100).
-    #[schemars(range(min = 1, max = 500))]
-    pub limit: Option<u32>,
-    /// The `continue` of the previous page, with the same filters.
-    #[serde(rename = "continue")]
-    #[schemars(length(max = 20), regex(pattern = r"^(a[1-9][0-9]*)?$"))]
-    pub continue_token: Option<String>,
-}
-
-/// One entry.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct AuditEntryView {
-    pub id: i64,
-    /// Who: a kubenest user's name, or `kubernetes:{user}` for another Kubernetes identity.
-    pub actor: String,
-    /// The kubenest user's id, when the actor is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub actor_id: Option<String>,
-    /// `rest`, `kubectl` or `gitops`.
-    pub path: String,
-    /// REST: `METHOD /route`; kubectl and GitOps: `{resource}.{create|update|delete}`.
-    pub action: String,
-    pub resource_kind: String,
-    pub resource_name: String,
-    /// `succeeded`, `refused` or `failed`.
-    pub outcome: String,
-    /// The HTTP status (for kubectl and GitOps: what the admission answered).
-    pub status: i16,
-    /// When, RFC 3339.
-    pub at: String,
-    pub details: Value,
-}
-
-impl From<AuditEntry> for AuditEntryView {
-    fn from(entry: AuditEntry) -> Self {
-        Self {
-            id: entry.id,
-            actor: entry.actor,
-            actor_id: entry.actor_id,
-            path: entry.path.as_str().to_owned(),
-            action: entry.action,
-            resource_kind: entry.resource_kind,
-            resource_name: entry.resource_name,
-            outcome: entry.outcome.as_str().to_owned(),
-            status: entry.status,
-            at: entry.at.to_rfc3339(),
-            details: entry.details,
-        }
+/// An audit row as the API answers it.
+pub fn audit_entry_view(entry: AuditEntry) -> AuditEntryView {
+    AuditEntryView {
+        id: entry.id,
+        actor: entry.actor,
+        actor_id: entry.actor_id,
+        path: entry.path.as_str().to_owned(),
+        action: entry.action,
+        resource_kind: entry.resource_kind,
+        resource_name: entry.resource_name,
+        outcome: entry.outcome.as_str().to_owned(),
+        status: entry.status,
+        at: entry.at.to_rfc3339(),
+        details: entry.details,
     }
-}
-
-/// A page of the audit log.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct AuditPage {
-    pub items: Vec<AuditEntryView>,
-    /// Pass as `continue` for the next page; absent on the last.
-    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
-    pub continue_token: Option<String>,
 }
 
 /// The continue token: `a{id}`, the last id of the page.
@@ -163,7 +103,7 @@ pub async fn list(
         .then(|| entries.last().map(|e| format!("a{}", e.id)))
         .flatten();
     Ok(Json(AuditPage {
-        items: entries.into_iter().map(AuditEntryView::from).collect(),
+        items: entries.into_iter().map(audit_entry_view).collect(),
         continue_token,
     }))
 }

@@ -1,6 +1,10 @@
 //! Clusters: registration (the connection token and the agent's install command), state and
 //! capacity, token rotation, scaling, members and deletion.
 
+pub use kubenest_api::clusters::{
+    ClusterResponse, HealthView, NewClusterBody, RegistrationResponse, RotationResponse, ScaleBody,
+};
+
 use crate::reply::{Created, Removal};
 use std::time::Duration;
 
@@ -12,8 +16,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::cluster::{Cluster, ClusterSpec, Provider};
 use kubenest_crds::common::Role;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use super::removal::{DeleteQuery, RemovalResponse, force_cluster};
@@ -27,46 +30,6 @@ use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
 use kubenest_contracts::{Floor, Id};
-
-/// One health check.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct HealthView {
-    pub name: String,
-    /// `ok`, `warning`, `critical` or `unknown` (no report within the heartbeat window).
-    pub status: String,
-    pub message: String,
-    pub observed_at: String,
-}
-
-/// A cluster with its state, capacity and health.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ClusterResponse {
-    pub id: String,
-    pub name: String,
-    pub org: String,
-    pub display_name: Option<String>,
-    /// `pending`, `connected`, `disconnected`, ...
-    pub state: String,
-    /// `existing`: brought by its owner, not scaled by kubenest.
-    pub provider: String,
-    pub token_version: u64,
-    pub desired_node_count: Option<u32>,
-    /// CPU cores allocatable on the cluster's nodes.
-    pub cpu_total: f64,
-    /// CPU cores requested by pods.
-    pub cpu_used: f64,
-    /// Memory allocatable, bytes.
-    pub mem_total: u64,
-    /// Memory requested by pods, bytes.
-    pub mem_used: u64,
-    pub node_count: u32,
-    pub last_heartbeat: Option<String>,
-    pub health: Vec<HealthView>,
-    pub agent_version: Option<String>,
-    pub kubernetes_version: Option<String>,
-    pub created_at: Option<String>,
-    pub members: Vec<MemberView>,
-}
 
 fn text<T: Serialize>(value: T) -> String {
     serde_json::to_value(value)
@@ -110,29 +73,13 @@ pub fn response(cluster: &Cluster) -> ClusterResponse {
         agent_version: status.agent_version,
         kubernetes_version: status.kubernetes_version,
         created_at: k8s::created(cluster),
-        members: cluster.spec.members.iter().map(MemberView::from).collect(),
+        members: cluster
+            .spec
+            .members
+            .iter()
+            .map(super::member_view)
+            .collect(),
     }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewClusterBody {
-    /// DNS label, unique in the organization.
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    #[serde(default)]
-    pub display_name: Option<String>,
-}
-
-/// A registration: the token appears in this response and in rotations, nowhere else.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RegistrationResponse {
-    pub cluster_id: String,
-    pub connection_token: String,
-    pub token_version: u64,
-    /// The agent's install command, complete with the token.
-    pub helm_install_command: String,
-    pub cluster: ClusterResponse,
 }
 
 /// The agent's install command for a POSIX shell. The token goes in as a values file on
@@ -274,20 +221,6 @@ pub async fn get(
     Ok(Json(response(&scoped.object)))
 }
 
-/// A new token (the old one stops working and the agent's live session is cut at once).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RotationResponse {
-    pub cluster_id: String,
-    pub connection_token: String,
-    pub token_version: u64,
-    pub helm_install_command: String,
-    /// Every hub replica confirmed, before this answer, that it refuses the old token and has
-    /// cut the session it held. `false` when a replica could not be reached from this API
-    /// server (it refuses the old token once the controllers reach it, and turns every agent
-    /// away when its floors go stale) or when this server has no hub configured.
-    pub old_token_revoked: bool,
-}
-
 /// Raises the cluster's floor to `version` on every hub replica and waits for each to confirm
 /// (the controllers' floor push would get there too, but only after their cache saw the
 /// rotation: until then the old token would still be admitted).
@@ -361,13 +294,6 @@ pub async fn rotate_token(
         token_version: version,
         old_token_revoked,
     }))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ScaleBody {
-    #[schemars(range(min = 1, max = 1000))]
-    pub desired_node_count: u32,
 }
 
 /// Changes the node count of a cluster kubenest provisions (admins). Clusters brought by

@@ -1,6 +1,9 @@
 //! The routes, and what they share: loading an object with the caller's role on it, writing
 //! as the API's field manager with the actor recorded, and membership changes.
 
+pub use kubenest_api::common::{IdPath, OrgPath};
+pub use kubenest_api::members::{MemberBody, MemberPath, MemberView};
+
 pub mod addons;
 pub mod alerts;
 pub mod apps;
@@ -31,63 +34,20 @@ use kubenest_crds::common::{Member, Role};
 use kubenest_crds::names::{annotations, field_managers};
 use kubenest_crds::organization::Organization;
 use kubenest_crds::project::Project;
-use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::k8s;
 use crate::state::AppState;
 
-/// `{id}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct IdPath {
-    pub id: String,
-}
-
-/// `{org}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct OrgPath {
-    pub org: String,
-}
-
-/// `{id}/members/{user}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct MemberPath {
-    pub id: String,
-    pub user: String,
-}
-
-/// A role to give a user at a scope.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MemberBody {
-    /// The user's name.
-    #[schemars(length(min = 1, max = 253), regex(pattern = crate::model::USERNAME_PATTERN))]
-    pub user: String,
-    /// `admin`, `member` or `viewer`.
-    pub role: Role,
-}
-
-/// A member and their role at a scope.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct MemberView {
-    /// The user's name.
-    pub user: String,
-    /// The user's immutable id, which the role binds (none: written by hand, binds nobody).
-    pub user_id: Option<String>,
-    /// `admin`, `member` or `viewer`.
-    pub role: Role,
-}
-
-impl From<&Member> for MemberView {
-    fn from(member: &Member) -> Self {
-        Self {
-            user: member.user.clone(),
-            user_id: member.user_id.clone(),
-            role: member.role,
-        }
+/// A membership as the API answers it.
+pub fn member_view(member: &Member) -> MemberView {
+    MemberView {
+        user: member.user.clone(),
+        user_id: member.user_id.clone(),
+        role: member.role,
     }
 }
 
@@ -437,7 +397,7 @@ where
             }
         }
         list.sort_by(|a, b| a.user.cmp(&b.user));
-        let result: Vec<MemberView> = list.iter().map(MemberView::from).collect();
+        let result: Vec<MemberView> = list.iter().map(member_view).collect();
         match api.replace(name, &post_params(), &object).await {
             Ok(_) => return Ok(result),
             Err(kube::Error::Api(status)) if status.code == 409 => continue,

@@ -1,5 +1,7 @@
 //! Organizations and their members.
 
+pub use kubenest_api::orgs::{NewOrgBody, OrgMemberPath, OrgResponse, PatchOrgBody};
+
 use crate::reply::Created;
 use axum::Json;
 use axum::extract::{Path, State};
@@ -7,8 +9,6 @@ use axum::response::NoContent;
 use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::organization::{Organization, OrganizationSpec};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::{
     MemberBody, MemberView, OrgPath, OrgView, check_dns_label, new_member, org_view, patch_params,
@@ -17,27 +17,8 @@ use super::{
 use crate::authz::{self, Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
-use crate::model::verification::{self, VerificationBody, VerificationView};
+use crate::model::verification::{self};
 use crate::state::AppState;
-
-/// An organization.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OrgResponse {
-    pub name: String,
-    pub display_name: String,
-    /// Its namespace on the management cluster (for kubectl).
-    pub namespace: Option<String>,
-    pub phase: Option<String>,
-    /// Your strongest role at organization scope, if any.
-    pub role: Option<kubenest_crds::common::Role>,
-    /// The verification of the organization's Apps that set none of their own (defaults
-    /// filled in); `null`: such Apps' revisions are not verified.
-    pub verification: Option<VerificationView>,
-    /// CPU and memory requests all its projects may hold across its clusters
-    /// (`GET /api/v1/orgs/{org}/usage` says what they use).
-    pub budget: Option<super::fences::BudgetBody>,
-    pub created_at: Option<String>,
-}
 
 fn response(caller: &Caller, org: &Organization) -> OrgResponse {
     let status = org.status.clone().unwrap_or_default();
@@ -47,26 +28,14 @@ fn response(caller: &Caller, org: &Organization) -> OrgResponse {
         namespace: status.namespace,
         phase: status.phase,
         role: authz::role_at(caller, org, None, None),
-        verification: org.spec.verification.as_ref().map(VerificationView::from),
+        verification: org
+            .spec
+            .verification
+            .as_ref()
+            .map(crate::model::verification::verification_view),
         budget: super::fences::budget_view(org.spec.budget.as_ref()),
         created_at: crate::k8s::created(org),
     }
-}
-
-/// An organization to create.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewOrgBody {
-    /// DNS label; also names its namespace (`org-{name}`).
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    pub display_name: String,
-    #[serde(default)]
-    pub members: Vec<MemberBody>,
-    /// The verification of the organization's Apps that set none of their own (see the App's
-    /// `verification`); without it, such Apps' revisions are not verified.
-    #[serde(default, deserialize_with = "verification::object_or_null")]
-    pub verification: Option<VerificationBody>,
 }
 
 /// Creates an organization (platform administrators only) and waits until it has its
@@ -165,23 +134,6 @@ pub async fn get(
     Ok(Json(response(&caller, &view.org)))
 }
 
-/// A change of an organization: each field given replaces its own (at least one is given).
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(extend("minProperties" = 1))]
-pub struct PatchOrgBody {
-    /// A new default verification of the organization's Apps that set none of their own
-    /// (see the App's `verification`), replacing the whole one; `null` removes it.
-    #[serde(default, deserialize_with = "verification::given_or_null")]
-    #[schemars(with = "Option<VerificationBody>")]
-    pub verification: Option<Option<VerificationBody>>,
-    /// A new budget of CPU and memory requests across all the organization's clusters,
-    /// replacing the whole one; `null` removes it.
-    #[serde(default, deserialize_with = "verification::given_or_null")]
-    #[schemars(with = "Option<super::fences::BudgetBody>")]
-    pub budget: Option<Option<super::fences::BudgetBody>>,
-}
-
 /// Changes an organization's default verification (organization admins).
 pub async fn patch(
     State(state): State<AppState>,
@@ -265,7 +217,12 @@ pub async fn members(
 ) -> ApiResult<Json<Vec<MemberView>>> {
     let view = org_view(&state, &caller, &path.org).await?;
     Ok(Json(
-        view.org.spec.members.iter().map(MemberView::from).collect(),
+        view.org
+            .spec
+            .members
+            .iter()
+            .map(super::member_view)
+            .collect(),
     ))
 }
 
@@ -284,13 +241,6 @@ pub async fn put_member(
     })
     .await?;
     Ok(Json(members))
-}
-
-/// `{org}/members/{user}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct OrgMemberPath {
-    pub org: String,
-    pub user: String,
 }
 
 /// Removes a user's organization role (organization admins).

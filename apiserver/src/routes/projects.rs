@@ -1,5 +1,7 @@
 //! Projects: one namespace on one cluster.
 
+pub use kubenest_api::projects::{NewProjectBody, ProjectResponse};
+
 use crate::extract::Query;
 use crate::reply::{Created, Removal};
 use axum::Json;
@@ -10,8 +12,6 @@ use kubenest_crds::App;
 use kubenest_crds::addon::AddonInstance;
 use kubenest_crds::cluster::ClusterState;
 use kubenest_crds::project::{PodSecurity, Project, ProjectSpec};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use super::removal::{DeleteQuery, RemovalResponse, force_project, waiting_for};
@@ -24,39 +24,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
-
-/// A project.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ProjectResponse {
-    pub id: String,
-    pub name: String,
-    pub org: String,
-    pub cluster: String,
-    pub cluster_id: Option<String>,
-    /// The namespace on the cluster.
-    pub namespace: String,
-    /// `Pending` until the agent confirms the namespace, then `Ready`.
-    pub phase: String,
-    pub message: String,
-    /// While the cluster is unreachable (`Ready` is `Unknown`): when it last reported; the
-    /// phase is as of then.
-    pub last_observation: Option<String>,
-    pub registry_secret: Option<String>,
-    /// The project has an ingress CA (`/api/v1/projects/{id}/ingress-ca`): an ingress with
-    /// `tls` and no `tls_secret` gets a certificate from it.
-    pub ingress_ca: bool,
-    pub members: Vec<MemberView>,
-    pub created_at: Option<String>,
-    /// Seconds the cluster may take to confirm the namespace.
-    pub progress_deadline_seconds: u32,
-    /// The Pod Security Standard the namespace enforces.
-    pub pod_security: PodSecurity,
-    /// Its quota, default limits and network isolation (`PUT /api/v1/projects/{id}/fences`;
-    /// what it uses: `GET /api/v1/projects/{id}/usage`).
-    pub fences: super::fences::FencesBody,
-    /// The fences its cluster last put back after someone changed them there.
-    pub fences_healed: Vec<String>,
-}
 
 /// The API shape of a project.
 pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectResponse {
@@ -80,7 +47,12 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
         last_observation: status.last_observation,
         registry_secret: project.spec.registry_secret.clone(),
         ingress_ca: project.spec.ingress_ca,
-        members: project.spec.members.iter().map(MemberView::from).collect(),
+        members: project
+            .spec
+            .members
+            .iter()
+            .map(super::member_view)
+            .collect(),
         created_at: k8s::created(project),
         progress_deadline_seconds: project.spec.progress_deadline_seconds,
         pod_security: project.spec.pod_security.unwrap_or_default(),
@@ -95,38 +67,6 @@ pub fn response(project: &Project, cluster_id: Option<String>) -> ProjectRespons
             .map(|s| s.healed.clone())
             .unwrap_or_default(),
     }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewProjectBody {
-    /// DNS label, unique in the organization.
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    /// The cluster the project lives on.
-    pub cluster_id: String,
-    /// The namespace on the cluster (defaults to the name): a DNS label, not one of the
-    /// cluster's own (`kube-system`, ...).
-    #[serde(default)]
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub namespace: Option<String>,
-    /// A registry pull secret to keep in the namespace.
-    #[serde(default)]
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub registry_secret: Option<String>,
-    /// Seconds the cluster may take to confirm the namespace before the project is `Failed`:
-    /// 10 to 86400 (default 600).
-    #[serde(default)]
-    #[schemars(range(min = 10, max = 86400))]
-    pub progress_deadline_seconds: Option<u32>,
-    /// The Pod Security Standard the namespace enforces: `baseline` (default) or `restricted`.
-    /// Anything but the default needs the admin role in the organization.
-    #[serde(default)]
-    pub pod_security: Option<PodSecurity>,
-    /// Its quota, default limits and network isolation (absent: no quota, no defaults,
-    /// isolated). Setting any needs the admin role in the organization.
-    #[serde(default)]
-    pub fences: Option<super::fences::FencesBody>,
 }
 
 /// Creates a project on a cluster (members of the organization or the cluster).

@@ -3,7 +3,9 @@
 //! like component secrets: the values go straight to the cluster in a `secret.set` and are never
 //! stored, logged or echoed by the control plane; the Project only names the Secret.
 
-use std::collections::BTreeMap;
+pub use kubenest_api::registry::{
+    RegistryAccount, RegistryCredentialsBody, RegistryCredentialsResponse,
+};
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -12,8 +14,6 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_contracts as wire;
 use kubenest_crds::project::Project;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::secret_place::SecretPlace;
@@ -22,33 +22,6 @@ use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::state::AppState;
-
-/// One registry's account.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RegistryAccount {
-    /// 1 to 255 characters, without `:`.
-    pub username: String,
-    /// Never stored or echoed by kubenest.
-    pub password: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RegistryCredentialsBody {
-    /// Accounts by registry host (`host` or `host:port`, no scheme or path), 1 to 16. They
-    /// replace the project's earlier credentials.
-    pub registries: BTreeMap<String, RegistryAccount>,
-}
-
-/// Which registries the project has credentials for (never the passwords).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RegistryCredentialsResponse {
-    pub project: String,
-    /// The Secret in the project's namespace.
-    pub secret: String,
-    pub registries: Vec<String>,
-}
 
 /// `host` or `host:port`: letters, digits, `-` and `.` labels, an optional port.
 fn check_host(host: &str) -> bool {
@@ -211,6 +184,8 @@ pub async fn delete_registry_credentials(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn body(host: &str, user: &str, password: &str) -> RegistryCredentialsBody {

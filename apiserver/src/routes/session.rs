@@ -1,5 +1,9 @@
 //! Logging in and out, refreshing, and the users platform administrators manage.
 
+pub use kubenest_api::users::{
+    LoginBody, NewUserBody, PasswordBody, TokenResponse, UserPath, UserView,
+};
+
 use crate::reply::Created;
 use axum::response::NoContent;
 
@@ -8,8 +12,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use kubenest_store::User;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::auth::accounts::{REFRESH_TTL, Refresh};
 use crate::authz::Caller;
@@ -19,28 +21,6 @@ use crate::state::AppState;
 
 /// The refresh token's cookie.
 pub const REFRESH_COOKIE: &str = "kubenest_refresh";
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LoginBody {
-    #[schemars(length(min = 1, max = 253))]
-    pub username: String,
-    #[schemars(length(min = 1, max = 1024))]
-    pub password: String,
-}
-
-/// A fresh access token; the refresh token is in the `kubenest_refresh` cookie.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct TokenResponse {
-    pub access_token: String,
-    /// Always `Bearer`.
-    pub token_type: &'static str,
-    /// Seconds until the access token expires.
-    pub expires_in: i64,
-    pub username: String,
-    /// Your immutable user id (what memberships name).
-    pub user_id: String,
-}
 
 fn cookie(state: &AppState, value: &str, max_age: i64) -> HeaderValue {
     let secure = if state.settings().secure_cookies {
@@ -72,7 +52,7 @@ fn issued(state: &AppState, user: &User, refresh: &str) -> ApiResult<Response> {
         .map_err(ApiError::internal)?;
     let body = TokenResponse {
         access_token,
-        token_type: "Bearer",
+        token_type: "Bearer".into(),
         expires_in: expires_at - chrono::Utc::now().timestamp(),
         username: user.username.clone(),
         user_id: user.id.to_string(),
@@ -156,27 +136,14 @@ pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> ApiRes
     Ok(response)
 }
 
-/// A user as the API shows them (never the hash).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct UserView {
-    pub username: String,
-    /// Immutable: what memberships bind (and the Kubernetes user `kubenest:<id>`).
-    pub id: String,
-    pub platform_admin: bool,
-    /// Disabled users can neither log in nor use their tokens.
-    pub disabled: bool,
-    pub created_at: String,
-}
-
-impl From<User> for UserView {
-    fn from(user: User) -> Self {
-        Self {
-            username: user.username,
-            id: user.id.to_string(),
-            platform_admin: user.platform_admin,
-            disabled: user.disabled_at.is_some(),
-            created_at: user.created_at.to_rfc3339(),
-        }
+/// A user as the API answers it (never the password hash).
+pub fn user_view(user: User) -> UserView {
+    UserView {
+        username: user.username,
+        id: user.id.to_string(),
+        platform_admin: user.platform_admin,
+        disabled: user.disabled_at.is_some(),
+        created_at: user.created_at.to_rfc3339(),
     }
 }
 
@@ -187,7 +154,7 @@ pub async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json
         .user(&caller.user)
         .await?
         .ok_or_else(|| ApiError::unauthenticated("this user no longer exists"))?;
-    Ok(Json(user.into()))
+    Ok(Json(user_view(user)))
 }
 
 fn require_platform_admin(caller: &Caller) -> ApiResult<()> {
@@ -198,18 +165,6 @@ fn require_platform_admin(caller: &Caller) -> ApiResult<()> {
             "only platform administrators manage users",
         ))
     }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewUserBody {
-    /// Lowercase letters, digits and `-._@`, starting and ending with a letter or digit.
-    #[schemars(length(min = 1, max = 253), regex(pattern = crate::model::USERNAME_PATTERN))]
-    pub username: String,
-    #[schemars(length(min = 12, max = 1024))]
-    pub password: String,
-    #[serde(default)]
-    pub platform_admin: bool,
 }
 
 /// Whether `name` can be a user name (the same rule the database enforces).
@@ -269,7 +224,7 @@ pub async fn create_user(
             }
             other => other,
         })?;
-    Ok(Created(Json(user.into())))
+    Ok(Created(Json(user_view(user))))
 }
 
 /// Every user (platform administrators only).
@@ -279,19 +234,7 @@ pub async fn list_users(
 ) -> ApiResult<Json<Vec<UserView>>> {
     require_platform_admin(&caller)?;
     let users = state.accounts().users().await?;
-    Ok(Json(users.into_iter().map(UserView::from).collect()))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct UserPath {
-    pub username: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PasswordBody {
-    #[schemars(length(min = 12, max = 1024))]
-    pub password: String,
+    Ok(Json(users.into_iter().map(user_view).collect()))
 }
 
 /// Sets a password: your own, or anyone's as a platform administrator. Ends every session of

@@ -1,6 +1,8 @@
 //! `GET /api/v1/events/stream`: Server-Sent Events of what the caller may see, filtered by
 //! organization, project or app, resumable with `Last-Event-ID`, with heartbeat comments.
 
+pub use kubenest_api::events::StreamQuery;
+
 use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -12,8 +14,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use kube::ResourceExt;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use tokio::sync::{broadcast, watch};
 
 use crate::authz::{self, Caller};
@@ -30,16 +30,6 @@ const REPLAY_PAGE: i64 = 500;
 /// A replay query the database fails is tried this many times, half a second apart, before the
 /// stream ends (the client then resumes with `Last-Event-ID`, as Server-Sent Events do).
 const REPLAY_ATTEMPTS: u32 = 3;
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StreamQuery {
-    pub org: Option<String>,
-    pub project_id: Option<String>,
-    pub app_id: Option<String>,
-    /// Resume after this event id (the `Last-Event-ID` header wins).
-    pub last_event_id: Option<i64>,
-}
 
 /// What the caller may see: whole organizations, clusters or projects.
 #[derive(Debug, Default, Clone)]

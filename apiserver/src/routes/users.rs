@@ -142,7 +142,7 @@ async fn set_disabled(
         .user(username)
         .await?
         .ok_or_else(|| ApiError::not_found("user"))?;
-    Ok(Json(user.into()))
+    Ok(Json(super::session::user_view(user)))
 }
 
 /// Disables a user: they cannot log in, their sessions end and their access tokens are

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use kubenest_api::WayOut;
 
 /// An answer other than 2xx, in the API's words.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +35,10 @@ pub enum ApiError {
          for a private CA); plain http is only for loopback addresses"
     )]
     PlaintextPassword { base: String },
+    /// A 2xx answer that is not the shape this version of the CLI knows (an API of another
+    /// version).
+    #[error("the API's answer to {path} is not what this kubenest expects: {reason}")]
+    Answer { path: String, reason: String },
 }
 
 impl ApiError {
@@ -56,15 +60,15 @@ impl ApiError {
 }
 
 /// One of an error's `ways_out` as `action: METHOD path` (and the components a patch touches).
-pub(super) fn way_out(way: &Value) -> String {
-    let text = |key: &str| way[key].as_str().unwrap_or_default().to_owned();
-    let components: Vec<&str> = way["components"]
-        .as_array()
-        .map(|c| c.iter().filter_map(Value::as_str).collect())
+pub(super) fn way_out(way: &WayOut) -> String {
+    // The action as the API spells it (`rollback`, `patch`, ...).
+    let action = serde_json::to_value(way.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    let mut line = format!("{}: {} {}", text("action"), text("method"), text("path"));
-    if !components.is_empty() {
-        line.push_str(&format!(" (change {})", components.join(", ")));
+    let mut line = format!("{action}: {} {}", way.method, way.path);
+    if !way.components.is_empty() {
+        line.push_str(&format!(" (change {})", way.components.join(", ")));
     }
     line
 }

@@ -7,13 +7,17 @@
 
 use std::path::{Path, PathBuf};
 
+use kubenest_api::Problem;
+use kubenest_api::users::{LoginBody, TokenResponse};
 use reqwest::Method;
 use reqwest::header::{COOKIE, SET_COOKIE};
+use serde::Serialize;
 use serde_json::Value;
 
 mod error;
 mod events;
 mod session;
+mod typed;
 
 pub use error::ApiError;
 use error::way_out;
@@ -171,7 +175,10 @@ impl Client {
                 base: self.base.clone(),
             });
         }
-        let body = serde_json::json!({"username": username, "password": password});
+        let body = LoginBody {
+            username: username.to_owned(),
+            password: password.to_owned(),
+        };
         let response = self
             .http
             .post(format!("{}/api/v1/login", self.base))
@@ -180,11 +187,11 @@ impl Client {
             .await
             .map_err(|source| self.transport(source))?;
         let refresh_token = refresh_cookie(&response);
-        let value = self.answer(response).await?;
+        let token: TokenResponse = typed::read("/api/v1/login", self.answer(response).await?)?;
         let session = Session {
             api: self.base.clone(),
             username: username.to_owned(),
-            access_token: access_token(&value),
+            access_token: token.access_token,
             refresh_token,
             ca_file: self.ca_file.clone(),
             org: None,
@@ -209,18 +216,23 @@ impl Client {
         Ok(())
     }
 
+    /// `GET path`, the answer as raw JSON (for callers that read any answer, such as the
+    /// system tests; the commands read typed answers with [`Client::get_as`]).
     pub async fn get(&mut self, path: &str) -> Result<Value, ApiError> {
         self.call(Method::GET, path, None).await
     }
 
+    /// `POST path` with `body`, the answer as raw JSON.
     pub async fn post(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
         self.call(Method::POST, path, Some(body)).await
     }
 
+    /// `PATCH path` with `body`, the answer as raw JSON.
     pub async fn patch(&mut self, path: &str, body: &Value) -> Result<Value, ApiError> {
         self.call(Method::PATCH, path, Some(body)).await
     }
 
+    /// `DELETE path`, the answer as raw JSON.
     pub async fn delete(&mut self, path: &str) -> Result<Value, ApiError> {
         self.call(Method::DELETE, path, None).await
     }
@@ -267,6 +279,16 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
+        self.call_with(method, path, body).await
+    }
+
+    /// [`Client::call`] with any body that serializes.
+    pub(super) async fn call_with<B: Serialize + ?Sized>(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<Value, ApiError> {
         match self.send(method.clone(), path, body).await {
             Err(ApiError::Status { status: 401, .. })
                 if self
@@ -281,11 +303,11 @@ impl Client {
         }
     }
 
-    async fn send(
+    async fn send<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
+        body: Option<&B>,
     ) -> Result<Value, ApiError> {
         let session = self.session.as_ref().ok_or(ApiError::NotLoggedIn)?;
         let path = if self.dry_run && method != Method::GET {
@@ -319,9 +341,9 @@ impl Client {
             .await
             .map_err(|s| self.transport(s))?;
         let rotated = refresh_cookie(&response);
-        let value = self.answer(response).await?;
+        let token: TokenResponse = typed::read("/api/v1/refresh", self.answer(response).await?)?;
         let renewed = Session {
-            access_token: access_token(&value),
+            access_token: token.access_token,
             refresh_token: rotated.or(session.refresh_token.clone()),
             ..session
         };
@@ -346,20 +368,23 @@ impl Client {
         if (200..300).contains(&status) {
             return Ok(value);
         }
-        // An RFC 9457 problem with kubenest's `code`, `field` and `ways_out`.
-        let error = &value;
-        Err(ApiError::Status {
-            status,
-            code: error["code"].as_str().unwrap_or("unknown").to_owned(),
-            message: error["detail"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| value.to_string()),
-            field: error["field"].as_str().map(str::to_owned),
-            ways_out: error["ways_out"]
-                .as_array()
-                .map(|ways| ways.iter().map(way_out).collect())
-                .unwrap_or_default(),
+        // An RFC 9457 problem with kubenest's `code`, `field` and `ways_out`; anything else
+        // (a proxy's page) is shown as it came.
+        Err(match serde_json::from_value::<Problem>(value.clone()) {
+            Ok(problem) => ApiError::Status {
+                status,
+                code: problem.code,
+                message: problem.detail,
+                field: problem.field,
+                ways_out: problem.ways_out.iter().flatten().map(way_out).collect(),
+            },
+            Err(_) => ApiError::Status {
+                status,
+                code: "unknown".into(),
+                message: value.to_string(),
+                field: None,
+                ways_out: Vec::new(),
+            },
         })
     }
 
@@ -380,13 +405,6 @@ fn unreachable_success() -> Result<(), ApiError> {
         field: None,
         ways_out: Vec::new(),
     })
-}
-
-fn access_token(value: &Value) -> String {
-    value["access_token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// The refresh token from a `Set-Cookie: kubenest_refresh=...` header, if any.

@@ -4,9 +4,13 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use serde_json::{Value, json};
+use kubenest_api::addons::{
+    AddonRollbackBody, DefinitionResponse, InstanceResponse, NewInstanceBody, PatchInstanceBody,
+};
+use kubenest_api::removal::RemovalResponse;
+use serde_json::{Map, Value};
 
-use super::{Global, Table, by_name, is_id, projects, read_document, text};
+use super::{Global, Table, by_name, cell, is_id, opt, projects, read_document};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -73,17 +77,26 @@ async fn resolve(global: &Global, client: &mut api::Client, addon: &str) -> anyh
         return Ok(addon.to_owned());
     }
     let org = global.org(client).await?;
-    let addons = client
-        .get(&format!(
+    let addons: Vec<InstanceResponse> = client
+        .get_as(&format!(
             "/api/v1/addon-instances?org={}",
             api::query_value(&org)
         ))
         .await?;
     let found = by_name(&addons, addon, "addon", &format!("organization {org}"))?;
-    Ok(text(&found["id"]))
+    Ok(found.id.clone())
 }
 
-fn addon_table(addons: &Value) -> Table {
+/// The values of a document the user wrote (`-f`): free-form (the definition's schema, which
+/// the API checks them against, says what they hold), but a mapping.
+fn values_of(path: &std::path::Path) -> anyhow::Result<Map<String, Value>> {
+    match read_document(path)? {
+        Value::Object(values) => Ok(values),
+        _ => anyhow::bail!("{}: the values are a mapping (key: value)", path.display()),
+    }
+}
+
+fn addon_table(addons: &[InstanceResponse]) -> Table {
     Table::rows(
         [
             "NAME",
@@ -96,28 +109,28 @@ fn addon_table(addons: &Value) -> Table {
         addons,
         |a| {
             vec![
-                text(&a["name"]),
-                text(&a["project"]),
-                text(&a["definition"]),
-                text(&a["version"]),
-                text(&a["phase"]),
-                text(&a["revision"]),
+                cell(&a.name),
+                cell(&a.project),
+                cell(&a.definition),
+                opt(&a.version),
+                cell(&a.phase),
+                opt(&a.revision),
             ]
         },
     )
 }
 
-fn one_addon(a: &Value) -> Table {
+fn one_addon(a: &InstanceResponse) -> Table {
     Table::fields(&[
-        ("Name", text(&a["name"])),
-        ("Id", text(&a["id"])),
-        ("Project", text(&a["project"])),
-        ("Definition", text(&a["definition"])),
-        ("Version", text(&a["version"])),
-        ("Phase", text(&a["phase"])),
-        ("Message", text(&a["message"])),
-        ("Revision", text(&a["revision"])),
-        ("Export secret", text(&a["export_secret"])),
+        ("Name", cell(&a.name)),
+        ("Id", cell(&a.id)),
+        ("Project", cell(&a.project)),
+        ("Definition", cell(&a.definition)),
+        ("Version", opt(&a.version)),
+        ("Phase", cell(&a.phase)),
+        ("Message", cell(&a.message)),
+        ("Revision", opt(&a.revision)),
+        ("Export secret", opt(&a.export_secret)),
     ])
 }
 
@@ -131,12 +144,14 @@ pub async fn run(global: &Global, command: AddonsCommand) -> anyhow::Result<()> 
                 let id = projects::resolve(global, &mut client, project).await?;
                 path.push_str(&format!("&project_id={}", api::query_value(&id)));
             }
-            let addons = client.get(&path).await?;
-            global.print(&addons, addon_table);
+            let addons: Vec<InstanceResponse> = client.get_as(&path).await?;
+            global.print(&addons, |a| addon_table(a));
         }
         AddonsCommand::Get { addon } => {
             let id = resolve(global, &mut client, &addon).await?;
-            let addon = client.get(&format!("/api/v1/addon-instances/{id}")).await?;
+            let addon: InstanceResponse = client
+                .get_as(&format!("/api/v1/addon-instances/{id}"))
+                .await?;
             global.print(&addon, one_addon);
         }
         AddonsCommand::Create {
@@ -147,18 +162,22 @@ pub async fn run(global: &Global, command: AddonsCommand) -> anyhow::Result<()> 
             values,
         } => {
             let project_id = projects::resolve(global, &mut client, &project).await?;
-            let mut body = json!({"project_id": project_id, "name": name,
-                "definition": definition});
-            if let Some(version) = version {
-                body["version"] = json!(version);
-            }
-            if let Some(values) = values {
-                body["values"] = read_document(&values)?;
-            }
-            let addon = client.post("/api/v1/addon-instances", &body).await?;
+            let body = NewInstanceBody {
+                project_id,
+                name: name.clone(),
+                definition,
+                version,
+                values: values
+                    .as_deref()
+                    .map(values_of)
+                    .transpose()?
+                    .unwrap_or_default(),
+                progress_deadline_seconds: None,
+            };
+            let addon: InstanceResponse = client.post_as("/api/v1/addon-instances", &body).await?;
             global.done(
                 &addon,
-                &format!("addon {name} created: {}", text(&addon["phase"])),
+                &format!("addon {name} created: {}", cell(&addon.phase)),
             );
         }
         AddonsCommand::Set {
@@ -170,27 +189,24 @@ pub async fn run(global: &Global, command: AddonsCommand) -> anyhow::Result<()> 
                 anyhow::bail!("nothing to change: give --version, -f VALUES or both");
             }
             let id = resolve(global, &mut client, &addon).await?;
-            let mut body = json!({});
-            if let Some(version) = version {
-                body["version"] = json!(version);
-            }
-            if let Some(values) = values {
-                body["values"] = read_document(&values)?;
-            }
-            let answer = client
-                .patch(&format!("/api/v1/addon-instances/{id}"), &body)
+            let body = PatchInstanceBody {
+                version,
+                values: values.as_deref().map(values_of).transpose()?,
+            };
+            let answer: InstanceResponse = client
+                .patch_as(&format!("/api/v1/addon-instances/{id}"), &body)
                 .await?;
             global.done(
                 &answer,
-                &format!("addon {addon} changed: {}", text(&answer["phase"])),
+                &format!("addon {addon} changed: {}", cell(&answer.phase)),
             );
         }
         AddonsCommand::Rollback { addon, revision } => {
             let id = resolve(global, &mut client, &addon).await?;
-            let answer = client
-                .post(
+            let answer: InstanceResponse = client
+                .post_as(
                     &format!("/api/v1/addon-instances/{id}/rollback"),
-                    &json!({"revision": revision}),
+                    &AddonRollbackBody { revision },
                 )
                 .await?;
             global.done(
@@ -201,8 +217,8 @@ pub async fn run(global: &Global, command: AddonsCommand) -> anyhow::Result<()> 
         AddonsCommand::Delete { addon, force } => {
             let id = resolve(global, &mut client, &addon).await?;
             let query = if force { "?force=true" } else { "" };
-            let answer = client
-                .delete(&format!("/api/v1/addon-instances/{id}{query}"))
+            let answer: RemovalResponse = client
+                .delete_as(&format!("/api/v1/addon-instances/{id}{query}"))
                 .await?;
             let head = if force {
                 format!("addon {addon} removed from kubenest")
@@ -219,21 +235,19 @@ pub async fn catalog(global: &Global, command: CatalogCommand) -> anyhow::Result
     let mut client = global.client()?;
     match command {
         CatalogCommand::List => {
-            let definitions = client.get("/api/v1/addon-definitions").await?;
+            let definitions: Vec<DefinitionResponse> =
+                client.get_as("/api/v1/addon-definitions").await?;
             global.print(&definitions, |definitions| {
                 Table::rows(
                     ["NAME", "DISPLAY NAME", "CHART", "VERSION", "EXPORTS"],
                     definitions,
                     |d| {
-                        let exports = d["exports"]
-                            .as_object()
-                            .map(|e| e.keys().cloned().collect::<Vec<_>>().join(","))
-                            .unwrap_or_default();
+                        let exports = d.exports.keys().cloned().collect::<Vec<_>>().join(",");
                         vec![
-                            text(&d["name"]),
-                            text(&d["display_name"]),
-                            text(&d["chart_name"]),
-                            text(&d["chart_version"]),
+                            cell(&d.name),
+                            cell(&d.display_name),
+                            cell(&d.chart_name),
+                            cell(&d.chart_version),
                             exports,
                         ]
                     },
@@ -241,22 +255,22 @@ pub async fn catalog(global: &Global, command: CatalogCommand) -> anyhow::Result
             });
         }
         CatalogCommand::Get { definition } => {
-            let found = client
-                .get(&format!(
+            let found: DefinitionResponse = client
+                .get_as(&format!(
                     "/api/v1/addon-definitions/{}",
                     api::query_value(&definition)
                 ))
                 .await?;
             global.print(&found, |d| {
                 Table::fields(&[
-                    ("Name", text(&d["name"])),
-                    ("Display name", text(&d["display_name"])),
-                    ("Chart", text(&d["chart_name"])),
-                    ("Repository", text(&d["chart_repository"])),
-                    ("Version", text(&d["chart_version"])),
+                    ("Name", cell(&d.name)),
+                    ("Display name", cell(&d.display_name)),
+                    ("Chart", cell(&d.chart_name)),
+                    ("Repository", cell(&d.chart_repository)),
+                    ("Version", cell(&d.chart_version)),
                     (
                         "Default values",
-                        serde_yaml::to_string(&d["default_values"])
+                        serde_yaml::to_string(&d.default_values)
                             .unwrap_or_default()
                             .trim_end()
                             .replace('\n', "\n  "),

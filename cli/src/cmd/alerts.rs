@@ -2,9 +2,9 @@
 //! deadline), and `kubenest alerts ack ID`.
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::json;
+use kubenest_api::alerts::AlertResponse;
 
-use super::{Global, Table, text};
+use super::{Global, Table, cell};
 use crate::api;
 
 /// Which alerts to list.
@@ -53,7 +53,7 @@ pub async fn run(global: &Global, args: AlertsArgs) -> anyhow::Result<()> {
             if let Some(state) = args.state {
                 path.push_str(&format!("?state={}", state.as_str()));
             }
-            let alerts = client.get(&path).await?;
+            let alerts: Vec<AlertResponse> = client.get_as(&path).await?;
             global.print(&alerts, |alerts| {
                 Table::rows(
                     [
@@ -62,23 +62,23 @@ pub async fn run(global: &Global, args: AlertsArgs) -> anyhow::Result<()> {
                     alerts,
                     |a| {
                         vec![
-                            text(&a["id"]),
-                            text(&a["state"]),
-                            text(&a["severity"]),
-                            text(&a["kind"]),
-                            format!("{}/{}", text(&a["subject_kind"]), text(&a["subject_name"])),
-                            text(&a["opened_at"]),
-                            text(&a["message"]),
+                            cell(&a.id),
+                            cell(&a.state),
+                            cell(&a.severity),
+                            cell(&a.kind),
+                            format!("{}/{}", cell(&a.subject_kind), cell(&a.subject_name)),
+                            cell(&a.opened_at),
+                            cell(&a.message),
                         ]
                     },
                 )
             });
         }
         Some(AlertsCommand::Ack { id }) => {
-            let alert = client
-                .post(
+            let alert: AlertResponse = client
+                .post_as(
                     &format!("/api/v1/orgs/{org}/alerts/{}/ack", api::query_value(&id)),
-                    &json!({}),
+                    &serde_json::Map::new(),
                 )
                 .await?;
             global.done(&alert, &format!("alert {id} acknowledged"));

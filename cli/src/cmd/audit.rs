@@ -2,9 +2,9 @@
 //! mutation by REST, kubectl or GitOps, who made it and what became of it.
 
 use clap::{Args, ValueEnum};
-use serde_json::Value;
+use kubenest_api::audit::{AuditEntryView, AuditPage};
 
-use super::{Global, Table, text};
+use super::{Global, Table, cell};
 use crate::api;
 
 /// The path a mutation came by.
@@ -65,7 +65,7 @@ pub async fn run(global: &Global, args: AuditArgs) -> anyhow::Result<()> {
     if let Some(kind) = &args.kind {
         filters.push(format!("resource_kind={}", api::query_value(kind)));
     }
-    let mut items: Vec<Value> = Vec::new();
+    let mut items: Vec<AuditEntryView> = Vec::new();
     let mut token: Option<String> = None;
     loop {
         let wanted = args.limit as usize - items.len();
@@ -74,17 +74,16 @@ pub async fn run(global: &Global, args: AuditArgs) -> anyhow::Result<()> {
         if let Some(token) = &token {
             query.push(format!("continue={}", api::query_value(token)));
         }
-        let page = client
-            .get(&format!("/api/v1/orgs/{org}/audit?{}", query.join("&")))
+        let page: AuditPage = client
+            .get_as(&format!("/api/v1/orgs/{org}/audit?{}", query.join("&")))
             .await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        token = page["continue"].as_str().map(str::to_owned);
+        items.extend(page.items);
+        token = page.continue_token;
         if token.is_none() || items.len() >= args.limit as usize {
             break;
         }
     }
-    let all = Value::Array(items);
-    global.print(&all, |entries| {
+    global.print(&items, |entries| {
         Table::rows(
             [
                 "AT", "ACTOR", "PATH", "ACTION", "RESOURCE", "OUTCOME", "STATUS",
@@ -92,17 +91,13 @@ pub async fn run(global: &Global, args: AuditArgs) -> anyhow::Result<()> {
             entries,
             |e| {
                 vec![
-                    text(&e["at"]),
-                    text(&e["actor"]),
-                    text(&e["path"]),
-                    text(&e["action"]),
-                    format!(
-                        "{}/{}",
-                        text(&e["resource_kind"]),
-                        text(&e["resource_name"])
-                    ),
-                    text(&e["outcome"]),
-                    text(&e["status"]),
+                    cell(&e.at),
+                    cell(&e.actor),
+                    cell(&e.path),
+                    cell(&e.action),
+                    format!("{}/{}", cell(&e.resource_kind), cell(&e.resource_name)),
+                    cell(&e.outcome),
+                    e.status.to_string(),
                 ]
             },
         )

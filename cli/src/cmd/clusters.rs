@@ -1,9 +1,13 @@
 //! `kubenest clusters`.
 
 use clap::Subcommand;
-use serde_json::{Value, json};
+use kubenest_api::clusters::{
+    ClusterResponse, NewClusterBody, RegistrationResponse, RotationResponse, ScaleBody,
+};
+use kubenest_api::fences::BudgetBody;
+use kubenest_api::removal::RemovalResponse;
 
-use super::{Global, Table, by_name, is_id, text};
+use super::{Global, Table, by_name, cell, is_id, json_of, opt};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -56,14 +60,16 @@ pub async fn resolve(
         return Ok(cluster.to_owned());
     }
     let org = global.org(client).await?;
-    let clusters = client.get(&format!("/api/v1/orgs/{org}/clusters")).await?;
+    let clusters: Vec<ClusterResponse> = client
+        .get_as(&format!("/api/v1/orgs/{org}/clusters"))
+        .await?;
     let found = by_name(
         &clusters,
         cluster,
         "cluster",
         &format!("organization {org}"),
     )?;
-    Ok(text(&found["id"]))
+    Ok(found.id.clone())
 }
 
 pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()> {
@@ -71,18 +77,24 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
     match command {
         ClustersCommand::Register { name, display_name } => {
             let org = global.org(&mut client).await?;
-            let mut body = json!({"name": name});
-            if let Some(display) = display_name {
-                body["display_name"] = json!(display);
-            }
-            let registration = client
-                .post(&format!("/api/v1/orgs/{org}/clusters"), &body)
+            let body = NewClusterBody { name, display_name };
+            let registration: RegistrationResponse = client
+                .post_as(&format!("/api/v1/orgs/{org}/clusters"), &body)
                 .await?;
-            global.print(&registration, registration_table);
+            global.print(&registration, |r| {
+                registration_table(
+                    &r.cluster_id,
+                    r.token_version,
+                    &r.connection_token,
+                    &r.helm_install_command,
+                )
+            });
         }
         ClustersCommand::List => {
             let org = global.org(&mut client).await?;
-            let clusters = client.get(&format!("/api/v1/orgs/{org}/clusters")).await?;
+            let clusters: Vec<ClusterResponse> = client
+                .get_as(&format!("/api/v1/orgs/{org}/clusters"))
+                .await?;
             global.print(&clusters, |clusters| {
                 Table::rows(
                     [
@@ -97,13 +109,13 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
                     clusters,
                     |c| {
                         vec![
-                            text(&c["name"]),
-                            text(&c["id"]),
-                            text(&c["state"]),
-                            text(&c["node_count"]),
+                            cell(&c.name),
+                            cell(&c.id),
+                            cell(&c.state),
+                            c.node_count.to_string(),
                             cpu(c),
                             memory(c),
-                            text(&c["last_heartbeat"]),
+                            opt(&c.last_heartbeat),
                         ]
                     },
                 )
@@ -111,33 +123,44 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
         }
         ClustersCommand::Get { cluster } => {
             let id = resolve(global, &mut client, &cluster).await?;
-            let cluster = client.get(&format!("/api/v1/clusters/{id}")).await?;
+            let cluster: ClusterResponse = client.get_as(&format!("/api/v1/clusters/{id}")).await?;
             global.print(&cluster, cluster_table);
         }
         ClustersCommand::RotateToken { cluster } => {
             let id = resolve(global, &mut client, &cluster).await?;
-            let rotation = client
-                .post(&format!("/api/v1/clusters/{id}/rotate-token"), &json!({}))
+            let rotation: RotationResponse = client
+                .post_as(
+                    &format!("/api/v1/clusters/{id}/rotate-token"),
+                    &serde_json::Map::new(),
+                )
                 .await?;
-            global.print(&rotation, registration_table);
+            global.print(&rotation, |r| {
+                registration_table(
+                    &r.cluster_id,
+                    r.token_version,
+                    &r.connection_token,
+                    &r.helm_install_command,
+                )
+            });
         }
         ClustersCommand::Budget { cluster, budget } => {
             let id = resolve(global, &mut client, &cluster).await?;
-            let answer = client
-                .call(
-                    reqwest::Method::PUT,
-                    &format!("/api/v1/clusters/{id}/budget"),
-                    Some(&budget.body()),
-                )
+            let answer: Option<BudgetBody> = client
+                .put_as(&format!("/api/v1/clusters/{id}/budget"), &budget.body())
                 .await?;
-            global.done(&answer, &format!("cluster {cluster}'s budget: {answer}"));
+            global.done(
+                &answer,
+                &format!("cluster {cluster}'s budget: {}", json_of(&answer)),
+            );
         }
         ClustersCommand::Scale { cluster, nodes } => {
             let id = resolve(global, &mut client, &cluster).await?;
-            let answer = client
-                .post(
+            let answer: ClusterResponse = client
+                .post_as(
                     &format!("/api/v1/clusters/{id}/scale"),
-                    &json!({"desired_node_count": nodes}),
+                    &ScaleBody {
+                        desired_node_count: nodes,
+                    },
                 )
                 .await?;
             global.done(
@@ -158,61 +181,60 @@ pub async fn run(global: &Global, command: ClustersCommand) -> anyhow::Result<()
                     format!("cluster {cluster} deleted"),
                 )
             };
-            let answer = client.delete(&path).await?;
+            let answer: RemovalResponse = client.delete_as(&path).await?;
             global.done(&answer, &super::removal_message(&answer, &head));
         }
     }
     Ok(())
 }
 
-fn cpu(cluster: &Value) -> String {
-    format!(
-        "{:.1}/{:.1}",
-        cluster["cpu_used"].as_f64().unwrap_or(0.0),
-        cluster["cpu_total"].as_f64().unwrap_or(0.0)
-    )
+fn cpu(cluster: &ClusterResponse) -> String {
+    format!("{:.1}/{:.1}", cluster.cpu_used, cluster.cpu_total)
 }
 
-fn memory(cluster: &Value) -> String {
-    let gib = |v: &Value| v.as_f64().unwrap_or(0.0) / (1u64 << 30) as f64;
+fn memory(cluster: &ClusterResponse) -> String {
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
     format!(
         "{:.1}/{:.1}Gi",
-        gib(&cluster["mem_used"]),
-        gib(&cluster["mem_total"])
+        gib(cluster.mem_used),
+        gib(cluster.mem_total)
     )
 }
 
-fn registration_table(registration: &Value) -> Table {
+/// A registration's or a rotation's token and install command.
+fn registration_table(
+    cluster_id: &str,
+    token_version: u64,
+    connection_token: &str,
+    helm_install_command: &str,
+) -> Table {
     Table::fields(&[
-        ("Cluster id", text(&registration["cluster_id"])),
-        ("Token version", text(&registration["token_version"])),
-        ("Connection token", text(&registration["connection_token"])),
-        (
-            "Install the agent",
-            text(&registration["helm_install_command"]),
-        ),
+        ("Cluster id", cell(cluster_id)),
+        ("Token version", token_version.to_string()),
+        ("Connection token", cell(connection_token)),
+        ("Install the agent", cell(helm_install_command)),
     ])
 }
 
-fn cluster_table(cluster: &Value) -> Table {
+fn cluster_table(cluster: &ClusterResponse) -> Table {
     let mut table = Table::fields(&[
-        ("Name", text(&cluster["name"])),
-        ("Id", text(&cluster["id"])),
-        ("Organization", text(&cluster["org"])),
-        ("State", text(&cluster["state"])),
-        ("Provider", text(&cluster["provider"])),
-        ("Nodes", text(&cluster["node_count"])),
+        ("Name", cell(&cluster.name)),
+        ("Id", cell(&cluster.id)),
+        ("Organization", cell(&cluster.org)),
+        ("State", cell(&cluster.state)),
+        ("Provider", cell(&cluster.provider)),
+        ("Nodes", cluster.node_count.to_string()),
         ("CPU (used/total cores)", cpu(cluster)),
         ("Memory (used/total)", memory(cluster)),
-        ("Kubernetes", text(&cluster["kubernetes_version"])),
-        ("Agent", text(&cluster["agent_version"])),
-        ("Token version", text(&cluster["token_version"])),
-        ("Last heartbeat", text(&cluster["last_heartbeat"])),
+        ("Kubernetes", opt(&cluster.kubernetes_version)),
+        ("Agent", opt(&cluster.agent_version)),
+        ("Token version", cluster.token_version.to_string()),
+        ("Last heartbeat", opt(&cluster.last_heartbeat)),
     ]);
-    for check in cluster["health"].as_array().into_iter().flatten() {
+    for check in &cluster.health {
         table.push(vec![
-            format!("Health {}:", text(&check["name"])),
-            format!("{} {}", text(&check["status"]), text(&check["message"])),
+            format!("Health {}:", cell(&check.name)),
+            format!("{} {}", cell(&check.status), cell(&check.message)),
         ]);
     }
     table

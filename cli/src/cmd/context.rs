@@ -11,9 +11,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use serde_json::json;
 
-use super::{Global, Table, text};
+use super::{Global, Table, cell, opt};
 use crate::api::Session;
 
 #[derive(Debug, Subcommand)]
@@ -113,31 +112,47 @@ fn names() -> Vec<String> {
     names
 }
 
+/// A context as `context list` shows it (and `-o json` prints it).
+#[derive(Debug, serde::Serialize)]
+struct ContextRow {
+    current: bool,
+    name: String,
+    api: String,
+    username: String,
+    org: Option<String>,
+}
+
+impl super::Listed for ContextRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
 pub fn run(global: &Global, command: ContextCommand) -> anyhow::Result<()> {
     match command {
         ContextCommand::List => {
             let current = current();
-            let rows: Vec<serde_json::Value> = names()
+            let rows: Vec<ContextRow> = names()
                 .into_iter()
                 .filter_map(|name| {
                     let session = Session::load(&path_of(&name).ok()?).ok()??;
-                    Some(json!({
-                        "current": current.as_deref() == Some(name.as_str()),
-                        "name": name,
-                        "api": session.api,
-                        "username": session.username,
-                        "org": session.org,
-                    }))
+                    Some(ContextRow {
+                        current: current.as_deref() == Some(name.as_str()),
+                        name,
+                        api: session.api,
+                        username: session.username,
+                        org: session.org,
+                    })
                 })
                 .collect();
-            global.print(&json!(rows), |rows| {
+            global.print(&rows, |rows| {
                 Table::rows(["CURRENT", "NAME", "API", "USER", "ORG"], rows, |r| {
                     vec![
-                        if r["current"] == true { "*" } else { "" }.to_owned(),
-                        text(&r["name"]),
-                        text(&r["api"]),
-                        text(&r["username"]),
-                        text(&r["org"]),
+                        if r.current { "*" } else { "" }.to_owned(),
+                        cell(&r.name),
+                        cell(&r.api),
+                        cell(&r.username),
+                        opt(&r.org),
                     ]
                 })
             });

@@ -3,9 +3,12 @@
 //! what each uses.
 
 use clap::Args;
-use serde_json::{Value, json};
+use kubenest_api::fences::{
+    AmountsView, BudgetBody, DefaultsBody, EgressBody, FencesBody, IsolationBody, NetworkBody,
+    OrgUsageResponse, ProjectUsageResponse, QuotaBody, ScopeUsage,
+};
 
-use super::{Global, Table, text};
+use super::{Global, Table, opt};
 use crate::api;
 
 /// A project's fences, all three replaced at once (organization admins).
@@ -52,47 +55,56 @@ pub struct FencesArgs {
 
 impl FencesArgs {
     /// The REST body (pure); a malformed `--egress` is refused here, naming it.
-    pub fn body(&self) -> anyhow::Result<Value> {
-        let some = |pairs: Vec<(&str, Value)>| {
-            let map: serde_json::Map<String, Value> = pairs
-                .into_iter()
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
-            (!map.is_empty()).then_some(Value::Object(map))
+    pub fn body(&self) -> anyhow::Result<FencesBody> {
+        let quota = QuotaBody {
+            cpu: self.cpu.clone(),
+            memory: self.memory.clone(),
+            storage: self.storage.clone(),
+            pods: self.pods,
+            load_balancers: self.load_balancers,
         };
-        let quota = some(vec![
-            ("cpu", json!(self.cpu)),
-            ("memory", json!(self.memory)),
-            ("storage", json!(self.storage)),
-            ("pods", json!(self.pods)),
-            ("load_balancers", json!(self.load_balancers)),
-        ]);
-        let defaults = some(vec![
-            ("cpu_request", json!(self.default_cpu_request)),
-            ("cpu_limit", json!(self.default_cpu_limit)),
-            ("memory_request", json!(self.default_memory_request)),
-            ("memory_limit", json!(self.default_memory_limit)),
-        ]);
+        let defaults = DefaultsBody {
+            cpu_request: self.default_cpu_request.clone(),
+            cpu_limit: self.default_cpu_limit.clone(),
+            memory_request: self.default_memory_request.clone(),
+            memory_limit: self.default_memory_limit.clone(),
+        };
         let egress = self
             .egress
             .iter()
             .map(|rule| egress(rule))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(json!({
-            "quota": quota,
-            "defaults": defaults,
-            "network": {
-                "isolation": if self.open { "open" } else { "isolated" },
-                "allow_from": self.allow_from,
-                "egress": egress,
-            },
-        }))
+        let quota_given = [&quota.cpu, &quota.memory, &quota.storage]
+            .iter()
+            .any(|v| v.is_some())
+            || quota.pods.is_some()
+            || quota.load_balancers.is_some();
+        let defaults_given = [
+            &defaults.cpu_request,
+            &defaults.cpu_limit,
+            &defaults.memory_request,
+            &defaults.memory_limit,
+        ]
+        .iter()
+        .any(|v| v.is_some());
+        Ok(FencesBody {
+            quota: quota_given.then_some(quota),
+            defaults: defaults_given.then_some(defaults),
+            network: Some(NetworkBody {
+                isolation: if self.open {
+                    IsolationBody::Open
+                } else {
+                    IsolationBody::Isolated
+                },
+                allow_from: self.allow_from.clone(),
+                egress,
+            }),
+        })
     }
 }
 
 /// `10.0.0.0/8` or `10.0.0.0/8:443,5432` (an IPv6 block's own colons come before the `/`).
-fn egress(rule: &str) -> anyhow::Result<Value> {
+fn egress(rule: &str) -> anyhow::Result<EgressBody> {
     let (cidr, ports) = match rule.split_once('/') {
         Some((_, rest)) => match rest.split_once(':') {
             Some((_, ports)) => (&rule[..rule.len() - ports.len() - 1], Some(ports)),
@@ -111,7 +123,10 @@ fn egress(rule: &str) -> anyhow::Result<Value> {
         })
         .transpose()?
         .unwrap_or_default();
-    Ok(json!({"cidr": cidr, "ports": ports}))
+    Ok(EgressBody {
+        cidr: cidr.to_owned(),
+        ports,
+    })
 }
 
 /// Sets a project's fences; prints what it uses against them.
@@ -122,42 +137,51 @@ pub async fn set(
     args: &FencesArgs,
 ) -> anyhow::Result<()> {
     let body = args.body()?;
-    let usage = client
-        .call(
-            reqwest::Method::PUT,
-            &format!("/api/v1/projects/{id}/fences"),
-            Some(&body),
-        )
+    let usage: ProjectUsageResponse = client
+        .put_as(&format!("/api/v1/projects/{id}/fences"), &body)
         .await?;
     global.print(&usage, usage_table);
     Ok(())
 }
 
 /// What a project uses against its quota, one row per resource.
-pub fn usage_table(usage: &Value) -> Table {
-    let quota = &usage["fences"]["quota"];
-    let rows: Vec<Value> = ["cpu", "memory", "storage", "pods", "load_balancers"]
+pub fn usage_table(usage: &ProjectUsageResponse) -> Table {
+    let quota = usage.fences.quota.as_ref();
+    let limits: [Option<String>; 5] = [
+        quota.and_then(|q| q.cpu.clone()),
+        quota.and_then(|q| q.memory.clone()),
+        quota.and_then(|q| q.storage.clone()),
+        quota.and_then(|q| q.pods).map(|n| n.to_string()),
+        quota.and_then(|q| q.load_balancers).map(|n| n.to_string()),
+    ];
+    let amounts = |a: &AmountsView| {
+        [
+            a.cpu.clone(),
+            a.memory.clone(),
+            a.storage.clone(),
+            a.pods.clone(),
+            a.load_balancers.clone(),
+        ]
+    };
+    let (used, declared, reported) = (
+        amounts(&usage.used),
+        amounts(&usage.declared),
+        amounts(&usage.reported),
+    );
+    let mut table = Table::new(["RESOURCE", "QUOTA", "USED", "DECLARED", "REPORTED"]);
+    for (i, resource) in ["cpu", "memory", "storage", "pods", "load_balancers"]
         .iter()
-        .map(|r| {
-            json!({
-                "resource": r, "quota": quota[r], "used": usage["used"][r],
-                "declared": usage["declared"][r], "reported": usage["reported"][r],
-            })
-        })
-        .collect();
-    Table::rows(
-        ["RESOURCE", "QUOTA", "USED", "DECLARED", "REPORTED"],
-        &Value::Array(rows),
-        |row| {
-            ["resource", "quota", "used", "declared", "reported"]
-                .iter()
-                .map(|k| match &row[*k] {
-                    Value::Null => "-".to_owned(),
-                    v => text(v),
-                })
-                .collect()
-        },
-    )
+        .enumerate()
+    {
+        table.push(vec![
+            (*resource).to_owned(),
+            opt(&limits[i]),
+            opt(&Some(&used[i])),
+            opt(&Some(&declared[i])),
+            opt(&Some(&reported[i])),
+        ]);
+    }
+    table
 }
 
 /// A budget's two amounts.
@@ -172,68 +196,62 @@ pub struct BudgetArgs {
 }
 
 impl BudgetArgs {
-    pub fn body(&self) -> Value {
-        json!({"cpu": self.cpu, "memory": self.memory})
+    pub fn body(&self) -> BudgetBody {
+        BudgetBody {
+            cpu: self.cpu.clone(),
+            memory: self.memory.clone(),
+        }
     }
 }
 
 /// What an organization uses: in all, per cluster, per project.
-pub fn org_usage_table(usage: &Value) -> Table {
-    let mut rows = vec![scope_row("organization", &usage["organization"])];
-    for cluster in usage["clusters"].as_array().into_iter().flatten() {
-        rows.push(scope_row(
-            &format!("cluster {}", text(&cluster["scope"])),
-            cluster,
-        ));
+pub fn org_usage_table(usage: &OrgUsageResponse) -> Table {
+    let mut table = Table::new(["SCOPE", "CPU", "CPU LIMIT", "MEMORY", "MEMORY LIMIT"]);
+    table.push(scope_row("organization".into(), &usage.organization));
+    for cluster in &usage.clusters {
+        table.push(scope_row(format!("cluster {}", cluster.scope), cluster));
     }
-    for project in usage["projects"].as_array().into_iter().flatten() {
-        rows.push(json!({
-            "scope": format!("project {}", text(&project["project"])),
-            "cpu_limit": project["quota"]["cpu"], "cpu": project["used"]["cpu"],
-            "memory_limit": project["quota"]["memory"], "memory": project["used"]["memory"],
-        }));
+    for project in &usage.projects {
+        let quota = project.quota.as_ref();
+        table.push(vec![
+            format!("project {}", project.project),
+            opt(&Some(&project.used.cpu)),
+            opt(&quota.and_then(|q| q.cpu.clone())),
+            opt(&Some(&project.used.memory)),
+            opt(&quota.and_then(|q| q.memory.clone())),
+        ]);
     }
-    Table::rows(
-        ["SCOPE", "CPU", "CPU LIMIT", "MEMORY", "MEMORY LIMIT"],
-        &Value::Array(rows),
-        |row| {
-            ["scope", "cpu", "cpu_limit", "memory", "memory_limit"]
-                .iter()
-                .map(|k| match &row[*k] {
-                    Value::Null => "-".to_owned(),
-                    v => text(v),
-                })
-                .collect()
-        },
-    )
+    table
 }
 
-fn scope_row(scope: &str, usage: &Value) -> Value {
-    json!({
-        "scope": scope,
-        "cpu_limit": usage["budget"]["cpu"], "cpu": usage["used"]["cpu"],
-        "memory_limit": usage["budget"]["memory"], "memory": usage["used"]["memory"],
-    })
+fn scope_row(scope: String, usage: &ScopeUsage) -> Vec<String> {
+    let budget = usage.budget.as_ref();
+    vec![
+        scope,
+        opt(&Some(&usage.used.cpu)),
+        opt(&budget.and_then(|b| b.cpu.clone())),
+        opt(&Some(&usage.used.memory)),
+        opt(&budget.and_then(|b| b.memory.clone())),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rule(cidr: &str, ports: &[u16]) -> (String, Vec<u16>) {
+        (cidr.to_owned(), ports.to_vec())
+    }
+
     #[test]
     fn egress_rules_read_with_and_without_ports_for_both_families() {
+        let read = |given: &str| egress(given).map(|e| (e.cidr, e.ports)).unwrap();
         assert_eq!(
-            egress("10.0.0.0/8:443,5432").unwrap(),
-            json!({"cidr": "10.0.0.0/8", "ports": [443, 5432]})
+            read("10.0.0.0/8:443,5432"),
+            rule("10.0.0.0/8", &[443, 5432])
         );
-        assert_eq!(
-            egress("2001:db8::/32").unwrap(),
-            json!({"cidr": "2001:db8::/32", "ports": []})
-        );
-        assert_eq!(
-            egress("2001:db8::/32:443").unwrap(),
-            json!({"cidr": "2001:db8::/32", "ports": [443]})
-        );
+        assert_eq!(read("2001:db8::/32"), rule("2001:db8::/32", &[]));
+        assert_eq!(read("2001:db8::/32:443"), rule("2001:db8::/32", &[443]));
         assert!(egress("10.0.0.0").is_err());
         assert!(egress("10.0.0.0/8:https").is_err());
     }

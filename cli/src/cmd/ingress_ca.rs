@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use serde_json::json;
+use kubenest_api::ingress_ca::{IngressCaBody, IngressCaRemoved, IngressCaResponse};
 
-use super::{Global, text};
+use super::{Global, cell};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -55,28 +55,29 @@ pub async fn run(
         IngressCaCommand::Set { project, cert, key } => {
             let certificate = read_pem(&cert, "certificate")?;
             let private_key = read_pem(&key, "private key")?;
-            let body = json!({"certificate": certificate, "private_key": private_key});
-            let answer = client
-                .call(reqwest::Method::PUT, &path, Some(&body))
-                .await?;
+            let body = IngressCaBody {
+                certificate,
+                private_key,
+            };
+            let answer: IngressCaResponse = client.put_as(&path, &body).await?;
             global.done(
                 &answer,
                 &format!(
                     "project {project} issues its ingresses' certificates from {} (until {}; \
                      Secret {})",
-                    text(&answer["subject"]),
-                    text(&answer["not_after"]),
-                    text(&answer["secret"])
+                    cell(&answer.subject),
+                    cell(&answer.not_after),
+                    cell(&answer.secret)
                 ),
             );
         }
         IngressCaCommand::Get { .. } => {
-            let answer = client.get(&path).await?;
+            let answer: IngressCaResponse = client.get_as(&path).await?;
             // For people, the PEM alone, so `> ca.crt` saves it.
-            global.done(&answer, text(&answer["certificate"]).trim_end());
+            global.done(&answer, cell(&answer.certificate).trim_end());
         }
         IngressCaCommand::Delete { project } => {
-            let answer = client.delete(&path).await?;
+            let answer: IngressCaRemoved = client.delete_as(&path).await?;
             global.done(&answer, &format!("project {project} has no ingress CA now"));
         }
     }

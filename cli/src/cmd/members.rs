@@ -3,10 +3,11 @@
 //! members needs the admin role at that scope.
 
 use clap::{Args, Subcommand, ValueEnum};
-use reqwest::Method;
-use serde_json::{Value, json};
+use kubenest_api::clusters::ClusterResponse;
+use kubenest_api::members::{self as api_members, MemberBody, MemberView};
+use kubenest_api::projects::ProjectResponse;
 
-use super::{Global, Table, clusters, projects, text};
+use super::{Global, Table, cell, clusters, opt, projects, word};
 use crate::api;
 
 /// A kubenest role.
@@ -18,11 +19,12 @@ pub enum Role {
 }
 
 impl Role {
-    fn as_str(self) -> &'static str {
+    /// The role as the API types say it.
+    fn api(self) -> api_members::Role {
         match self {
-            Self::Admin => "admin",
-            Self::Member => "member",
-            Self::Viewer => "viewer",
+            Self::Admin => api_members::Role::Admin,
+            Self::Member => api_members::Role::Member,
+            Self::Viewer => api_members::Role::Viewer,
         }
     }
 }
@@ -56,61 +58,74 @@ pub enum MembersCommand {
     Remove { user: String },
 }
 
-/// The members' API path and how to read the members list at that scope.
+/// Where the members of a scope are read: an organization answers its list, a cluster and a
+/// project answer themselves, members included.
+enum Read {
+    Org(String),
+    Cluster(String),
+    Project(String),
+}
+
+impl Read {
+    async fn members(&self, client: &mut api::Client) -> anyhow::Result<Vec<MemberView>> {
+        Ok(match self {
+            Self::Org(path) => client.get_as(path).await?,
+            Self::Cluster(path) => client.get_as::<ClusterResponse>(path).await?.members,
+            Self::Project(path) => client.get_as::<ProjectResponse>(path).await?.members,
+        })
+    }
+}
+
+/// The members' API path and where the members list at that scope is read.
 async fn scope_paths(
     global: &Global,
     client: &mut api::Client,
     scope: &Scope,
-) -> anyhow::Result<(String, String, &'static str)> {
+) -> anyhow::Result<(String, Read)> {
     if let Some(cluster) = &scope.cluster {
         let id = clusters::resolve(global, client, cluster).await?;
         return Ok((
             format!("/api/v1/clusters/{id}/members"),
-            format!("/api/v1/clusters/{id}"),
-            "/members",
+            Read::Cluster(format!("/api/v1/clusters/{id}")),
         ));
     }
     if let Some(project) = &scope.project {
         let id = projects::resolve(global, client, project).await?;
         return Ok((
             format!("/api/v1/projects/{id}/members"),
-            format!("/api/v1/projects/{id}"),
-            "/members",
+            Read::Project(format!("/api/v1/projects/{id}")),
         ));
     }
     let org = global.org(client).await?;
     let members = format!("/api/v1/orgs/{org}/members");
-    Ok((members.clone(), members, ""))
+    Ok((members.clone(), Read::Org(members)))
 }
 
-fn table(members: &Value) -> Table {
+fn table(members: &[MemberView]) -> Table {
     Table::rows(["USER", "ROLE", "USER ID"], members, |m| {
-        vec![text(&m["user"]), text(&m["role"]), text(&m["user_id"])]
+        vec![cell(&m.user), word(m.role), opt(&m.user_id)]
     })
 }
 
 pub async fn run(global: &Global, args: MembersArgs) -> anyhow::Result<()> {
     let mut client = global.client()?;
-    let (path, read, pointer) = scope_paths(global, &mut client, &args.scope).await?;
+    let (path, read) = scope_paths(global, &mut client, &args.scope).await?;
     match args.command {
         MembersCommand::List => {
-            let answer = client.get(&read).await?;
-            let members = answer.pointer(pointer).cloned().unwrap_or(Value::Null);
-            global.print(&members, table);
+            let members = read.members(&mut client).await?;
+            global.print(&members, |m| table(m));
         }
         MembersCommand::Add { user, role } => {
-            let members = client
-                .call(
-                    Method::PUT,
-                    &path,
-                    Some(&json!({"user": user, "role": role.as_str()})),
-                )
-                .await?;
-            global.done(&members, &format!("{user} is {} there", role.as_str()));
+            let body = MemberBody {
+                user: user.clone(),
+                role: role.api(),
+            };
+            let members: Vec<MemberView> = client.put_as(&path, &body).await?;
+            global.done(&members, &format!("{user} is {} there", word(role.api())));
         }
         MembersCommand::Remove { user } => {
-            let members = client
-                .delete(&format!("{path}/{}", api::query_value(&user)))
+            let members: Vec<MemberView> = client
+                .delete_as(&format!("{path}/{}", api::query_value(&user)))
                 .await?;
             global.done(&members, &format!("{user} removed"));
         }

@@ -11,6 +11,7 @@ mod clusters;
 mod context;
 mod fences;
 mod ingress_ca;
+mod listed;
 mod members;
 mod output;
 mod projects;
@@ -23,11 +24,14 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use kubenest_api::orgs::{NewOrgBody, OrgResponse, PatchOrgBody};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::{self, Session};
 pub use apps::{AppsCommand, Progress, progress, wait_deleted, wait_running};
 pub use clusters::ClustersCommand;
+pub use listed::Listed;
 pub use output::{DryRun, Output, emit, removal_message};
 pub use projects::ProjectsCommand;
 pub use table::Table;
@@ -104,11 +108,8 @@ impl Global {
         {
             return Ok(org);
         }
-        let orgs = client.get("/api/v1/orgs").await?;
-        let names: Vec<&str> = orgs
-            .as_array()
-            .map(|a| a.iter().filter_map(|o| o["name"].as_str()).collect())
-            .unwrap_or_default();
+        let orgs: Vec<OrgResponse> = client.get_as("/api/v1/orgs").await?;
+        let names: Vec<&str> = orgs.iter().map(|o| o.name.as_str()).collect();
         match names.as_slice() {
             [one] => Ok((*one).to_owned()),
             [] => anyhow::bail!(
@@ -304,49 +305,48 @@ async fn orgs(global: &Global, command: OrgsCommand) -> anyhow::Result<()> {
     let mut client = global.client()?;
     match command {
         OrgsCommand::List => {
-            let orgs = client.get("/api/v1/orgs").await?;
+            let orgs: Vec<OrgResponse> = client.get_as("/api/v1/orgs").await?;
             global.print(&orgs, |orgs| {
                 Table::rows(["NAME", "DISPLAY NAME", "ROLE", "NAMESPACE"], orgs, |o| {
                     vec![
-                        text(&o["name"]),
-                        text(&o["display_name"]),
-                        text(&o["role"]),
-                        text(&o["namespace"]),
+                        cell(&o.name),
+                        cell(&o.display_name),
+                        opt(&o.role.map(word)),
+                        opt(&o.namespace),
                     ]
                 })
             });
         }
         OrgsCommand::Create { name, display_name } => {
-            let body = serde_json::json!({
-                "name": name,
-                "display_name": display_name.unwrap_or_else(|| name.clone()),
-            });
-            let org = client.post("/api/v1/orgs", &body).await?;
+            let body = NewOrgBody {
+                display_name: display_name.unwrap_or_else(|| name.clone()),
+                name: name.clone(),
+                members: Vec::new(),
+                verification: None,
+            };
+            let org: OrgResponse = client.post_as("/api/v1/orgs", &body).await?;
             global.done(&org, &format!("organization {name} created"));
         }
         OrgsCommand::Budget(args) => {
             let org = global.org(&mut client).await?;
             let body = args.body();
-            let budget = if body["cpu"].is_null() && body["memory"].is_null() {
-                Value::Null
-            } else {
-                body
+            let budget = (body.cpu.is_some() || body.memory.is_some()).then_some(body);
+            let change = PatchOrgBody {
+                verification: None,
+                budget: Some(budget),
             };
-            let answer = client
-                .call(
-                    reqwest::Method::PATCH,
-                    &format!("/api/v1/orgs/{org}"),
-                    Some(&serde_json::json!({"budget": budget})),
-                )
+            let answer: OrgResponse = client
+                .patch_as(&format!("/api/v1/orgs/{org}"), &change)
                 .await?;
             global.done(
                 &answer,
-                &format!("organization {org}'s budget: {}", answer["budget"]),
+                &format!("organization {org}'s budget: {}", json_of(&answer.budget)),
             );
         }
         OrgsCommand::Usage => {
             let org = global.org(&mut client).await?;
-            let usage = client.get(&format!("/api/v1/orgs/{org}/usage")).await?;
+            let usage: kubenest_api::fences::OrgUsageResponse =
+                client.get_as(&format!("/api/v1/orgs/{org}/usage")).await?;
             global.print(&usage, fences::org_usage_table);
         }
     }
@@ -368,17 +368,40 @@ pub fn is_id(s: &str) -> bool {
     uuid::Uuid::parse_str(s).is_ok()
 }
 
-/// The one item of `items` whose `name` is `name`, or an error naming what was looked for.
-pub fn by_name<'a>(
-    items: &'a Value,
+/// A text as a table cell: empty as `-`.
+pub fn cell(value: &str) -> String {
+    if value.is_empty() {
+        "-".into()
+    } else {
+        value.to_owned()
+    }
+}
+
+/// An optional value as a table cell: none (or empty) as `-`.
+pub fn opt(value: &Option<impl ToString>) -> String {
+    value
+        .as_ref()
+        .map_or_else(|| "-".into(), |v| cell(&v.to_string()))
+}
+
+/// A value as the API spells it (`admin` for a role, `isolated` for an isolation).
+pub fn word(value: impl Serialize) -> String {
+    text(&serde_json::to_value(value).unwrap_or_default())
+}
+
+/// A value as its JSON text (`null` when absent), as the answer shows it.
+pub fn json_of(value: &impl Serialize) -> String {
+    serde_json::to_value(value).unwrap_or_default().to_string()
+}
+
+/// The one item of `items` whose name is `name`, or an error naming what was looked for.
+pub fn by_name<'a, T: Listed>(
+    items: &'a [T],
     name: &str,
     what: &str,
     scope: &str,
-) -> anyhow::Result<&'a Value> {
-    let matches: Vec<&Value> = items
-        .as_array()
-        .map(|a| a.iter().filter(|i| i["name"] == name).collect())
-        .unwrap_or_default();
+) -> anyhow::Result<&'a T> {
+    let matches: Vec<&T> = items.iter().filter(|i| i.name() == name).collect();
     match matches.as_slice() {
         [one] => Ok(one),
         [] => Err(crate::exit::NotFound(format!("no {what} named {name:?} in {scope}")).into()),

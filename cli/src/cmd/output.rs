@@ -2,6 +2,8 @@
 //! confirmations of changes (saying when they were a server dry run).
 
 use clap::ValueEnum;
+use kubenest_api::removal::RemovalResponse;
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{Global, Table, text};
@@ -32,7 +34,7 @@ pub enum DryRun {
 
 impl Global {
     /// Prints `value` as JSON, YAML or names, or as the table `table` makes of it.
-    pub fn print(&self, value: &Value, table: impl FnOnce(&Value) -> Table) {
+    pub fn print<T: Serialize>(&self, value: &T, table: impl FnOnce(&T) -> Table) {
         match self.output {
             Output::Table => emit(&table(value).to_string()),
             Output::Wide => emit(&table(value).wide().to_string()),
@@ -42,7 +44,7 @@ impl Global {
 
     /// Prints a one-line confirmation for people (saying when it was a dry run), or the
     /// answer for scripts.
-    pub fn done(&self, value: &Value, message: &str) {
+    pub fn done<T: Serialize>(&self, value: &T, message: &str) {
         match self.output {
             Output::Table | Output::Wide if self.dry_run == DryRun::Server => {
                 emit(&format!("{message} (server dry run)\n"));
@@ -52,8 +54,9 @@ impl Global {
         }
     }
 
-    /// `-o json`, `yaml` or `name`.
-    fn machine(&self, value: &Value) {
+    /// `-o json`, `yaml` or `name`: the typed answer written back as the API's JSON.
+    fn machine<T: Serialize>(&self, value: &T) {
+        let value = &serde_json::to_value(value).unwrap_or_default();
         match self.output {
             Output::Yaml => emit(&serde_yaml::to_string(value).unwrap_or_default()),
             Output::Name => emit(&names(value)),
@@ -62,14 +65,15 @@ impl Global {
     }
 }
 
-/// `-o name`: each object's name (or id), one per line; a page's `items` too.
+/// `-o name`: each object's name (or id), one per line; a page's `items` too. It reads the
+/// answer written back as JSON, since it is the same for every kind of object.
 fn names(value: &Value) -> String {
     let items = match value {
         Value::Array(items) => items.as_slice(),
-        Value::Object(page) if page.get("items").is_some_and(Value::is_array) => page["items"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default(),
+        Value::Object(page) => match page.get("items") {
+            Some(Value::Array(items)) => items.as_slice(),
+            _ => std::slice::from_ref(value),
+        },
         one => std::slice::from_ref(one),
     };
     items
@@ -77,8 +81,8 @@ fn names(value: &Value) -> String {
         .filter_map(|item| {
             ["name", "username", "id"]
                 .iter()
-                .find(|key| !item[**key].is_null())
-                .map(|key| text(&item[*key]))
+                .find_map(|key| item.get(*key).filter(|v| !v.is_null()))
+                .map(text)
         })
         .map(|name| format!("{name}\n"))
         .collect()
@@ -93,26 +97,13 @@ fn json_text(value: &Value) -> String {
 
 /// `head`, then what a DELETE's answer says: what the deletion waits for, or, after a forced
 /// removal, what was removed and what may be left on the cluster.
-pub fn removal_message(answer: &Value, head: &str) -> String {
-    let lines = |key: &str| -> Vec<String> {
-        answer[key]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+pub fn removal_message(answer: &RemovalResponse, head: &str) -> String {
     let mut out = format!("{head}\n");
-    for (title, key) in [
-        ("waiting for", "waiting_for"),
-        ("removed", "removed"),
-        ("may be left on the cluster", "left_on_cluster"),
+    for (title, items) in [
+        ("waiting for", &answer.waiting_for),
+        ("removed", &answer.removed),
+        ("may be left on the cluster", &answer.left_on_cluster),
     ] {
-        let items = lines(key);
         if !items.is_empty() {
             out.push_str(&format!("{title}:\n"));
             for item in items {

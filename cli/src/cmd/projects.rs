@@ -1,10 +1,17 @@
 //! `kubenest projects`.
 
 use clap::Subcommand;
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use kubenest_api::fences::ProjectUsageResponse;
+use kubenest_api::projects::{NewProjectBody, ProjectResponse};
+use kubenest_api::registry::{
+    RegistryAccount, RegistryCredentialsBody, RegistryCredentialsResponse,
+};
+use kubenest_api::removal::RemovalResponse;
 
 use super::ingress_ca::{self, IngressCaCommand};
-use super::{Global, Table, by_name, clusters, is_id, text};
+use super::{Global, Table, by_name, cell, clusters, is_id, json_of, opt, word};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -70,14 +77,16 @@ pub async fn resolve(
         return Ok(project.to_owned());
     }
     let org = global.org(client).await?;
-    let projects = client.get(&format!("/api/v1/orgs/{org}/projects")).await?;
+    let projects: Vec<ProjectResponse> = client
+        .get_as(&format!("/api/v1/orgs/{org}/projects"))
+        .await?;
     let found = by_name(
         &projects,
         project,
         "project",
         &format!("organization {org}"),
     )?;
-    Ok(text(&found["id"]))
+    Ok(found.id.clone())
 }
 
 pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()> {
@@ -90,37 +99,44 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
         } => {
             let org = global.org(&mut client).await?;
             let cluster_id = clusters::resolve(global, &mut client, &cluster).await?;
-            let mut body = json!({"name": name, "cluster_id": cluster_id});
-            if let Some(namespace) = namespace {
-                body["namespace"] = json!(namespace);
-            }
-            let project = client
-                .post(&format!("/api/v1/orgs/{org}/projects"), &body)
+            let body = NewProjectBody {
+                name: name.clone(),
+                cluster_id,
+                namespace,
+                registry_secret: None,
+                progress_deadline_seconds: None,
+                pod_security: None,
+                fences: None,
+            };
+            let project: ProjectResponse = client
+                .post_as(&format!("/api/v1/orgs/{org}/projects"), &body)
                 .await?;
             global.done(
                 &project,
                 &format!(
                     "project {name} created ({}), namespace {} on {cluster}: {}",
-                    text(&project["id"]),
-                    text(&project["namespace"]),
-                    text(&project["phase"])
+                    cell(&project.id),
+                    cell(&project.namespace),
+                    cell(&project.phase)
                 ),
             );
         }
         ProjectsCommand::List => {
             let org = global.org(&mut client).await?;
-            let projects = client.get(&format!("/api/v1/orgs/{org}/projects")).await?;
+            let projects: Vec<ProjectResponse> = client
+                .get_as(&format!("/api/v1/orgs/{org}/projects"))
+                .await?;
             global.print(&projects, |projects| {
                 Table::rows(
                     ["NAME", "ID", "CLUSTER", "NAMESPACE", "PHASE"],
                     projects,
                     |p| {
                         vec![
-                            text(&p["name"]),
-                            text(&p["id"]),
-                            text(&p["cluster"]),
-                            text(&p["namespace"]),
-                            text(&p["phase"]),
+                            cell(&p.name),
+                            cell(&p.id),
+                            cell(&p.cluster),
+                            cell(&p.namespace),
+                            cell(&p.phase),
                         ]
                     },
                 )
@@ -128,7 +144,7 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
         }
         ProjectsCommand::Get { project } => {
             let id = resolve(global, &mut client, &project).await?;
-            let project = client.get(&format!("/api/v1/projects/{id}")).await?;
+            let project: ProjectResponse = client.get_as(&format!("/api/v1/projects/{id}")).await?;
             global.print(&project, project_table);
         }
         ProjectsCommand::RegistryLogin {
@@ -143,27 +159,30 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
                 "the registry password",
             )?;
             let id = resolve(global, &mut client, &project).await?;
-            let body =
-                json!({"registries": {&server: {"username": username, "password": password}}});
-            let answer = client
-                .call(
-                    reqwest::Method::PUT,
+            let body = RegistryCredentialsBody {
+                registries: BTreeMap::from([(
+                    server.clone(),
+                    RegistryAccount { username, password },
+                )]),
+            };
+            let answer: RegistryCredentialsResponse = client
+                .put_as(
                     &format!("/api/v1/projects/{id}/registry-credentials"),
-                    Some(&body),
+                    &body,
                 )
                 .await?;
             global.done(
                 &answer,
                 &format!(
                     "project {project} pulls and pushes with its credentials for {server} (Secret {})",
-                    text(&answer["secret"])
+                    cell(&answer.secret)
                 ),
             );
         }
         ProjectsCommand::RegistryLogout { project } => {
             let id = resolve(global, &mut client, &project).await?;
-            let answer = client
-                .delete(&format!("/api/v1/projects/{id}/registry-credentials"))
+            let answer: RegistryCredentialsResponse = client
+                .delete_as(&format!("/api/v1/projects/{id}/registry-credentials"))
                 .await?;
             global.done(
                 &answer,
@@ -180,7 +199,9 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
         }
         ProjectsCommand::Usage { project } => {
             let id = resolve(global, &mut client, &project).await?;
-            let usage = client.get(&format!("/api/v1/projects/{id}/usage")).await?;
+            let usage: ProjectUsageResponse = client
+                .get_as(&format!("/api/v1/projects/{id}/usage"))
+                .await?;
             global.print(&usage, super::fences::usage_table);
         }
         ProjectsCommand::Delete { project, force } => {
@@ -196,31 +217,33 @@ pub async fn run(global: &Global, command: ProjectsCommand) -> anyhow::Result<()
                     format!("project {project} is being deleted"),
                 )
             };
-            let answer = client.delete(&path).await?;
+            let answer: RemovalResponse = client.delete_as(&path).await?;
             global.done(&answer, &super::removal_message(&answer, &head));
         }
     }
     Ok(())
 }
 
-/// The registry password: standard input, or KUBENEST_REGISTRY_PASSWORD.
-fn project_table(project: &Value) -> Table {
+fn project_table(project: &ProjectResponse) -> Table {
     Table::fields(&[
-        ("Name", text(&project["name"])),
-        ("Id", text(&project["id"])),
-        ("Organization", text(&project["org"])),
-        ("Cluster", text(&project["cluster"])),
-        ("Namespace", text(&project["namespace"])),
-        ("Phase", text(&project["phase"])),
-        ("Message", text(&project["message"])),
-        ("Registry secret", text(&project["registry_secret"])),
-        ("Ingress CA", text(&project["ingress_ca"])),
-        ("Network", text(&project["fences"]["network"]["isolation"])),
+        ("Name", cell(&project.name)),
+        ("Id", cell(&project.id)),
+        ("Organization", cell(&project.org)),
+        ("Cluster", cell(&project.cluster)),
+        ("Namespace", cell(&project.namespace)),
+        ("Phase", cell(&project.phase)),
+        ("Message", cell(&project.message)),
+        ("Registry secret", opt(&project.registry_secret)),
+        ("Ingress CA", project.ingress_ca.to_string()),
+        (
+            "Network",
+            opt(&project.fences.network.as_ref().map(|n| word(n.isolation))),
+        ),
         (
             "Quota",
-            match &project["fences"]["quota"] {
-                Value::Null => "none".to_owned(),
-                quota => quota.to_string(),
+            match &project.fences.quota {
+                None => "none".to_owned(),
+                Some(quota) => json_of(quota),
             },
         ),
     ])

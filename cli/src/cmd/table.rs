@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use super::listed::Listed;
 
 /// A header and rows of cells, printed with each column as wide as its widest cell.
 #[derive(Debug, Default)]
@@ -22,34 +22,33 @@ impl Table {
         }
     }
 
-    /// A table of one row per item of the JSON array `items`.
-    pub fn rows<const N: usize>(
+    /// A table of one row per item of `items`.
+    pub fn rows<const N: usize, T: Listed>(
         header: [&str; N],
-        items: &Value,
-        row: impl Fn(&Value) -> Vec<String>,
+        items: &[T],
+        row: impl Fn(&T) -> Vec<String>,
     ) -> Self {
         let mut table = Self::new(header);
         // `-o wide` adds what every object has and the narrow table leaves out: its id and
         // when it was made.
-        let wide: Vec<&str> = [("ID", "id"), ("CREATED", "created_at")]
-            .into_iter()
-            .filter(|(title, _)| !header.contains(title))
-            .filter(|(_, key)| {
-                items
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|i| !i[*key].is_null()))
-            })
-            .map(|(_, key)| key)
-            .collect();
-        table.wide_header = wide
-            .iter()
-            .map(|key| if *key == "id" { "ID" } else { "CREATED" }.to_owned())
-            .collect();
-        for item in items.as_array().into_iter().flatten() {
+        let id = !header.contains(&"ID") && items.iter().any(|i| i.id().is_some());
+        let created = items.iter().any(|i| i.created_at().is_some());
+        if id {
+            table.wide_header.push("ID".into());
+        }
+        if created {
+            table.wide_header.push("CREATED".into());
+        }
+        for item in items {
             table.push(row(item));
-            table
-                .wide_rows
-                .push(wide.iter().map(|key| super::text(&item[*key])).collect());
+            let mut wide = Vec::new();
+            if id {
+                wide.push(super::opt(&item.id()));
+            }
+            if created {
+                wide.push(super::opt(&item.created_at()));
+            }
+            table.wide_rows.push(wide);
         }
         table
     }
@@ -134,14 +133,20 @@ mod tests {
 
     #[test]
     fn wide_adds_the_id_and_creation_time_a_table_leaves_out() {
-        let items = serde_json::json!([{"name": "web", "id": "a1", "created_at": "2026-12-07"}]);
-        let table = Table::rows(["NAME"], &items, |i| vec![super::super::text(&i["name"])]);
+        let items = [kubenest_api::users::UserView {
+            username: "web".into(),
+            id: "a1".into(),
+            platform_admin: false,
+            disabled: false,
+            created_at: "2026-12-07".into(),
+        }];
+        let table = Table::rows(["NAME"], &items, |i| vec![i.username.clone()]);
         assert_eq!(
             table.wide().to_string(),
             "NAME   ID   CREATED\nweb    a1   2026-12-07\n"
         );
         let table = Table::rows(["NAME", "ID"], &items, |i| {
-            vec![super::super::text(&i["name"]), super::super::text(&i["id"])]
+            vec![i.username.clone(), i.id.clone()]
         });
         assert_eq!(
             table.wide().to_string(),

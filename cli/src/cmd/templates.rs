@@ -7,9 +7,16 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
+use std::collections::BTreeMap;
+
+use kubenest_api::apps::AppResponse;
+use kubenest_api::templates::{
+    self as api_templates, DeployBody, FromAppBody, FromChartBody, Scope, TemplateChart,
+    TemplateResponse,
+};
 use serde_json::{Map, Value, json};
 
-use super::{Global, Table, by_name, clusters, is_id, projects, read_document, text};
+use super::{Global, Table, by_name, cell, clusters, is_id, projects, read_document, text, word};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -74,14 +81,20 @@ pub struct Placement {
     #[arg(long)]
     name: String,
     /// project, cluster or global.
-    #[arg(long, default_value = "project")]
-    scope: String,
+    #[arg(long, default_value = "project", value_parser = parse_scope)]
+    scope: Scope,
     /// The project (name or id) of a project-scoped template.
     #[arg(long)]
     project: Option<String>,
     /// The cluster (name or id) of a cluster-scoped template.
     #[arg(long)]
     cluster: Option<String>,
+}
+
+/// A scope as the API spells it.
+fn parse_scope(s: &str) -> Result<Scope, String> {
+    serde_json::from_value(Value::String(s.to_owned()))
+        .map_err(|_| format!("{s:?} is none of project, cluster or global"))
 }
 
 fn parse_param(s: &str) -> Result<(String, String), String> {
@@ -100,46 +113,54 @@ async fn resolve(
         return Ok(template.to_owned());
     }
     let org = global.org(client).await?;
-    let templates = client
-        .get(&format!("/api/v1/templates?org={}", api::query_value(&org)))
+    let templates: Vec<TemplateResponse> = client
+        .get_as(&format!("/api/v1/templates?org={}", api::query_value(&org)))
         .await?;
-    Ok(text(
-        &by_name(
-            &templates,
-            template,
-            "template",
-            &format!("organization {org}"),
-        )?["id"],
-    ))
+    let found = by_name(
+        &templates,
+        template,
+        "template",
+        &format!("organization {org}"),
+    )?;
+    Ok(found.id.clone())
 }
 
-/// Puts a new template's name and scope into `body`, and the ids of its place.
+/// A new template's name and scope, and the ids of its place.
 async fn place(
     global: &Global,
     client: &mut api::Client,
-    body: &mut Map<String, Value>,
     placement: &Placement,
-) -> anyhow::Result<()> {
-    body.insert("name".into(), json!(placement.name));
-    body.insert("scope".into(), json!(placement.scope));
-    let (project, cluster) = (placement.project.clone(), placement.cluster.clone());
-    resolve_place(global, client, body, project, cluster).await
+) -> anyhow::Result<api_templates::Placement> {
+    let project_id = match &placement.project {
+        Some(project) => Some(projects::resolve(global, client, project).await?),
+        None => None,
+    };
+    let cluster_id = match &placement.cluster {
+        Some(cluster) => Some(clusters::resolve(global, client, cluster).await?),
+        None => None,
+    };
+    Ok(api_templates::Placement {
+        name: placement.name.clone(),
+        scope: placement.scope,
+        project_id,
+        cluster_id,
+        description: None,
+    })
 }
 
-/// Turns `project` / `cluster` names of a template's place (given, or else in `body` itself)
-/// into the API's ids.
+/// Turns the `project` / `cluster` names of a template file's place into the API's ids. The
+/// file is the user's own and goes to the API as written otherwise, so the API names any field
+/// at fault.
 async fn resolve_place(
     global: &Global,
     client: &mut api::Client,
     body: &mut Map<String, Value>,
-    project: Option<String>,
-    cluster: Option<String>,
 ) -> anyhow::Result<()> {
-    if let Some(project) = project.or_else(|| body.remove("project").map(|p| text(&p))) {
+    if let Some(project) = body.remove("project").map(|p| text(&p)) {
         let id = projects::resolve(global, client, &project).await?;
         body.insert("project_id".into(), json!(id));
     }
-    if let Some(cluster) = cluster.or_else(|| body.remove("cluster").map(|c| text(&c))) {
+    if let Some(cluster) = body.remove("cluster").map(|c| text(&c)) {
         let id = clusters::resolve(global, client, &cluster).await?;
         body.insert("cluster_id".into(), json!(id));
     }
@@ -151,27 +172,23 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
     match command {
         TemplatesCommand::List => {
             let org = global.org(&mut client).await?;
-            let templates = client
-                .get(&format!("/api/v1/templates?org={}", api::query_value(&org)))
+            let templates: Vec<TemplateResponse> = client
+                .get_as(&format!("/api/v1/templates?org={}", api::query_value(&org)))
                 .await?;
             global.print(&templates, |templates| {
                 Table::rows(
                     ["NAME", "ID", "SCOPE", "VALID", "PARAMETERS", "DESCRIPTION"],
                     templates,
                     |t| {
-                        let parameters: Vec<String> = t["parameters"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|p| text(&p["name"]))
-                            .collect();
+                        let parameters: Vec<&str> =
+                            t.parameters.iter().map(|p| p.name.as_str()).collect();
                         vec![
-                            text(&t["name"]),
-                            text(&t["id"]),
-                            text(&t["scope"]),
-                            text(&t["valid"]),
+                            cell(&t.name),
+                            cell(&t.id),
+                            word(t.scope),
+                            t.valid.to_string(),
                             parameters.join(","),
-                            text(&t["description"]),
+                            cell(&t.description),
                         ]
                     },
                 )
@@ -179,7 +196,8 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
         }
         TemplatesCommand::Get { template } => {
             let id = resolve(global, &mut client, &template).await?;
-            let template = client.get(&format!("/api/v1/templates/{id}")).await?;
+            let template: TemplateResponse =
+                client.get_as(&format!("/api/v1/templates/{id}")).await?;
             global.print(&template, template_table);
         }
         TemplatesCommand::Create { file } => {
@@ -187,28 +205,28 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
             let body = document
                 .as_object_mut()
                 .ok_or_else(|| anyhow::anyhow!("a template file is a mapping"))?;
-            resolve_place(global, &mut client, body, None, None).await?;
-            let created = client.post("/api/v1/templates", &document).await?;
+            resolve_place(global, &mut client, body).await?;
+            let created: TemplateResponse = client.post_as("/api/v1/templates", &document).await?;
             global.done(
                 &created,
                 &format!(
                     "template {} created ({})",
-                    text(&created["name"]),
-                    text(&created["id"])
+                    cell(&created.name),
+                    cell(&created.id)
                 ),
             );
         }
         TemplatesCommand::FromApp { app_id, placement } => {
-            let mut body = Map::new();
-            body.insert("app_id".into(), json!(app_id));
-            place(global, &mut client, &mut body, &placement).await?;
+            let body = FromAppBody {
+                app_id,
+                at: place(global, &mut client, &placement).await?,
+            };
             let name = placement.name;
-            let created = client
-                .post("/api/v1/templates/from-app", &Value::Object(body))
-                .await?;
+            let created: TemplateResponse =
+                client.post_as("/api/v1/templates/from-app", &body).await?;
             global.done(
                 &created,
-                &format!("template {name} created ({})", text(&created["id"])),
+                &format!("template {name} created ({})", cell(&created.id)),
             );
         }
         TemplatesCommand::FromChart {
@@ -217,44 +235,54 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
             version,
             placement,
         } => {
-            let mut body = Map::new();
-            body.insert(
-                "chart".into(),
-                json!({"repository": repository, "name": chart, "version": version}),
-            );
-            place(global, &mut client, &mut body, &placement).await?;
+            let body = FromChartBody {
+                at: place(global, &mut client, &placement).await?,
+                chart: TemplateChart {
+                    repository,
+                    name: chart.clone(),
+                    version: version.clone(),
+                },
+            };
             let name = placement.name;
-            let created = client
-                .post("/api/v1/templates/from-chart", &Value::Object(body))
+            let created: TemplateResponse = client
+                .post_as("/api/v1/templates/from-chart", &body)
                 .await?;
-            let slots = created["parameters"].as_array().map_or(0, Vec::len);
+            let slots = created.parameters.len();
             global.done(
                 &created,
                 &format!(
                     "template {name} created ({}) from {chart} {version}: {slots} slots",
-                    text(&created["id"])
+                    cell(&created.id)
                 ),
             );
         }
         TemplatesCommand::Export { template } => {
             let id = resolve(global, &mut client, &template).await?;
-            let exported = client
-                .get(&format!("/api/v1/templates/{id}/export"))
+            // The export is the template resource's own shape, printed for `import` as it came.
+            let exported: Value = client
+                .get_as(&format!("/api/v1/templates/{id}/export"))
                 .await?;
             super::emit(&format!("{}\n", serde_json::to_string_pretty(&exported)?));
         }
         TemplatesCommand::Import { file, placement } => {
-            let template = read_document(&file)?;
-            let mut body = Map::new();
-            body.insert("template".into(), template);
-            place(global, &mut client, &mut body, &placement).await?;
+            /// The import body: the place, and the exported template the user gives, as
+            /// written (the API reads it and names the field at fault).
+            #[derive(serde::Serialize)]
+            struct ImportBody {
+                #[serde(flatten)]
+                at: api_templates::Placement,
+                template: Value,
+            }
+            let body = ImportBody {
+                template: read_document(&file)?,
+                at: place(global, &mut client, &placement).await?,
+            };
             let name = placement.name;
-            let created = client
-                .post("/api/v1/templates/import", &Value::Object(body))
-                .await?;
+            let created: TemplateResponse =
+                client.post_as("/api/v1/templates/import", &body).await?;
             global.done(
                 &created,
-                &format!("template {name} imported ({})", text(&created["id"])),
+                &format!("template {name} imported ({})", cell(&created.id)),
             );
         }
         TemplatesCommand::Deploy {
@@ -265,65 +293,66 @@ pub async fn run(global: &Global, command: TemplatesCommand) -> anyhow::Result<(
         } => {
             let id = resolve(global, &mut client, &template).await?;
             let project_id = projects::resolve(global, &mut client, &project).await?;
-            let parameters: Map<String, Value> =
-                params.into_iter().map(|(k, v)| (k, json!(v))).collect();
-            let app = client
-                .post(
-                    &format!("/api/v1/templates/{id}/deploy"),
-                    &json!({"project_id": project_id, "name": name, "parameters": parameters}),
-                )
+            let parameters: BTreeMap<String, Value> = params
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            let body = DeployBody {
+                project_id,
+                name: name.clone(),
+                parameters,
+            };
+            let app: AppResponse = client
+                .post_as(&format!("/api/v1/templates/{id}/deploy"), &body)
                 .await?;
             global.done(
                 &app,
                 &format!(
                     "App {name} created from {template} ({}): {}",
-                    text(&app["id"]),
-                    text(&app["phase"])
+                    cell(&app.id),
+                    cell(&app.phase)
                 ),
             );
         }
         TemplatesCommand::Delete { template } => {
             let id = resolve(global, &mut client, &template).await?;
-            let answer = client.delete(&format!("/api/v1/templates/{id}")).await?;
+            // 204: no answer to read.
+            let answer: () = client.delete_as(&format!("/api/v1/templates/{id}")).await?;
             global.done(&answer, &format!("template {template} deleted"));
         }
     }
     Ok(())
 }
 
-fn template_table(template: &Value) -> Table {
+fn template_table(template: &TemplateResponse) -> Table {
     let mut table = Table::fields(&[
-        ("Name", text(&template["name"])),
-        ("Id", text(&template["id"])),
-        ("Scope", text(&template["scope"])),
-        ("Valid", text(&template["valid"])),
-        ("Message", text(&template["message"])),
-        ("Description", text(&template["description"])),
+        ("Name", cell(&template.name)),
+        ("Id", cell(&template.id)),
+        ("Scope", word(template.scope)),
+        ("Valid", template.valid.to_string()),
+        ("Message", cell(&template.message)),
+        ("Description", cell(&template.description)),
     ]);
-    for parameter in template["parameters"].as_array().into_iter().flatten() {
+    for parameter in &template.parameters {
         table.push(vec![
-            format!("Parameter {}:", text(&parameter["name"])),
+            format!("Parameter {}:", cell(&parameter.name)),
             format!(
                 "{}{}{} {}",
-                text(&parameter["type"]),
-                if parameter["required"] == true {
-                    ", required"
-                } else {
-                    ""
+                word(parameter.type_),
+                if parameter.required { ", required" } else { "" },
+                match &parameter.default {
+                    None => String::new(),
+                    Some(d) => format!(", default {}", cell(d)),
                 },
-                match &parameter["default"] {
-                    Value::Null => String::new(),
-                    d => format!(", default {}", text(d)),
-                },
-                text(&parameter["description"])
+                cell(&parameter.description)
             ),
         ]);
     }
-    for component in template["components"].as_array().into_iter().flatten() {
-        table.push(vec![
-            format!("Component {}:", text(&component["name"])),
-            text(&component["type"]),
-        ]);
+    // A template's components are free-form (any string may be a `${slot}`): only their name
+    // and type are shown.
+    for component in &template.components {
+        let field = |key: &str| component.get(key).map_or_else(|| "-".into(), text);
+        table.push(vec![format!("Component {}:", field("name")), field("type")]);
     }
     table
 }

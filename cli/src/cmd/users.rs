@@ -2,10 +2,9 @@
 //! `kubenest password` (change your own, or as an administrator anyone's).
 
 use clap::{Args, Subcommand};
-use reqwest::Method;
-use serde_json::json;
+use kubenest_api::users::{NewUserBody, PasswordBody, UserView};
 
-use super::{Global, Table, text};
+use super::{Global, Table, cell};
 use crate::api;
 
 #[derive(Debug, Subcommand)]
@@ -62,18 +61,18 @@ pub async fn run(global: &Global, command: UsersCommand) -> anyhow::Result<()> {
     let path = |name: &str| format!("/api/v1/users/{}", api::query_value(name));
     match command {
         UsersCommand::List => {
-            let users = client.get("/api/v1/users").await?;
+            let users: Vec<UserView> = client.get_as("/api/v1/users").await?;
             global.print(&users, |users| {
                 Table::rows(
                     ["USERNAME", "ID", "PLATFORM ADMIN", "DISABLED", "CREATED"],
                     users,
                     |u| {
                         vec![
-                            text(&u["username"]),
-                            text(&u["id"]),
-                            text(&u["platform_admin"]),
-                            text(&u["disabled"]),
-                            text(&u["created_at"]),
+                            cell(&u.username),
+                            cell(&u.id),
+                            u.platform_admin.to_string(),
+                            u.disabled.to_string(),
+                            cell(&u.created_at),
                         ]
                     },
                 )
@@ -84,31 +83,38 @@ pub async fn run(global: &Global, command: UsersCommand) -> anyhow::Result<()> {
             platform_admin,
             password,
         } => {
-            let body = json!({
-                "username": username,
-                "password": password.read()?,
-                "platform_admin": platform_admin,
-            });
-            let user = client.post("/api/v1/users", &body).await?;
+            let body = NewUserBody {
+                username: username.clone(),
+                password: password.read()?,
+                platform_admin,
+            };
+            let user: UserView = client.post_as("/api/v1/users", &body).await?;
             global.done(
                 &user,
-                &format!("user {username} created (id {})", text(&user["id"])),
+                &format!("user {username} created (id {})", cell(&user.id)),
             );
         }
         UsersCommand::Disable { username } => {
-            let user = client
-                .post(&format!("{}/disable", path(&username)), &json!({}))
+            let user: UserView = client
+                .post_as(
+                    &format!("{}/disable", path(&username)),
+                    &serde_json::Map::new(),
+                )
                 .await?;
             global.done(&user, &format!("user {username} disabled"));
         }
         UsersCommand::Enable { username } => {
-            let user = client
-                .post(&format!("{}/enable", path(&username)), &json!({}))
+            let user: UserView = client
+                .post_as(
+                    &format!("{}/enable", path(&username)),
+                    &serde_json::Map::new(),
+                )
                 .await?;
             global.done(&user, &format!("user {username} enabled"));
         }
         UsersCommand::Delete { username } => {
-            let answer = client.delete(&path(&username)).await?;
+            // 204: no answer to read.
+            let answer: () = client.delete_as(&path(&username)).await?;
             global.done(
                 &answer,
                 &format!("user {username} deleted with their memberships and sessions"),
@@ -128,11 +134,14 @@ pub async fn password(global: &Global, args: PasswordArgs) -> anyhow::Result<()>
         .unwrap_or_default();
     let user = args.user.clone().unwrap_or_else(|| me.clone());
     let password = args.password.read()?;
-    client
-        .call(
-            Method::PUT,
+    let body = PasswordBody {
+        password: password.clone(),
+    };
+    // 204: no answer to read.
+    let () = client
+        .put_as(
             &format!("/api/v1/users/{}/password", api::query_value(&user)),
-            Some(&json!({ "password": password })),
+            &body,
         )
         .await?;
     if user == me {
@@ -140,8 +149,13 @@ pub async fn password(global: &Global, args: PasswordArgs) -> anyhow::Result<()>
         let session = fresh.login(&me, &password).await?;
         session.save(&global.session_path()?)?;
     }
+    /// What `-o json` prints: the API answers a password change with no body.
+    #[derive(serde::Serialize)]
+    struct Changed<'a> {
+        user: &'a str,
+    }
     global.done(
-        &json!({"user": user}),
+        &Changed { user: &user },
         &format!("password of {user} changed"),
     );
     Ok(())

@@ -49,7 +49,12 @@ pub(super) async fn running(
         if seen.last() != Some(&phase) {
             seen.push(phase);
         }
-        match progress(&app, before) {
+        // The CLI judges a typed App; the tour keeps the raw answer to print from.
+        let typed = serde_json::from_value(app.clone())?;
+        let before = before
+            .map(|b| serde_json::from_value(b.clone()))
+            .transpose()?;
+        match progress(&typed, before.as_ref()) {
             Progress::Running => Ok(Ok(app)),
             Progress::Failed(message) => anyhow::bail!("the App failed: {message}"),
             Progress::Waiting(state) => Ok(Err(state)),

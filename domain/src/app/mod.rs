@@ -17,12 +17,5 @@ pub use build::{AppIdentity, BuildError, build_deploy, merge};
 pub use revision::{canonical_json, revision_of};
 pub use validate::{FieldError, MAX_COMPONENTS, check_component_names, quantity, validate_deploy};
 
-/// Every phase an App shows: the assessment's, and `Deleting` while its cleanup runs.
-pub const PHASES: &[&str] = &[
-    "Pending",
-    "Deploying",
-    "Running",
-    "Paused",
-    "Failed",
-    "Deleting",
-];
+/// Every phase an App shows (the API's words: one definition, in the API types).
+pub use kubenest_api::apps::PHASES;

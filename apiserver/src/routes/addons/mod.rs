@@ -1,6 +1,11 @@
 //! The addon catalog (AddonDefinitions) and standalone addons (AddonInstances) with their
 //! revision history, upgrades and rollbacks.
 
+pub use kubenest_api::addons::{
+    AddonRollbackBody, DefinitionResponse, InstanceQuery, InstanceResponse, NamePath,
+    NewInstanceBody, PatchInstanceBody, RevisionView,
+};
+
 use crate::extract::Query;
 use crate::reply::{Accepted, Removal};
 use axum::Json;
@@ -9,9 +14,7 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch};
 use kubenest_crds::addon::{AddonDefinition, AddonInstance, AddonInstanceSpec};
 use kubenest_crds::names::annotations;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::removal::{DeleteQuery, Place, RemovalResponse, force_addon, waiting_for};
 use super::{IdPath, Scoped, actor_annotations, check_dns_label, patch_params, post_params};
@@ -25,22 +28,6 @@ mod checks;
 use checks::{check_values, check_version};
 pub(crate) use checks::{definition_named, values_refusal, version_refusal};
 use kubenest_domain::app::ways_out::AddonChange;
-
-/// A catalog entry.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct DefinitionResponse {
-    pub name: String,
-    pub display_name: String,
-    pub chart_repository: String,
-    pub chart_name: String,
-    /// The pinned version.
-    pub chart_version: String,
-    /// Export name → what it holds (`host`, `port`, `dsn`, ...).
-    pub exports: std::collections::BTreeMap<String, String>,
-    /// JSON Schema of the values you may set.
-    pub values_schema: Option<Value>,
-    pub default_values: Value,
-}
 
 fn definition_response(definition: &AddonDefinition) -> DefinitionResponse {
     let spec = &definition.spec;
@@ -66,12 +53,6 @@ pub async fn definitions(
     Ok(Json(list.iter().map(definition_response).collect()))
 }
 
-/// `{name}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct NamePath {
-    pub name: String,
-}
-
 /// One catalog entry.
 pub async fn definition(
     State(state): State<AppState>,
@@ -82,53 +63,6 @@ pub async fn definition(
         .await?
         .ok_or_else(|| ApiError::not_found("addon definition"))?;
     Ok(Json(definition_response(&found)))
-}
-
-/// One revision of a standalone addon.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RevisionView {
-    pub revision: i32,
-    /// `install`, `upgrade`, `values` or `rollback`.
-    pub operation: String,
-    pub chart_version: Option<String>,
-    pub values: Value,
-    pub rollback_to: Option<i32>,
-    pub actor: String,
-    pub result: String,
-    pub message: String,
-    pub created_at: String,
-}
-
-/// A standalone addon.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct InstanceResponse {
-    pub id: String,
-    pub name: String,
-    pub org: String,
-    pub project: String,
-    pub project_id: Option<String>,
-    pub definition: String,
-    pub version: Option<String>,
-    pub values: Value,
-    pub phase: String,
-    pub message: String,
-    pub revision: Option<u32>,
-    pub observed_revision: Option<u32>,
-    /// The Secret on the cluster holding the addon's exports (never its values).
-    pub export_secret: Option<String>,
-    pub git_commit: Option<String>,
-    /// Why the agent could not write the addon's folder to the cluster's GitOps repository
-    /// (the addon runs regardless; an alert is open meanwhile).
-    pub gitops_error: Option<String>,
-    /// Fields of the addon's objects another manager changed, as the agent last reported them
-    /// (it applies them back, then reports the addon in sync).
-    pub sync: crate::routes::apps::SyncView,
-    pub created_at: Option<String>,
-    /// Seconds an install or change may take to become ready.
-    pub progress_deadline_seconds: u32,
-    /// Newest first; only on single reads.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub revisions: Option<Vec<RevisionView>>,
 }
 
 fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> InstanceResponse {
@@ -156,32 +90,11 @@ fn instance_response(addon: &AddonInstance, project_id: Option<String>) -> Insta
         export_secret: status.export_secret,
         git_commit: status.git_commit,
         gitops_error: status.gitops_error,
-        sync: status.sync.unwrap_or_default().into(),
+        sync: crate::routes::apps::sync_view(status.sync.unwrap_or_default()),
         created_at: k8s::created(addon),
         progress_deadline_seconds: addon.spec.progress_deadline_seconds,
         revisions: None,
     }
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewInstanceBody {
-    pub project_id: String,
-    /// DNS label, unique in the organization.
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    /// The AddonDefinition, e.g. `postgres`.
-    pub definition: String,
-    /// A chart version other than the definition's pinned one.
-    #[serde(default)]
-    pub version: Option<String>,
-    #[serde(default)]
-    pub values: Map<String, Value>,
-    /// Seconds an install or change may take to become ready before it is `Failed`: 10 to
-    /// 86400 (default 600).
-    #[serde(default)]
-    #[schemars(range(min = 10, max = 86400))]
-    pub progress_deadline_seconds: Option<u32>,
 }
 
 /// Installs a standalone addon in a project (members).
@@ -237,13 +150,6 @@ pub async fn create(
         &created,
         project.object.uid(),
     ))))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InstanceQuery {
-    pub org: Option<String>,
-    pub project_id: Option<String>,
 }
 
 /// The standalone addons you have a role on.
@@ -330,17 +236,6 @@ pub async fn get(
     Ok(Json(body))
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PatchInstanceBody {
-    /// Upgrade (or downgrade) to this exact chart version.
-    #[serde(default)]
-    pub version: Option<String>,
-    /// The new values (replacing the old).
-    #[serde(default)]
-    pub values: Option<Map<String, Value>>,
-}
-
 /// Upgrades an addon or changes its values (members); a new revision.
 pub async fn patch(
     State(state): State<AppState>,
@@ -392,13 +287,6 @@ pub async fn patch(
         &updated,
         scoped.project.as_ref().and_then(ResourceExt::uid),
     ))))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AddonRollbackBody {
-    /// The revision whose chart and values to restore.
-    pub revision: i32,
 }
 
 /// Restores an earlier revision (members); a new revision that points at it.

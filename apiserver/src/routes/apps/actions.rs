@@ -1,6 +1,8 @@
 //! Pause, resume, redeploy and rollback: each a write the App controller records as a
 //! deployment (redeploy and rollback as annotations, so kubectl users have the same path).
 
+pub use kubenest_api::apps::RollbackBody;
+
 use crate::reply::Accepted;
 use kubenest_crds::names::annotations;
 use kubenest_domain::app::ways_out::Change;
@@ -8,8 +10,6 @@ use kubenest_domain::app::ways_out::Change;
 use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -101,13 +101,6 @@ pub async fn redeploy(
     let patch =
         json!({"metadata": {"annotations": {annotations::REDEPLOY: Uuid::new_v4().to_string()}}});
     write(&state, &caller, &scoped, patch).await
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RollbackBody {
-    /// A deployment of this App whose spec to restore.
-    pub deployment_id: String,
 }
 
 /// Restores the spec of an earlier deployment (members); a new deployment that points at it.

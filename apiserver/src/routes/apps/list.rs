@@ -1,14 +1,14 @@
 //! The App list: by organization or project, paged with `limit` and `continue` across every
 //! organization the caller sees.
 
+pub use kubenest_api::apps::{AppList, ListQuery};
+
 use crate::extract::Query;
 use axum::Json;
 use axum::extract::State;
 use kube::ResourceExt;
 use kubenest_crds::App;
 use kubenest_domain::app::PHASES;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::authz::{Caller, Need};
@@ -16,48 +16,18 @@ use crate::error::{ApiError, ApiResult};
 use crate::k8s;
 use crate::state::AppState;
 
-/// Filters and paging of the App list.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// Only this organization's Apps.
-    pub org: Option<String>,
-    /// Only this project's Apps.
-    pub project_id: Option<String>,
-    /// Only the Apps on this cluster (its `cluster_id`).
-    pub cluster_id: Option<String>,
-    /// Only the Apps in this phase: `Pending`, `Deploying`, `Running`, `Paused`, `Failed` or
-    /// `Deleting`.
-    #[schemars(extend("enum" = PHASES))]
-    pub phase: Option<String>,
-    /// Page size, 1 to 500 (default 100).
-    #[schemars(range(min = 1, max = 500))]
-    pub limit: Option<u32>,
-    /// The `continue` of the previous page, with the same filters.
-    #[serde(rename = "continue")]
-    #[schemars(regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/[A-Za-z0-9_-]*)?$"))]
-    pub continue_token: Option<String>,
-}
-
-impl ListQuery {
-    /// Whether an App of the list passes the cluster and phase filters. They are applied to
-    /// each page Kubernetes returns (an App names its project, not its cluster, and the phase
-    /// is status), and the list reads on until the page is full.
-    fn admits(&self, item: &AppResponse) -> bool {
-        self.cluster_id
+/// Whether an App of the list passes the cluster and phase filters. They are applied to
+/// each page Kubernetes returns (an App names its project, not its cluster, and the phase
+/// is status), and the list reads on until the page is full.
+fn admits(query: &ListQuery, item: &AppResponse) -> bool {
+    query
+        .cluster_id
+        .as_ref()
+        .is_none_or(|id| item.cluster_id.as_ref() == Some(id))
+        && query
+            .phase
             .as_ref()
-            .is_none_or(|id| item.cluster_id.as_ref() == Some(id))
-            && self.phase.as_ref().is_none_or(|phase| &item.phase == phase)
-    }
-}
-
-/// A page of Apps.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct AppList {
-    pub items: Vec<AppResponse>,
-    /// Pass as `continue` for the next page; absent on the last.
-    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
-    pub continue_token: Option<String>,
+            .is_none_or(|phase| &item.phase == phase)
 }
 
 /// Where the next page of an App list starts: an organization, and the last App name the page
@@ -206,7 +176,7 @@ pub async fn list(
             })
             .filter(|app| view.role_in_project(&caller, &app.spec.project).is_some())
             .map(|app| list_item(view, app))
-            .filter(|item| query.admits(item));
+            .filter(|item| admits(&query, item));
         for item in listed {
             if items.len() == limit {
                 // One more than the page holds: the next page starts after the last given.

@@ -7,6 +7,8 @@
 //! only the ways out — a rollback, a change of the failing components, a pause, a delete — and
 //! refuses other changes with a 409 that lists them (`ways_out`).
 
+pub use kubenest_api::apps::{NewAppBody, PatchAppBody};
+
 use crate::reply::{Accepted, Removal};
 use kubenest_crds::names::finalizers;
 
@@ -18,8 +20,6 @@ use kube::api::{Api, Patch};
 use kubenest_crds::App;
 use kubenest_crds::app::AppSpec;
 use kubenest_domain::app::ways_out::Change;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::removal::{DeleteQuery, Place, RemovalResponse, force_app, waiting_for};
@@ -28,8 +28,7 @@ use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
-use crate::model::ComponentBody;
-use crate::model::verification::{self, VerificationBody};
+use crate::model::verification::{self};
 use crate::state::AppState;
 
 mod actions;
@@ -72,28 +71,6 @@ pub(super) fn require_deployed(app: &App, nothing: &str) -> ApiResult<()> {
 
 pub(super) async fn load(state: &AppState, caller: &Caller, id: &str) -> ApiResult<Scoped<App>> {
     super::in_project(state, caller, k8s::Kind::App, id, |a: &App| &a.spec.project).await
-}
-
-/// An App to create.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewAppBody {
-    pub project_id: String,
-    /// DNS label, unique in the organization.
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    #[schemars(length(min = 1, max = 64))]
-    pub components: Vec<ComponentBody>,
-    /// Seconds a revision may take, from when the cluster holds it, to become ready before the
-    /// App is Failed (10 to 86400, default 600). A revision the cluster has not received yet is
-    /// never failed by it: it is still delivered, and `Ready` says `DeliveryDelayed`.
-    #[serde(default)]
-    #[schemars(range(min = 10, max = 86400))]
-    pub progress_deadline_seconds: Option<u32>,
-    /// How each revision is judged once it runs, and what a failed one does (fields left out
-    /// take their defaults). Without it, the organization's default applies, if it has one.
-    #[serde(default, deserialize_with = "verification::object_or_null")]
-    pub verification: Option<VerificationBody>,
 }
 
 /// Creates an App (members of its project). It is Pending until its deployment is recorded
@@ -167,24 +144,6 @@ pub async fn get(
     let scoped = load(&state, &caller, &path.id).await?;
     scoped.require(Need::Read, "app")?;
     Ok(Json(response(&scoped.object, Some(&scoped))))
-}
-
-/// A change of an App: each field given replaces the App's.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PatchAppBody {
-    /// The new components (the whole list).
-    #[serde(default)]
-    pub components: Option<Vec<ComponentBody>>,
-    /// A new progress deadline (see the App's create body).
-    #[serde(default)]
-    #[schemars(range(min = 10, max = 86400))]
-    pub progress_deadline_seconds: Option<u32>,
-    /// A new verification (see the App's create body), replacing the whole one; `null` removes
-    /// the App's own, so its organization's default applies again.
-    #[serde(default, deserialize_with = "verification::given_or_null")]
-    #[schemars(with = "Option<VerificationBody>")]
-    pub verification: Option<Option<VerificationBody>>,
 }
 
 pub(super) async fn write(

@@ -3,16 +3,15 @@
 //! is a 503 and no answer within [`ANSWER_TIMEOUT`] a 504, never a hang and never a stale
 //! copy. The agent picks the namespace from the App it holds and never lists Secrets.
 
+pub use kubenest_api::apps::{AppObjects, LiveObjectView, ObjectStatusView};
+
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kubenest_contracts::{self as wire, Envelope, ObjectsRequest};
-use schemars::JsonSchema;
-use serde::Serialize;
 
 use super::load;
 use crate::authz::{Caller, Need};
@@ -24,69 +23,24 @@ use crate::state::AppState;
 /// How long the cluster has to answer, from the request to its snapshot.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An App's live objects, flat: each names its owners, whose uids are in the same list.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct AppObjects {
-    pub objects: Vec<LiveObjectView>,
-    /// The cluster had more objects than one answer holds; the rest were left out.
-    pub truncated: bool,
-    /// When the cluster listed them.
-    pub taken_at: DateTime<Utc>,
-}
-
-/// One object of the App on its cluster.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct LiveObjectView {
-    /// `Deployment`, `StatefulSet`, `DaemonSet`, `ReplicaSet`, `Pod`, `Service`, `Ingress`,
-    /// `PersistentVolumeClaim`, `Job` or `CronJob`.
-    pub kind: String,
-    pub name: String,
-    pub uid: String,
-    /// The uids of its owners in this list (its parents in the tree); empty for a root.
-    pub owners: Vec<String>,
-    /// The App component it belongs to, when it says.
-    pub component: Option<String>,
-    pub status: ObjectStatusView,
-    pub created: Option<DateTime<Utc>>,
-}
-
-/// How an object is doing.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ObjectStatusView {
-    /// `ready`, `progressing`, `failed` or `unknown`.
-    pub health: wire::Health,
-    /// The kind's own phase (a Pod's `Running`, a claim's `Bound`, a Service's type).
-    pub phase: Option<String>,
-    /// Ready replicas (containers, for a Pod).
-    pub ready: Option<u32>,
-    /// Desired replicas (containers, for a Pod).
-    pub desired: Option<u32>,
-    /// Container restarts, for a Pod.
-    pub restarts: Option<u32>,
-    /// Why it is not ready, e.g. `CrashLoopBackOff`.
-    pub reason: Option<String>,
-    pub message: Option<String>,
-}
-
-impl From<wire::LiveObject> for LiveObjectView {
-    fn from(o: wire::LiveObject) -> Self {
-        Self {
-            kind: o.kind,
-            name: o.name,
-            uid: o.uid,
-            owners: o.owners,
-            component: o.component,
-            status: ObjectStatusView {
-                health: o.status.health,
-                phase: o.status.phase,
-                ready: o.status.ready,
-                desired: o.status.desired,
-                restarts: o.status.restarts,
-                reason: o.status.reason,
-                message: o.status.message,
-            },
-            created: o.created,
-        }
+/// A live object the agent reported, as the API answers it.
+pub fn live_object_view(o: wire::LiveObject) -> LiveObjectView {
+    LiveObjectView {
+        kind: o.kind,
+        name: o.name,
+        uid: o.uid,
+        owners: o.owners,
+        component: o.component,
+        status: ObjectStatusView {
+            health: o.status.health,
+            phase: o.status.phase,
+            ready: o.status.ready,
+            desired: o.status.desired,
+            restarts: o.status.restarts,
+            reason: o.status.reason,
+            message: o.status.message,
+        },
+        created: o.created,
     }
 }
 
@@ -153,7 +107,7 @@ pub async fn objects(
         ));
     }
     Ok(Json(AppObjects {
-        objects: snapshot.objects.into_iter().map(Into::into).collect(),
+        objects: snapshot.objects.into_iter().map(live_object_view).collect(),
         truncated: snapshot.truncated,
         taken_at: snapshot.taken_at,
     }))

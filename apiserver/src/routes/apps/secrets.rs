@@ -1,5 +1,10 @@
 //! Component secrets: fail-closed through the hub, values never stored on the control plane.
 
+pub use kubenest_api::apps::{
+    ComponentPath, GitCredentialsBody, GitCredentialsResponse, SecretBody, SecretDeleteQuery,
+    SecretResponse,
+};
+
 use std::collections::BTreeMap;
 
 use crate::extract::Query;
@@ -8,8 +13,6 @@ use axum::extract::{Path, State};
 use kube::ResourceExt;
 use kubenest_contracts::{self as wire, SecretTarget};
 use kubenest_crds::App;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use super::super::Scoped;
 use super::super::secret_place::SecretPlace;
@@ -19,27 +22,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
-
-/// `{id}/components/{component}` in a path.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ComponentPath {
-    pub id: String,
-    pub component: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretBody {
-    /// Keys and values to set (other keys are kept). Never stored or echoed by kubenest.
-    pub values: BTreeMap<String, String>,
-}
-
-/// What changed (the keys, never the values).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SecretResponse {
-    pub component: String,
-    pub keys: Vec<String>,
-}
 
 fn secret_place(scoped: &Scoped<App>, component: &str) -> ApiResult<SecretPlace> {
     place_of(scoped, component, false)
@@ -159,13 +141,6 @@ pub async fn put_secret(
     }))
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SecretDeleteQuery {
-    /// Comma-separated keys to remove; without it the whole Secret is deleted.
-    pub keys: Option<String>,
-}
-
 /// Removes keys of a component's Secret, or the whole Secret (members). Fails closed.
 pub async fn delete_secret(
     State(state): State<AppState>,
@@ -187,29 +162,6 @@ pub async fn delete_secret(
         component: path.component,
         keys,
     }))
-}
-
-/// A Git workload's repository credentials: a username and password (or token) for https, or
-/// an ssh key with the server's `known_hosts` lines for `ssh://` and `git@` URLs.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GitCredentialsBody {
-    pub username: Option<String>,
-    /// Never stored or echoed by kubenest.
-    pub password: Option<String>,
-    /// An OpenSSH private key. Never stored or echoed by kubenest.
-    pub ssh_private_key: Option<String>,
-    /// The server's host keys, as `known_hosts` lines (required with an ssh key: the build
-    /// checks the server it talks to).
-    pub known_hosts: Option<String>,
-}
-
-/// Which kind of credentials a component's build uses now (never the values).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct GitCredentialsResponse {
-    pub component: String,
-    /// `https` or `ssh`; `none` once removed.
-    pub kind: String,
 }
 
 /// The Git Secret's keys for `body`, every key set (the unused ones empty) so one `secret.set`

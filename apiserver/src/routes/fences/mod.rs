@@ -5,6 +5,10 @@
 //! in); the kubectl path is held the same way by the `kubenest-members` admission policy. The
 //! check itself is [`kubenest_domain::fences`]: the same on REST and in the admission webhook.
 
+pub use kubenest_api::fences::{
+    AmountsView, OrgUsageResponse, ProjectUsageResponse, ProjectUsageRow, ScopeUsage,
+};
+
 mod body;
 
 use std::sync::Arc;
@@ -20,8 +24,6 @@ use kubenest_crds::project::Project;
 use kubenest_domain::fences::{
     Amounts, Ledger, Resource, format_amount, project_use, project_uses,
 };
-use schemars::JsonSchema;
-use serde::Serialize;
 
 pub use body::{
     BudgetBody, DefaultsBody, FencesBody, QuotaBody, budget_view, check_budget, check_fences, view,
@@ -34,16 +36,6 @@ use crate::extract::Body;
 use crate::k8s;
 use crate::state::AppState;
 
-/// An amount of each fenced resource, as people write them.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AmountsView {
-    pub cpu: String,
-    pub memory: String,
-    pub storage: String,
-    pub pods: String,
-    pub load_balancers: String,
-}
-
 fn amounts(a: &Amounts) -> AmountsView {
     let f = |r| format_amount(r, a.get(r));
     AmountsView {
@@ -53,23 +45,6 @@ fn amounts(a: &Amounts) -> AmountsView {
         pods: f(Resource::Pods),
         load_balancers: f(Resource::LoadBalancers),
     }
-}
-
-/// What a project uses against its quota.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ProjectUsageResponse {
-    pub project: String,
-    pub cluster: String,
-    /// The project's fences (the defaults as given; containers under a CPU or memory quota
-    /// without a default request get 100m / 128Mi).
-    pub fences: FencesBody,
-    /// What counts against the quota: per resource, the more of `declared` and `reported`.
-    pub used: AmountsView,
-    /// What its Apps' specs request (image and Git workloads: replicas × requests).
-    pub declared: AmountsView,
-    /// What the cluster's ResourceQuota counted, as its agent last reported (every pod,
-    /// charts and addons included; only what the quota limits).
-    pub reported: AmountsView,
 }
 
 /// One project's use.
@@ -181,34 +156,6 @@ fn require_org_admin(
             "{what} needs the admin role in its organization"
         )))
     }
-}
-
-/// A scope's use against its budget.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ScopeUsage {
-    /// `organization`, or the cluster's name.
-    pub scope: String,
-    pub cluster_id: Option<String>,
-    pub budget: Option<BudgetBody>,
-    pub used: AmountsView,
-}
-
-/// What an organization uses: in all, per cluster and per project.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct OrgUsageResponse {
-    pub organization: ScopeUsage,
-    pub clusters: Vec<ScopeUsage>,
-    pub projects: Vec<ProjectUsageRow>,
-}
-
-/// One project's line.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ProjectUsageRow {
-    pub project: String,
-    pub project_id: String,
-    pub cluster: String,
-    pub quota: Option<QuotaBody>,
-    pub used: AmountsView,
 }
 
 /// What the organization uses against its budgets (anyone with a role in the organization

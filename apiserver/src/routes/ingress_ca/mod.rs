@@ -5,6 +5,8 @@
 //! or echoed by the control plane. The Project records that it has a CA (`spec.ingressCa`) and,
 //! in an annotation, the CA's certificate, which is public and which `GET` answers with.
 
+pub use kubenest_api::ingress_ca::{IngressCaBody, IngressCaRemoved, IngressCaResponse};
+
 pub mod check;
 
 use axum::Json;
@@ -14,8 +16,6 @@ use kube::api::{Api, Patch};
 use kubenest_contracts as wire;
 use kubenest_crds::App;
 use kubenest_crds::project::Project;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::secret_place::SecretPlace;
@@ -28,50 +28,6 @@ use crate::state::AppState;
 
 /// The annotation of a Project holding its ingress CA's certificate (PEM; never the key).
 pub use kubenest_crds::names::annotations::INGRESS_CA_CERTIFICATE as CERTIFICATE_ANNOTATION;
-
-/// A CA for the project's ingresses.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct IngressCaBody {
-    /// The CA's certificate: one PEM `CERTIFICATE` block, basicConstraints CA:TRUE, valid now.
-    #[schemars(length(max = 16384))]
-    pub certificate: String,
-    /// Its private key: one PEM `PRIVATE KEY`, `EC PRIVATE KEY` or `RSA PRIVATE KEY` block,
-    /// unencrypted. Never stored or echoed by kubenest.
-    #[schemars(length(max = 16384))]
-    pub private_key: String,
-}
-
-impl std::fmt::Debug for IngressCaBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngressCaBody")
-            .field("certificate", &self.certificate)
-            .field("private_key", &"[redacted]")
-            .finish()
-    }
-}
-
-/// The project's ingress CA (never its key).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct IngressCaResponse {
-    pub project: String,
-    /// The `kubernetes.io/tls` Secret in the project's namespace.
-    pub secret: String,
-    /// The CA's certificate, PEM.
-    pub certificate: String,
-    /// Its subject, e.g. `CN=Shop CA`.
-    pub subject: String,
-    /// When it expires (RFC 3339).
-    pub not_after: String,
-}
-
-/// A removed ingress CA.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct IngressCaRemoved {
-    pub project: String,
-    /// The Secret removed from the project's namespace.
-    pub secret: String,
-}
 
 /// Where the project's CA Secret is: written as credentials, so no chart's pods may read it.
 fn place(scoped: &Scoped<Project>) -> ApiResult<SecretPlace> {

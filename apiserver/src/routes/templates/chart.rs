@@ -3,6 +3,8 @@
 //! slot ([`kubenest_domain::chart_template`]). The caller's write access to the placement is
 //! checked before anything is fetched, and what a fetch met is for the log, not the caller.
 
+pub use kubenest_api::templates::{FromChartBody, TemplateChart};
+
 use crate::reply::Created;
 
 use axum::Json;
@@ -10,10 +12,8 @@ use axum::extract::State;
 use kubenest_contracts::patterns;
 use kubenest_domain::chart_template::{ChartSource, from_chart};
 use kubenest_domain::sources::{Source, SourceError, parse_source};
-use schemars::JsonSchema;
-use serde::Deserialize;
 
-use super::placement::{Placement, place, store_at};
+use super::placement::{place, store_at};
 use super::view::TemplateResponse;
 use crate::authz::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -23,29 +23,6 @@ use crate::state::AppState;
 /// What every caller is told when a chart cannot be read, whatever the reason: the reason
 /// (an address refused, a port closed, a status) would make the route a probe of networks.
 pub const CANNOT_BE_READ: &str = "the chart cannot be read";
-
-/// The chart of a template.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateChart {
-    /// `https://…` (a chart repository) or `oci://…` (a registry path holding the chart); no
-    /// credentials (`user:password@`) in it.
-    #[schemars(length(min = 1, max = 2048), regex(pattern = patterns::CHART_SOURCE))]
-    pub repository: String,
-    #[schemars(length(min = 1, max = 253), regex(pattern = patterns::CHART_NAME))]
-    pub name: String,
-    /// An exact version.
-    #[schemars(length(min = 1, max = 128), regex(pattern = patterns::CHART_VERSION))]
-    pub version: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FromChartBody {
-    #[serde(flatten)]
-    pub at: Placement,
-    pub chart: TemplateChart,
-}
 
 fn check_chart(chart: &TemplateChart) -> ApiResult<(Source, ChartSource)> {
     // The same rules as the document's (and the App's chart), said in words when broken.

@@ -2,6 +2,10 @@
 //! cluster or the whole platform; created by hand, from a running App or from exported JSON;
 //! deployed into a project by filling in the parameters.
 
+pub use kubenest_api::templates::{
+    DeployBody, FromAppBody, NewTemplateBody, PatchTemplateBody, TemplateQuery,
+};
+
 use crate::reply::{Accepted, Created};
 use axum::response::NoContent;
 use std::collections::BTreeMap;
@@ -13,7 +17,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kubenest_crds::StackTemplate;
 use kubenest_crds::project::Project;
-use kubenest_crds::template::{Parameter, Scope};
+use kubenest_crds::template::Scope;
 use kubenest_domain::template;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -37,17 +41,6 @@ pub use placement::Placement;
 use placement::store;
 pub use view::TemplateResponse;
 use view::{response, role_on};
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewTemplateBody {
-    #[serde(flatten)]
-    pub at: Placement,
-    #[serde(default)]
-    pub parameters: Vec<Parameter>,
-    /// Components in the App's shape; any string may hold `${name}` slots.
-    pub components: Vec<Value>,
-}
 
 fn to_crd_components(components: Vec<Value>) -> ApiResult<Vec<Map<String, Value>>> {
     components
@@ -73,14 +66,6 @@ pub async fn create(
 ) -> ApiResult<Created<Json<TemplateResponse>>> {
     let components = to_crd_components(body.components)?;
     store(&state, &caller, &body.at, body.parameters, components).await
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FromAppBody {
-    pub app_id: String,
-    #[serde(flatten)]
-    pub at: Placement,
 }
 
 /// Makes a template of a running App's components (add slots by editing the export).
@@ -110,6 +95,10 @@ pub async fn from_app(
     store(&state, &caller, &body.at, spec.parameters, spec.components).await
 }
 
+// The one body not in kubenest_api: its document shape is the resource's own StackTemplateSpec,
+// which would bring the Kubernetes types into the API types (and the CLI); the CLI sends it as
+// a placement and the user's exported template. (A line comment: a doc comment would be the
+// schema's description and change the document.)
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportBody {
@@ -149,12 +138,6 @@ pub async fn import(
         )
     })?;
     store(&state, &caller, &body.at, spec.parameters, spec.components).await
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TemplateQuery {
-    pub org: Option<String>,
 }
 
 /// Global templates and those of your organizations you have a role on.
@@ -252,17 +235,6 @@ pub async fn delete(
     Ok(NoContent)
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeployBody {
-    pub project_id: String,
-    /// The new App's name.
-    pub name: String,
-    /// Parameter values (strings, numbers or booleans as the parameter's type says).
-    #[serde(default)]
-    pub parameters: BTreeMap<String, Value>,
-}
-
 /// Deploys a template into a project as a new App (members of the project).
 pub async fn deploy(
     State(state): State<AppState>,
@@ -312,19 +284,6 @@ pub async fn deploy(
             ApiError::invalid(field, e.reason)
         })?;
     super::apps::create_in(&state, &caller, project, &body.name, spec).await
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PatchTemplateBody {
-    #[serde(default)]
-    pub description: Option<String>,
-    /// The new parameters (the whole list).
-    #[serde(default)]
-    pub parameters: Option<Vec<Parameter>>,
-    /// The new components (the whole list), in the App's shape with `${name}` slots.
-    #[serde(default)]
-    pub components: Option<Vec<Value>>,
 }
 
 /// Changes a template's description, parameters or components (members where it lives;

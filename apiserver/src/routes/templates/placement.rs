@@ -1,6 +1,8 @@
 //! Where a new template goes: its scope resolved to a namespace with the caller's write access
 //! checked, and the template stored there.
 
+pub use kubenest_api::templates::Placement;
+
 use crate::reply::Created;
 use axum::Json;
 use kube::ResourceExt;
@@ -8,8 +10,6 @@ use kube::api::Api;
 use kubenest_crds::StackTemplate;
 use kubenest_crds::template::{Parameter, Scope, StackTemplateSpec};
 use kubenest_domain::template;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::super::{actor_annotations, check_dns_label, post_params};
@@ -17,30 +17,6 @@ use super::view::{TemplateResponse, response};
 use crate::authz::{Caller, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
-
-/// Where a new template goes.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(extend("allOf" = [
-    {"if": {"properties": {"scope": {"const": "project"}}},
-     "then": {"required": ["project_id"], "properties": {"project_id": {"type": "string"}}}},
-    {"if": {"properties": {"scope": {"const": "cluster"}}},
-     "then": {"required": ["cluster_id"], "properties": {"cluster_id": {"type": "string"}}}}
-]))]
-pub struct Placement {
-    /// DNS label, unique where the template lives.
-    #[schemars(length(min = 1, max = 63), regex(pattern = crate::model::DNS_LABEL_PATTERN))]
-    pub name: String,
-    /// `project` (needs `project_id`), `cluster` (needs `cluster_id`) or `global` (platform
-    /// administrators).
-    pub scope: Scope,
-    #[serde(default)]
-    pub project_id: Option<String>,
-    #[serde(default)]
-    pub cluster_id: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-}
 
 /// Where a placement resolved to, the caller's write access checked.
 #[derive(Debug)]

@@ -1,38 +1,17 @@
 //! A template as the API shows it, and the caller's role on it.
 
+pub use kubenest_api::templates::TemplateResponse;
+
 use kube::ResourceExt;
 use kubenest_crds::StackTemplate;
-use kubenest_crds::template::{Parameter, Scope, StackTemplateSpec};
+use kubenest_crds::template::{Scope, StackTemplateSpec};
 use kubenest_domain::template;
-use schemars::JsonSchema;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::super::OrgView;
 use crate::authz::{self, Caller};
 use crate::k8s;
 use crate::model::component_from_crd;
-
-/// A template.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct TemplateResponse {
-    pub id: String,
-    pub name: String,
-    /// Absent for global templates.
-    pub org: Option<String>,
-    /// `project`, `cluster` or `global`.
-    pub scope: Scope,
-    pub project: Option<String>,
-    pub cluster: Option<String>,
-    pub description: String,
-    pub parameters: Vec<Parameter>,
-    /// Components in the App's shape; strings may hold `${name}` slots.
-    pub components: Vec<Value>,
-    /// Whether the template instantiates into a valid App, and why not.
-    pub valid: bool,
-    pub message: String,
-    pub created_at: Option<String>,
-}
 
 pub(super) fn response(template: &StackTemplate) -> TemplateResponse {
     let namespace = template.namespace().unwrap_or_default();

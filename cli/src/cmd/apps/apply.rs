@@ -3,20 +3,25 @@
 
 use std::time::Duration;
 
+use kubenest_api::apps::AppResponse;
 use serde_json::{Value, json};
 
 use super::{WaitArgs, list, short_revision, wait_running};
 use crate::api;
-use crate::cmd::{Global, Output, projects, text};
+use crate::cmd::{Global, Output, cell, projects, text};
 
 /// Creates or changes the App a document describes; returns the API's answer and, for a
 /// change, the App as it was before.
+///
+/// The document is the user's own file and stays a [`Value`]: only its `project` and `name`
+/// are read here, and the rest goes to the API as written, so the API (the one door that
+/// checks an App) names any field at fault.
 pub async fn apply(
     global: &Global,
     client: &mut api::Client,
     mut document: Value,
     project: Option<&str>,
-) -> anyhow::Result<(Value, Option<Value>)> {
+) -> anyhow::Result<(AppResponse, Option<AppResponse>)> {
     let Some(body) = document.as_object_mut() else {
         anyhow::bail!("an App file is a mapping with `name`, `project` and `components`");
     };
@@ -36,21 +41,18 @@ pub async fn apply(
     let existing = list(global, client, Some(&project_id))
         .await?
         .into_iter()
-        .find(|a| a["name"] == name.as_str());
+        .find(|a| a.name == name);
     match existing {
         Some(app) => {
             body.remove("name");
-            let id = text(&app["id"]);
             let answer = client
-                .patch(&format!("/api/v1/apps/{id}"), &Value::Object(body.clone()))
+                .patch_as(&format!("/api/v1/apps/{}", app.id), &*body)
                 .await?;
             Ok((answer, Some(app)))
         }
         None => {
             body.insert("project_id".into(), json!(project_id));
-            let answer = client
-                .post("/api/v1/apps", &Value::Object(body.clone()))
-                .await?;
+            let answer = client.post_as("/api/v1/apps", &*body).await?;
             Ok((answer, None))
         }
     }
@@ -60,27 +62,23 @@ pub async fn apply(
 pub(super) async fn report_change(
     global: &Global,
     client: &mut api::Client,
-    answer: &Value,
-    before: Option<&Value>,
+    answer: &AppResponse,
+    before: Option<&AppResponse>,
     wait: &WaitArgs,
     verb: &str,
 ) -> anyhow::Result<()> {
-    let id = text(&answer["id"]);
+    let id = &answer.id;
     // A dry run's change never runs: there is nothing to wait for.
     if !wait.wait || client.dry_run() {
         global.done(
             answer,
-            &format!(
-                "App {} {verb}: {}",
-                text(&answer["name"]),
-                text(&answer["phase"])
-            ),
+            &format!("App {} {verb}: {}", cell(&answer.name), cell(&answer.phase)),
         );
         return Ok(());
     }
     let app = wait_running(
         client,
-        &id,
+        id,
         before,
         Duration::from_secs(wait.timeout),
         global.output == Output::Table,
@@ -90,8 +88,8 @@ pub(super) async fn report_change(
         &app,
         &format!(
             "App {} {verb}: Running at revision {}",
-            text(&app["name"]),
-            short_revision(&app["revision"])
+            cell(&app.name),
+            short_revision(app.revision.as_deref())
         ),
     );
     Ok(())

@@ -5,37 +5,45 @@
 
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use kubenest_api::apps::AppResponse;
+use kubenest_api::verification::VerificationView;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{apply, read_document};
 use crate::api;
 use crate::cmd::{Global, emit};
 use crate::exit::DiffFound;
 
-/// The parts of an App a file sets.
-const SPEC: &[&str] = &[
-    "name",
-    "project",
-    "components",
-    "progress_deadline_seconds",
-    "verification",
-    "paused",
-];
+/// The parts of an App a file sets, in the order the diff shows them.
+#[derive(Serialize)]
+struct Spec<'a> {
+    components: &'a [Value],
+    name: &'a str,
+    paused: bool,
+    progress_deadline_seconds: u32,
+    project: &'a str,
+    verification: &'a Option<VerificationView>,
+}
 
 /// The spec of an App answer, as YAML (nothing for no App).
-fn spec_yaml(app: Option<&Value>) -> String {
+fn spec_yaml(app: Option<&AppResponse>) -> String {
     let Some(app) = app else {
         return String::new();
     };
-    let spec: Map<String, Value> = SPEC
-        .iter()
-        .filter_map(|key| app.get(*key).map(|v| ((*key).to_owned(), v.clone())))
-        .collect();
+    let spec = Spec {
+        components: &app.components,
+        name: &app.name,
+        paused: app.paused,
+        progress_deadline_seconds: app.progress_deadline_seconds,
+        project: &app.project,
+        verification: &app.verification,
+    };
     serde_yaml::to_string(&spec).unwrap_or_default()
 }
 
 /// The unified diff of `live` and `after` (empty when they agree).
-pub fn unified(name: &str, live: Option<&Value>, after: &Value) -> String {
+pub fn unified(name: &str, live: Option<&AppResponse>, after: &AppResponse) -> String {
     let (live, after) = (spec_yaml(live), spec_yaml(Some(after)));
     if live == after {
         return String::new();
@@ -57,7 +65,7 @@ pub async fn run(
     let mut dry = client.clone();
     dry.set_dry_run(true);
     let (after, before) = apply(global, &mut dry, document, project).await?;
-    let name = super::text(&after["name"]);
+    let name = after.name.clone();
     let diff = unified(&name, before.as_ref(), &after);
     if diff.is_empty() {
         return Ok(());
@@ -74,12 +82,20 @@ mod tests {
 
     #[test]
     fn only_the_spec_is_compared_and_a_new_app_is_all_additions() {
-        let live = json!({"name": "web", "project": "shop", "phase": "Running",
-            "components": [{"name": "web", "workload_spec": {"image": "web:1"}}]});
-        let mut after = live.clone();
-        after["phase"] = json!("Pending");
+        let app = |phase: &str, image: &str| -> AppResponse {
+            serde_json::from_value(json!({
+                "id": "a1", "name": "web", "org": "acme", "project": "shop", "phase": phase,
+                "message": "", "paused": false, "progress_deadline_seconds": 600,
+                "components": [{"name": "web", "workload_spec": {"image": image}}],
+                "component_status": [], "conditions": [],
+                "sync": {"drift_detected": false, "drift_details": []},
+            }))
+            .unwrap()
+        };
+        let live = app("Running", "web:1");
+        let after = app("Pending", "web:1");
         assert_eq!(unified("web", Some(&live), &after), "");
-        after["components"][0]["workload_spec"]["image"] = json!("web:2");
+        let after = app("Pending", "web:2");
         let diff = unified("web", Some(&live), &after);
         assert!(
             diff.starts_with("--- live/app/web\n+++ applied/app/web\n"),

@@ -9,9 +9,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use kubenest_api::apps::{AppList, AppResponse, DeploymentView, RollbackBody};
+use kubenest_api::removal::RemovalResponse;
 
-use super::{Global, is_id, projects, read_document, text};
+use super::{Global, cell, is_id, projects, read_document};
 use crate::api;
 
 mod apply;
@@ -177,7 +178,7 @@ async fn list(
     global: &Global,
     client: &mut api::Client,
     project_id: Option<&str>,
-) -> anyhow::Result<Vec<Value>> {
+) -> anyhow::Result<Vec<AppResponse>> {
     let filters = project_id.map(|id| ("project_id", id.to_owned()));
     list_where(global, client, filters.into_iter().collect()).await
 }
@@ -188,7 +189,7 @@ async fn list_where(
     global: &Global,
     client: &mut api::Client,
     filters: Vec<(&str, String)>,
-) -> anyhow::Result<Vec<Value>> {
+) -> anyhow::Result<Vec<AppResponse>> {
     let org = global.org(client).await?;
     let mut items = Vec::new();
     let mut next: Option<String> = None;
@@ -200,10 +201,10 @@ async fn list_where(
         if let Some(token) = &next {
             path.push_str(&format!("&continue={}", api::query_value(token)));
         }
-        let page = client.get(&path).await?;
-        items.extend(page["items"].as_array().cloned().unwrap_or_default());
-        match page["continue"].as_str() {
-            Some(token) if !token.is_empty() => next = Some(token.to_owned()),
+        let page: AppList = client.get_as(&path).await?;
+        items.extend(page.items);
+        match page.continue_token {
+            Some(token) if !token.is_empty() => next = Some(token),
             _ => return Ok(items),
         }
     }
@@ -223,12 +224,9 @@ async fn resolve(
         None => None,
     };
     let apps = list(global, client, project_id.as_deref()).await?;
-    let matches: Vec<&Value> = apps
-        .iter()
-        .filter(|a| a["name"] == arg.app.as_str())
-        .collect();
+    let matches: Vec<&AppResponse> = apps.iter().filter(|a| a.name == arg.app).collect();
     match matches.as_slice() {
-        [one] => Ok(text(&one["id"])),
+        [one] => Ok(one.id.clone()),
         [] => Err(
             crate::exit::NotFound(format!("no App named {:?}{}", arg.app, in_project(arg))).into(),
         ),
@@ -237,11 +235,16 @@ async fn resolve(
             many.len(),
             arg.app,
             many.iter()
-                .map(|a| text(&a["project"]))
+                .map(|a| cell(&a.project))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
     }
+}
+
+/// The empty object the action routes (pause, resume, redeploy) take.
+fn no_body() -> serde_json::Map<String, serde_json::Value> {
+    serde_json::Map::new()
 }
 
 fn in_project(arg: &AppArg) -> String {
@@ -285,7 +288,7 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
         }
         AppsCommand::Get { app, watch } => {
             let id = resolve(global, &mut client, &app).await?;
-            let found = client.get(&format!("/api/v1/apps/{id}")).await?;
+            let found: AppResponse = client.get_as(&format!("/api/v1/apps/{id}")).await?;
             global.print(&found, app_table);
             if watch {
                 let query = format!("app_id={}", api::query_value(&id));
@@ -294,29 +297,31 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
         }
         AppsCommand::History(arg) => {
             let id = resolve(global, &mut client, &arg).await?;
-            let history = client
-                .get(&format!("/api/v1/apps/{id}/deployments"))
+            let history: Vec<DeploymentView> = client
+                .get_as(&format!("/api/v1/apps/{id}/deployments"))
                 .await?;
-            global.print(&history, history_table);
+            global.print(&history, |h| history_table(h));
         }
         AppsCommand::Rollback { app, to, wait } => {
             let id = resolve(global, &mut client, &app).await?;
-            let before = client.get(&format!("/api/v1/apps/{id}")).await?;
+            let before: AppResponse = client.get_as(&format!("/api/v1/apps/{id}")).await?;
             let deployment = if to == "previous" {
-                let history = client
-                    .get(&format!("/api/v1/apps/{id}/deployments"))
+                let history: Vec<DeploymentView> = client
+                    .get_as(&format!("/api/v1/apps/{id}/deployments"))
                     .await?;
                 history
                     .get(1)
-                    .map(|d| text(&d["id"]))
+                    .map(|d| d.id.clone())
                     .ok_or_else(|| anyhow::anyhow!("App {} has no earlier deployment", app.app))?
             } else {
                 to
             };
-            let answer = client
-                .post(
+            let answer: AppResponse = client
+                .post_as(
                     &format!("/api/v1/apps/{id}/rollback"),
-                    &json!({"deployment_id": deployment}),
+                    &RollbackBody {
+                        deployment_id: deployment.clone(),
+                    },
                 )
                 .await?;
             let verb = format!("rolled back to {deployment}");
@@ -326,11 +331,11 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
             // A redeploy keeps the revision and the App's deployment: its own history row says
             // when the agent has restarted the workloads.
             let id = resolve(global, &mut client, &app).await?;
-            let known = client
-                .get(&format!("/api/v1/apps/{id}/deployments"))
+            let known: Vec<DeploymentView> = client
+                .get_as(&format!("/api/v1/apps/{id}/deployments"))
                 .await?;
-            let answer = client
-                .post(&format!("/api/v1/apps/{id}/redeploy"), &json!({}))
+            let answer: AppResponse = client
+                .post_as(&format!("/api/v1/apps/{id}/redeploy"), &no_body())
                 .await?;
             if wait.wait && !client.dry_run() {
                 let row = wait_new_deployment(
@@ -342,7 +347,7 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
                 .await?;
                 global.done(
                     &row,
-                    &format!("App {} redeployed: {}", app.app, text(&row["message"])),
+                    &format!("App {} redeployed: {}", app.app, cell(&row.message)),
                 );
             } else {
                 global.done(&answer, &format!("App {} redeploy requested", app.app));
@@ -350,16 +355,16 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
         }
         AppsCommand::Pause(arg) => {
             let id = resolve(global, &mut client, &arg).await?;
-            let answer = client
-                .post(&format!("/api/v1/apps/{id}/pause"), &json!({}))
+            let answer: AppResponse = client
+                .post_as(&format!("/api/v1/apps/{id}/pause"), &no_body())
                 .await?;
             global.done(&answer, &format!("App {} paused", arg.app));
         }
         AppsCommand::Resume { app, wait } => {
             let id = resolve(global, &mut client, &app).await?;
-            let before = client.get(&format!("/api/v1/apps/{id}")).await?;
-            let answer = client
-                .post(&format!("/api/v1/apps/{id}/resume"), &json!({}))
+            let before: AppResponse = client.get_as(&format!("/api/v1/apps/{id}")).await?;
+            let answer: AppResponse = client
+                .post_as(&format!("/api/v1/apps/{id}/resume"), &no_body())
                 .await?;
             report_change(
                 global,
@@ -397,14 +402,14 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
         } => {
             let id = resolve(global, &mut client, &app).await?;
             if force {
-                let answer = client
-                    .delete(&format!("/api/v1/apps/{id}?force=true"))
+                let answer: RemovalResponse = client
+                    .delete_as(&format!("/api/v1/apps/{id}?force=true"))
                     .await?;
                 let head = format!("App {} removed from kubenest", app.app);
                 global.done(&answer, &super::removal_message(&answer, &head));
                 return Ok(());
             }
-            let answer = client.delete(&format!("/api/v1/apps/{id}")).await?;
+            let answer: RemovalResponse = client.delete_as(&format!("/api/v1/apps/{id}")).await?;
             if wait && !client.dry_run() {
                 wait_deleted(&mut client, &id, Duration::from_secs(timeout)).await?;
                 global.done(&answer, &format!("App {} deleted", app.app));

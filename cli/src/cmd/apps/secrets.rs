@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use kubenest_api::apps::{GitCredentialsBody, GitCredentialsResponse, SecretBody, SecretResponse};
+use serde_json::Value;
 
 use super::{AppArg, resolve};
 use crate::api;
@@ -82,15 +85,15 @@ async fn path(
 }
 
 /// `KEY=VALUE` lines (blank lines and `#` comments skipped), or a YAML/JSON mapping of
-/// strings.
-pub fn secret_values(text: &str) -> anyhow::Result<Map<String, Value>> {
+/// strings. The file is the user's own, so it is read as any YAML first.
+pub fn secret_values(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
     if let Ok(Value::Object(map)) = serde_yaml::from_str::<Value>(text) {
         return map
             .into_iter()
             .map(|(key, value)| match value {
-                Value::String(s) => Ok((key, Value::String(s))),
-                Value::Number(n) => Ok((key, Value::String(n.to_string()))),
-                Value::Bool(b) => Ok((key, Value::String(b.to_string()))),
+                Value::String(s) => Ok((key, s)),
+                Value::Number(n) => Ok((key, n.to_string())),
+                Value::Bool(b) => Ok((key, b.to_string())),
                 _ => anyhow::bail!("the value of {key:?} is not a string"),
             })
             .collect();
@@ -102,7 +105,7 @@ pub fn secret_values(text: &str) -> anyhow::Result<Map<String, Value>> {
             let (key, value) = line
                 .split_once('=')
                 .with_context(|| format!("{line:?} is not KEY=VALUE"))?;
-            Ok((key.trim().to_owned(), Value::String(value.to_owned())))
+            Ok((key.trim().to_owned(), value.to_owned()))
         })
         .collect()
 }
@@ -122,18 +125,14 @@ pub async fn secret(global: &Global, command: SecretCommand) -> anyhow::Result<(
         SecretCommand::Set { target, file } => {
             let values = secret_values(&read_text(&file)?)?;
             let path = path(global, &mut client, &target, "secret").await?;
-            let answer = client
-                .call(
-                    reqwest::Method::PUT,
-                    &path,
-                    Some(&json!({"values": values})),
-                )
-                .await?;
+            let answer: SecretResponse = client.put_as(&path, &SecretBody { values }).await?;
             global.done(
                 &answer,
                 &format!(
                     "secret of {}/{} has keys {}",
-                    target.app.app, target.component, answer["keys"]
+                    target.app.app,
+                    target.component,
+                    crate::cmd::json_of(&answer.keys)
                 ),
             );
         }
@@ -142,7 +141,7 @@ pub async fn secret(global: &Global, command: SecretCommand) -> anyhow::Result<(
             if !keys.is_empty() {
                 path.push_str(&format!("?keys={}", api::query_value(&keys.join(","))));
             }
-            let answer = client.delete(&path).await?;
+            let answer: SecretResponse = client.delete_as(&path).await?;
             global.done(
                 &answer,
                 &format!("secret of {}/{} removed", target.app.app, target.component),
@@ -166,34 +165,42 @@ pub async fn git_credentials(
             known_hosts_file,
         } => {
             let body = match (username, ssh_key_file, known_hosts_file) {
-                (Some(username), None, None) => json!({
-                    "username": username,
-                    "password": secret_input(password_stdin, "KUBENEST_GIT_PASSWORD", "the password or token")?,
-                }),
-                (None, Some(key), Some(known_hosts)) => json!({
-                    "ssh_private_key": read_text(&key)?,
-                    "known_hosts": read_text(&known_hosts)?,
-                }),
+                (Some(username), None, None) => GitCredentialsBody {
+                    username: Some(username),
+                    password: Some(secret_input(
+                        password_stdin,
+                        "KUBENEST_GIT_PASSWORD",
+                        "the password or token",
+                    )?),
+                    ssh_private_key: None,
+                    known_hosts: None,
+                },
+                (None, Some(key), Some(known_hosts)) => GitCredentialsBody {
+                    username: None,
+                    password: None,
+                    ssh_private_key: Some(read_text(&key)?),
+                    known_hosts: Some(read_text(&known_hosts)?),
+                },
                 _ => anyhow::bail!(
                     "give --username with --password-stdin (https), or --ssh-key-file with \
                      --known-hosts-file (ssh)"
                 ),
             };
             let path = path(global, &mut client, &target, "git-credentials").await?;
-            let answer = client
-                .call(reqwest::Method::PUT, &path, Some(&body))
-                .await?;
+            let answer: GitCredentialsResponse = client.put_as(&path, &body).await?;
             global.done(
                 &answer,
                 &format!(
                     "Git credentials of {}/{} set ({})",
-                    target.app.app, target.component, answer["kind"]
+                    target.app.app,
+                    target.component,
+                    crate::cmd::json_of(&answer.kind)
                 ),
             );
         }
         GitCredentialsCommand::Delete { target } => {
             let path = path(global, &mut client, &target, "git-credentials").await?;
-            let answer = client.delete(&path).await?;
+            let answer: GitCredentialsResponse = client.delete_as(&path).await?;
             global.done(
                 &answer,
                 &format!(

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use kubenest_api::apps::{AppResponse, DeploymentView};
 
-use super::super::text;
+use super::super::cell;
 use super::*;
 use crate::api;
 use crate::exit::TimedOut;
@@ -59,16 +59,16 @@ pub enum Progress {
 /// A change has been taken once the App's deployment (or revision) differs from `before`'s;
 /// it has landed once the agent reports that revision. (A redeploy changes neither; its history
 /// row tells instead.)
-pub fn progress(app: &Value, before: Option<&Value>) -> Progress {
-    let phase = text(&app["phase"]);
+pub fn progress(app: &AppResponse, before: Option<&AppResponse>) -> Progress {
+    let phase = cell(&app.phase);
     let taken = before.is_none_or(|before| {
-        app["deployment_id"] != before["deployment_id"] || app["revision"] != before["revision"]
+        app.deployment_id != before.deployment_id || app.revision != before.revision
     });
-    let observed = !app["revision"].is_null() && app["observed_revision"] == app["revision"];
+    let observed = app.revision.is_some() && app.observed_revision == app.revision;
     match phase.as_str() {
         "Running" if taken && observed => Progress::Running,
-        "Failed" if taken && observed => Progress::Failed(text(&app["message"])),
-        _ => Progress::Waiting(format!("{phase}: {}", text(&app["message"]))),
+        "Failed" if taken && observed => Progress::Failed(cell(&app.message)),
+        _ => Progress::Waiting(format!("{phase}: {}", cell(&app.message))),
     }
 }
 
@@ -77,35 +77,31 @@ pub fn progress(app: &Value, before: Option<&Value>) -> Progress {
 pub async fn wait_running(
     client: &mut api::Client,
     id: &str,
-    before: Option<&Value>,
+    before: Option<&AppResponse>,
     timeout: Duration,
     print_progress: bool,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<AppResponse> {
     let deadline = Instant::now() + timeout;
     let mut last_phase = String::new();
     let mut waker = Waker::for_app(client, id).await;
     loop {
-        let app = client.get(&format!("/api/v1/apps/{id}")).await?;
-        let phase = text(&app["phase"]);
+        let app: AppResponse = client.get_as(&format!("/api/v1/apps/{id}")).await?;
+        let phase = cell(&app.phase);
         if print_progress && phase != last_phase {
-            eprintln!(
-                "  {}: {phase} {}",
-                text(&app["name"]),
-                text(&app["message"])
-            );
+            eprintln!("  {}: {phase} {}", cell(&app.name), cell(&app.message));
             last_phase = phase.clone();
         }
         match progress(&app, before) {
             Progress::Running => return Ok(app),
             Progress::Failed(message) => anyhow::bail!(
                 "App {} failed at revision {}: {message}",
-                text(&app["name"]),
-                short_revision(&app["revision"]),
+                cell(&app.name),
+                short_revision(app.revision.as_deref()),
             ),
             Progress::Waiting(state) if Instant::now() >= deadline => {
                 return Err(TimedOut(format!(
                     "App {} is not Running after {}s: {state}",
-                    text(&app["name"]),
+                    cell(&app.name),
                     timeout.as_secs(),
                 ))
                 .into());
@@ -120,33 +116,26 @@ pub async fn wait_running(
 pub(super) async fn wait_new_deployment(
     client: &mut api::Client,
     id: &str,
-    known: &Value,
+    known: &[DeploymentView],
     timeout: Duration,
-) -> anyhow::Result<Value> {
-    let known: Vec<&Value> = known
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|d| &d["id"])
-        .collect();
+) -> anyhow::Result<DeploymentView> {
+    let known: Vec<&str> = known.iter().map(|d| d.id.as_str()).collect();
     let deadline = Instant::now() + timeout;
     let mut waker = Waker::for_app(client, id).await;
     loop {
-        let history = client
-            .get(&format!("/api/v1/apps/{id}/deployments"))
+        let history: Vec<DeploymentView> = client
+            .get_as(&format!("/api/v1/apps/{id}/deployments"))
             .await?;
         let new = history
-            .as_array()
             .into_iter()
-            .flatten()
-            .find(|d| !known.contains(&&d["id"]));
-        match new.map(|d| (d, text(&d["result"]))) {
-            Some((row, result)) if result == "succeeded" => return Ok(row.clone()),
-            Some((row, result)) if result == "failed" => {
+            .find(|d| !known.contains(&d.id.as_str()));
+        match new {
+            Some(row) if row.result == "succeeded" => return Ok(row),
+            Some(row) if row.result == "failed" => {
                 anyhow::bail!(
                     "deployment {} failed: {}",
-                    text(&row["id"]),
-                    text(&row["message"])
+                    cell(&row.id),
+                    cell(&row.message)
                 )
             }
             _ if Instant::now() >= deadline => {
@@ -170,15 +159,18 @@ pub async fn wait_deleted(
     let deadline = Instant::now() + timeout;
     let mut waker = Waker::for_app(client, id).await;
     loop {
-        match client.get(&format!("/api/v1/apps/{id}")).await {
+        match client
+            .get_as::<AppResponse>(&format!("/api/v1/apps/{id}"))
+            .await
+        {
             Err(e) if e.status() == Some(404) => return Ok(()),
             Err(e) => return Err(e.into()),
             Ok(app) if Instant::now() >= deadline => {
                 return Err(TimedOut(format!(
                     "App {} still exists after {}s: {}",
-                    text(&app["name"]),
+                    cell(&app.name),
                     timeout.as_secs(),
-                    text(&app["message"])
+                    cell(&app.message)
                 ))
                 .into());
             }
@@ -192,30 +184,52 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An App answer with `fields` set.
+    fn app(fields: serde_json::Value) -> AppResponse {
+        let mut app = json!({
+            "id": "a1", "name": "shop", "org": "acme", "project": "p", "phase": "Running",
+            "message": "", "paused": false, "progress_deadline_seconds": 600,
+            "components": [], "component_status": [], "conditions": [],
+            "sync": {"drift_detected": false, "drift_details": []},
+        });
+        for (key, value) in fields.as_object().into_iter().flatten() {
+            app[key] = value.clone();
+        }
+        serde_json::from_value(app).unwrap()
+    }
+
     #[test]
     fn a_change_has_landed_only_once_its_own_deployment_runs() {
-        let before = json!({"phase": "Running", "deployment_id": "d1", "revision": "r1",
-            "observed_revision": "r1", "message": ""});
+        let before = app(
+            json!({"phase": "Running", "deployment_id": "d1", "revision": "r1",
+            "observed_revision": "r1", "message": ""}),
+        );
         // Right after the PATCH the controllers have not taken it: still the old deployment.
         assert!(matches!(
             progress(&before, Some(&before)),
             Progress::Waiting(_)
         ));
-        let taken = json!({"phase": "Deploying", "deployment_id": "d2", "revision": "r2",
-            "observed_revision": "r1", "message": "applying"});
+        let taken = app(
+            json!({"phase": "Deploying", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r1", "message": "applying"}),
+        );
         assert!(matches!(
             progress(&taken, Some(&before)),
             Progress::Waiting(_)
         ));
-        let landed = json!({"phase": "Running", "deployment_id": "d2", "revision": "r2",
-            "observed_revision": "r2"});
+        let landed = app(
+            json!({"phase": "Running", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r2"}),
+        );
         assert_eq!(progress(&landed, Some(&before)), Progress::Running);
         // A rollback to the first revision is a new deployment of an old revision.
-        let rolled_back = json!({"phase": "Running", "deployment_id": "d3", "revision": "r1",
-            "observed_revision": "r1"});
+        let rolled_back = app(json!({"phase": "Running", "deployment_id": "d3",
+            "revision": "r1", "observed_revision": "r1"}));
         assert_eq!(progress(&rolled_back, Some(&landed)), Progress::Running);
-        let failed = json!({"phase": "Failed", "deployment_id": "d2", "revision": "r2",
-            "observed_revision": "r2", "message": "progress deadline exceeded"});
+        let failed = app(
+            json!({"phase": "Failed", "deployment_id": "d2", "revision": "r2",
+            "observed_revision": "r2", "message": "progress deadline exceeded"}),
+        );
         assert_eq!(
             progress(&failed, Some(&before)),
             Progress::Failed("progress deadline exceeded".into())

@@ -5,27 +5,28 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use kubenest_api::apps::AppResponse;
+use kubenest_api::events::StreamEvent;
 
 use super::{Filters, list_where, short_revision, sync};
 use crate::api;
-use crate::cmd::{Global, Output, Table, clusters, emit, projects, text};
+use crate::cmd::{Global, Output, Table, cell, clusters, emit, projects};
 
 /// The columns a watch prints for each change.
-fn row(app: &Value) -> Vec<String> {
+fn row(app: &AppResponse) -> Vec<String> {
     vec![
-        text(&app["name"]),
-        text(&app["phase"]),
-        short_revision(&app["revision"]),
-        sync(app),
-        text(&app["message"]),
+        cell(&app.name),
+        cell(&app.phase),
+        short_revision(app.revision.as_deref()),
+        sync(&app.sync),
+        cell(&app.message),
     ]
 }
 
 const HEADER: [&str; 5] = ["NAME", "PHASE", "REVISION", "SYNC", "MESSAGE"];
 
 /// Prints `app` as a watch does; `header` for the first table line.
-fn print(global: &Global, app: &Value, header: bool) {
+fn print(global: &Global, app: &AppResponse, header: bool) {
     match global.output {
         Output::Table | Output::Wide => {
             let mut table = if header {
@@ -50,21 +51,21 @@ pub async fn watch(
     global: &Global,
     client: &mut api::Client,
     query: &str,
-    apps: &[Value],
-    keep: impl Fn(&Value) -> bool,
+    apps: &[AppResponse],
+    keep: impl Fn(&AppResponse) -> bool,
 ) -> anyhow::Result<()> {
     let mut last: HashMap<String, Vec<String>> =
-        apps.iter().map(|a| (text(&a["id"]), row(a))).collect();
+        apps.iter().map(|a| (a.id.clone(), row(a))).collect();
     let mut header = apps.is_empty();
     let mut events = api::Events::open(client, query).await?;
     while let Some(event) = events.next().await? {
-        let Ok(data) = serde_json::from_str::<Value>(&event.data) else {
+        let Ok(data) = serde_json::from_str::<StreamEvent>(&event.data) else {
             continue;
         };
-        let Some(id) = data["app_id"].as_str() else {
+        let Some(id) = data.app_id.as_deref() else {
             continue;
         };
-        let app = match client.get(&format!("/api/v1/apps/{id}")).await {
+        let app: AppResponse = match client.get_as(&format!("/api/v1/apps/{id}")).await {
             Ok(app) => app,
             // Gone (deleted) or no longer visible: nothing more to show of it.
             Err(e) if e.status() == Some(404) => continue,
@@ -87,32 +88,36 @@ pub async fn list(
     filters: Filters,
     follow: bool,
 ) -> anyhow::Result<()> {
-    let mut selection = Vec::new();
-    if let Some(project) = &filters.project {
-        let id = projects::resolve(global, client, project).await?;
-        selection.push(("project_id", id));
-    }
-    if let Some(cluster) = &filters.cluster {
-        let id = clusters::resolve(global, client, cluster).await?;
-        selection.push(("cluster_id", id));
-    }
-    if let Some(phase) = &filters.phase {
-        selection.push(("phase", phase.clone()));
-    }
-    let listed = list_where(global, client, selection.clone()).await?;
-    let apps = Value::Array(listed.clone());
-    global.print(&apps, |apps| {
+    let project_id = match &filters.project {
+        Some(project) => Some(projects::resolve(global, client, project).await?),
+        None => None,
+    };
+    let cluster_id = match &filters.cluster {
+        Some(cluster) => Some(clusters::resolve(global, client, cluster).await?),
+        None => None,
+    };
+    let phase = filters.phase.clone();
+    let selection: Vec<(&str, String)> = [
+        ("project_id", project_id.clone()),
+        ("cluster_id", cluster_id.clone()),
+        ("phase", phase.clone()),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some((key, value?)))
+    .collect();
+    let listed = list_where(global, client, selection).await?;
+    global.print(&listed, |apps| {
         Table::rows(
             ["NAME", "ID", "PROJECT", "PHASE", "REVISION", "SYNC"],
             apps,
             |a| {
                 vec![
-                    text(&a["name"]),
-                    text(&a["id"]),
-                    text(&a["project"]),
-                    text(&a["phase"]),
-                    short_revision(&a["revision"]),
-                    sync(a),
+                    cell(&a.name),
+                    cell(&a.id),
+                    cell(&a.project),
+                    cell(&a.phase),
+                    short_revision(a.revision.as_deref()),
+                    sync(&a.sync),
                 ]
             },
         )
@@ -122,13 +127,17 @@ pub async fn list(
     }
     let org = global.org(client).await?;
     let mut query = format!("org={}", api::query_value(&org));
-    if let Some((_, id)) = selection.iter().find(|(key, _)| *key == "project_id") {
+    if let Some(id) = &project_id {
         query.push_str(&format!("&project_id={}", api::query_value(id)));
     }
-    let keep = |app: &Value| {
-        selection
-            .iter()
-            .all(|(key, want)| app[*key] == want.as_str())
+    let keep = |app: &AppResponse| {
+        project_id
+            .as_ref()
+            .is_none_or(|id| app.project_id.as_ref() == Some(id))
+            && cluster_id
+                .as_ref()
+                .is_none_or(|id| app.cluster_id.as_ref() == Some(id))
+            && phase.as_ref().is_none_or(|phase| &app.phase == phase)
     };
     watch(global, client, &query, &listed, keep).await
 }

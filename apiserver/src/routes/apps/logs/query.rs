@@ -1,8 +1,7 @@
 //! The query of `GET /api/v1/apps/{id}/logs`, checked (pure): which component, whether to
 //! follow, how far back, which instance; a bad parameter is refused naming it.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
+pub use kubenest_api::apps::LogsQuery;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -10,21 +9,6 @@ use crate::error::{ApiError, ApiResult};
 const MAX_TAIL: u32 = 10_000;
 /// The largest `since`: 30 days.
 const MAX_SINCE_SECONDS: u64 = 30 * 24 * 3600;
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LogsQuery {
-    /// The component; may be left out when the App has one workload component.
-    pub component: Option<String>,
-    /// Keep the stream open for new lines (`true`/`false`, default false).
-    pub follow: Option<String>,
-    /// Only lines newer than this, e.g. `30s`, `10m`, `2h`, `1d` (at most 30 days).
-    pub since: Option<String>,
-    /// Only the last N lines of each container (1 to 10000).
-    pub tail: Option<String>,
-    /// The previous, terminated instance of each container (`true`/`false`).
-    pub previous: Option<String>,
-}
 
 /// The query, checked.
 #[derive(Debug, PartialEq, Eq)]
