@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The body of every error response: a problem document (RFC 9457) whose `type` is one per
 /// `code`.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Problem {
     /// What kind of problem: `tag:kubenest.io,2026:problem:{code}`, one per `code`; an
     /// identifier, not a page to fetch.
@@ -31,6 +31,43 @@ pub struct Problem {
     /// allowed, each ready to send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ways_out: Option<Vec<WayOut>>,
+}
+
+/// The media type of every error response (RFC 9457).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// The `type` of the problems with `code`: a tag URI (RFC 4151), an identifier that names the
+/// kind of problem and is never fetched.
+pub fn problem_type(code: &str) -> String {
+    format!("tag:kubenest.io,2026:problem:{code}")
+}
+
+/// The `title` of the problems with `code`: the code in words (`validation_failed` →
+/// `Validation failed`), so it never varies between occurrences.
+pub fn problem_title(code: &str) -> String {
+    let words = code.replace('_', " ");
+    let mut chars = words.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+impl Problem {
+    /// The problem of `code` with HTTP `status` and `detail`, its `type` and `title` derived
+    /// from the code; no instance, field or ways out.
+    pub fn new(status: u16, code: &str, detail: impl Into<String>) -> Self {
+        Self {
+            problem_type: problem_type(code),
+            title: problem_title(code),
+            status,
+            detail: detail.into(),
+            instance: None,
+            code: code.to_owned(),
+            field: None,
+            ways_out: None,
+        }
+    }
 }
 
 /// What a way out of a non-converging App or addon does.

@@ -18,24 +18,8 @@ use kubenest_store::StoreError;
 
 use crate::auth::accounts::AccountError;
 
-/// The media type of every error response (RFC 9457).
-pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// The `type` of the problems with `code`.
-pub fn problem_type(code: &str) -> String {
-    format!("tag:kubenest.io,2026:problem:{code}")
-}
-
-/// The `title` of the problems with `code`: the code in words (`validation_failed` →
-/// `Validation failed`), so it never varies between occurrences.
-pub fn problem_title(code: &str) -> String {
-    let words = code.replace('_', " ");
-    let mut chars = words.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
-}
+// The problem's media type, `type` and `title` are the API's (the hub answers the same way).
+pub use kubenest_api::problem::{PROBLEM_JSON, problem_title, problem_type};
 
 /// An error response.
 #[derive(Debug)]
@@ -172,19 +156,16 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> AxumResponse {
         let body = Problem {
-            problem_type: problem_type(self.code),
-            title: problem_title(self.code),
-            status: self.status.as_u16(),
-            detail: self.message,
-            instance: None,
-            code: self.code.to_owned(),
             field: self.field,
             ways_out: self.ways_out,
+            ..Problem::new(self.status.as_u16(), self.code, self.message)
         };
-        let mut response = (self.status, Json(body)).into_response();
+        let mut response = (self.status, Json(&body)).into_response();
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        // For `with_instance`, which adds the request id without reading the body back.
+        response.extensions_mut().insert(body);
         if let Some(secs) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&secs.to_string())
         {
@@ -194,37 +175,28 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The largest problem [`with_instance`] reads back; ours are far smaller.
-const MAX_PROBLEM_BYTES: usize = 64 * 1024;
-
 /// Fills in the `instance` of a problem answer with the request id. Errors are made where the
 /// id is not at hand (extractors, handlers, fallbacks); this layer, inside the one that sets
-/// the id, sees every answer. Answers that are not problems pass untouched.
+/// the id, sees every answer, and writes the problem [`ApiError`] left beside its body again
+/// with the id. Other answers pass untouched.
 pub async fn with_instance(request: Request, next: Next) -> AxumResponse {
     let id = request
         .headers()
         .get(crate::REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let response = next.run(request).await;
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v == PROBLEM_JSON);
-    let Some(id) = id.filter(|_| is_problem) else {
+    let mut response = next.run(request).await;
+    let Some(mut problem) = response.extensions_mut().remove::<Problem>() else {
         return response;
     };
-    let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_PROBLEM_BYTES).await else {
-        return ApiError::internal("an error answer could not be read back").into_response();
+    let Some(id) = id else {
+        return response;
     };
-    let body = match serde_json::from_slice::<Problem>(&bytes) {
-        Ok(mut problem) => {
-            problem.instance = Some(id);
-            serde_json::to_vec(&problem).map_or(bytes, Into::into)
-        }
-        Err(_) => bytes,
+    problem.instance = Some(id);
+    let Ok(body) = serde_json::to_vec(&problem) else {
+        return response;
     };
+    let (mut parts, _) = response.into_parts();
     parts.headers.remove(header::CONTENT_LENGTH);
     AxumResponse::from_parts(parts, Body::from(body))
 }

@@ -13,7 +13,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use kubenest_contracts::{ClientType, Identity};
 use kubenest_runtime::admin::Admin;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::floors::Refusal;
@@ -96,27 +95,11 @@ fn no_delay() -> axum_server::accept::TcpConfigAcceptor {
     )
 }
 
-/// `bad_subprotocol` → `Bad subprotocol`.
-fn title(code: &str) -> String {
-    let words = code.replace('_', " ");
-    let mut chars = words.chars();
-    chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
 fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
-    // The API server's error shape, an RFC 9457 problem (apiserver/src/error.rs).
+    // The API server's error shape, an RFC 9457 problem (kubenest_api::problem).
     let body = (
-        [(header::CONTENT_TYPE, "application/problem+json")],
-        Json(json!({
-            "type": format!("tag:kubenest.io,2026:problem:{code}"),
-            "title": title(code),
-            "status": status.as_u16(),
-            "detail": message,
-            "code": code,
-        })),
+        [(header::CONTENT_TYPE, kubenest_api::problem::PROBLEM_JSON)],
+        Json(kubenest_api::Problem::new(status.as_u16(), code, message)),
     );
     if status == StatusCode::SERVICE_UNAVAILABLE {
         (
