@@ -11,16 +11,21 @@ one build, nothing rebuilt per lane), then runs the binaries in lanes at once:
   one after another;
 - the other lanes: everything else and the doc tests, `OTHER_AT_ONCE` at a time.
 
-`OTHER_AT_ONCE` is 2. The real-node lane is the critical path (one real node, nothing to share
-it with), so the others only need to end before it does, and they mostly wait on clusters: on
-the 2-core machine the long ones keep 0.3 to 0.8 of a core busy each (`/usr/bin/time`), so
-three binaries at once still leave the real-node lane its share, where two lanes of other
-binaries end well before it (one lane of them took longer than it once devenv's kwok tests
-joined them). A third lane of them would only load the cores the real-node lane waits on.
+`OTHER_AT_ONCE` is 2. The real-node lane is the critical path (the machine's one node, nothing
+can share it), so the other binaries only need to end before it does, and one lane of them no
+longer would once the agent's and devenv's kwok tests left the real-node lane (they are about a
+fifth of the test time). The binaries mostly wait on clusters: devenv's real-node
+binary alone kept 0.4 of a core busy on average (its process tree's cpuacct, the pods' own
+containers aside), so three binaries at once still leave the real-node lane its share of the
+two cores; with two other lanes they ended 2 minutes before it, on a machine loaded by other
+work (load average 15 to 25). A third lane of them would only end them sooner, which nothing
+waits for, and load the cores the real-node lane waits on (its verified-deployment tests judge
+real pods' error ratio over a window: a starved demo pod fails them).
 
 Each lane takes the longest binary left first (the times of the last run that passed, kept in
 `test-times.json` of cargo's target directory; a binary never timed counts as longest), so the
-short ones fill the end and no lane ends with a long binary started late.
+short ones fill the end and no lane ends with a long binary started late. A binary outside
+`REAL_NODE` that starts a real node fails with the lock's error naming the holder.
 
 Each binary runs as cargo runs it (from its package's directory, with cargo's variables for
 it, `--test-threads` passed on); its output is printed whole when it ends, with its time, and
@@ -148,9 +153,19 @@ def keep_times(known, results):
         print(f"(could not keep the times in {times_file()}: {e})")
 
 
+# Where a never timed binary goes among the never timed (a first run): integration tests start
+# clusters and take minutes, benchmarks at their tiny size under a minute, unit tests seconds.
+KIND_ORDER = {"test": 0, "bench": 1}
+
+
 def longest_first(jobs, known):
-    """`jobs` ([(name, run function)]) ordered by their last time, the never timed first."""
-    return sorted(jobs, key=lambda job: -known.get(job[0], float("inf")))
+    """`jobs` ([(name, run function)]) ordered by their last time, the never timed first
+    (integration tests, then benchmarks, then the rest)."""
+    def key(job):
+        name = job[0]
+        kind = name.split(" ")[1] if " " in name else ""
+        return -known.get(name, float("inf")), KIND_ORDER.get(kind, 2)
+    return sorted(jobs, key=key)
 
 
 class Lanes:
