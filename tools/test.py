@@ -15,8 +15,8 @@ one build, nothing rebuilt per lane), then runs the binaries in lanes at once:
 can share it), so the other binaries only need to end before it does, and one lane of them no
 longer would once the agent's and devenv's kwok tests left the real-node lane (they are about a
 fifth of the test time). The binaries mostly wait on clusters: devenv's real-node
-binary alone kept 0.4 of a core busy on average (its process tree's cpuacct, the pods' own
-containers aside), so three binaries at once still leave the real-node lane its share of the
+binary alone kept 0.4 to 0.6 of a core busy on average (two runs; its process tree's cpuacct,
+the pods' own containers aside), so three binaries at once still leave the real-node lane its share of the
 two cores; with two other lanes they ended 2 minutes before it, on a machine loaded by other
 work (load average 15 to 25). A third lane of them would only end them sooner, which nothing
 waits for, and load the cores the real-node lane waits on (its verified-deployment tests judge
