@@ -59,8 +59,9 @@ tour:
 # End-to-end tests run the programs' binaries as processes: every program's package has a test
 # of its own (cli/tests/cli.rs for the `kubenest` CLI), so `cargo test` builds them all, with
 # the same features as the tests (a separate `cargo build` would build them a second time).
-# tools/test.py builds them as `cargo test --workspace` does and runs the test binaries in two
-# lanes at once (those taking the real node, and the rest), ending with each binary's time.
+# tools/test.py builds them as `cargo test --workspace` does and runs the test binaries in
+# lanes at once (those taking the real node one after another, and the rest two at a time),
+# ending with each binary's time.
 test: setup console
 	@start=$$SECONDS; \
 	TEST_THREADS=$(TEST_THREADS) python3 tools/test.py; \

@@ -1,14 +1,31 @@
 #!/usr/bin/env python3
-"""`make test`: every test of the workspace, built once and run in two lanes at a time.
+"""`make test`: every test of the workspace, built once, its binaries run several at a time.
 
 `cargo test --workspace` runs its test binaries one after another, and most of their time is
-spent waiting (clusters starting, rollouts, verification windows), so two cores sit idle. This
+spent waiting (clusters starting, rollouts, verification windows), so the cores sit idle. This
 builds every test target once, exactly as `cargo test --workspace` would (the same features:
-one build, nothing rebuilt per lane), then runs the binaries in two lanes at once:
+one build, nothing rebuilt per lane), then runs the binaries in lanes at once:
 
-- the real-node lane: the binaries whose tests start a real kubelet and containerd (one real
-  node per machine at a time: the test kit's lock refuses a second), one after another;
-- the other lane: everything else, one after another, then the doc tests.
+- the real-node lane: the binaries whose tests start a real kubelet and containerd
+  (`REAL_NODE`; one real node per machine at a time: the test kit's lock refuses a second),
+  one after another;
+- the other lanes: everything else and the doc tests, `OTHER_AT_ONCE` at a time.
+
+`OTHER_AT_ONCE` is 2. The real-node lane is the critical path (the machine's one node, nothing
+can share it), so the other binaries only need to end before it does, and one lane of them no
+longer would once the agent's and devenv's kwok tests left the real-node lane (they are about a
+fifth of the test time). The binaries mostly wait on clusters: devenv's real-node
+binary alone kept 0.4 to 0.6 of a core busy on average (two runs; its process tree's cpuacct,
+the pods' own containers aside), so three binaries at once still leave the real-node lane its share of the
+two cores; with two other lanes they ended 2 minutes before it, on a machine loaded by other
+work (load average 15 to 25). A third lane of them would only end them sooner, which nothing
+waits for, and load the cores the real-node lane waits on (its verified-deployment tests judge
+real pods' error ratio over a window: a starved demo pod fails them).
+
+Each lane takes the longest binary left first (the times of the last run that passed, kept in
+`test-times.json` of cargo's target directory; a binary never timed counts as longest), so the
+short ones fill the end and no lane ends with a long binary started late. A binary outside
+`REAL_NODE` that starts a real node fails with the lock's error naming the holder.
 
 Each binary runs as cargo runs it (from its package's directory, with cargo's variables for
 it, `--test-threads` passed on); its output is printed whole when it ends, with its time, and
@@ -26,11 +43,16 @@ import time
 
 # (package, target) pairs whose tests take the machine's real node.
 REAL_NODE = {
-    ("kubenest-agent", "it"),
-    ("kubenest-devenv", "it"),
+    ("kubenest-agent", "real_node"),
+    ("kubenest-devenv", "real_node"),
     ("kubenest-testkit", "it"),
     ("kubenest-testkit", "real_node_cleanup"),
 }
+
+# How many binaries of the other lanes run at once, beside the real-node lane (see above).
+OTHER_AT_ONCE = 2
+
+DOC_TESTS = "doc tests"
 
 print_lock = threading.Lock()
 
@@ -71,66 +93,142 @@ def package_name(package_id, manifest):
     return package_id.split(" ", 1)[0]
 
 
+def label(binary):
+    """How the table names a binary: `package kind target`."""
+    package, target, kind, _, _ = binary
+    return f"{package} {kind} {target}"
+
+
 def run(binary, threads):
-    """Runs one test binary as cargo would; returns (name, seconds, ok, output)."""
-    package, target, kind, executable, directory = binary
+    """Runs one test binary as cargo would; returns (name, seconds, ok)."""
+    package, target, _, executable, directory = binary
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = directory
     env["CARGO_PKG_NAME"] = package
     env["CARGO_CRATE_NAME"] = target.replace("-", "_")
-    started = time.monotonic()
-    done = subprocess.run(
-        [executable, f"--test-threads={threads}"],
-        cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        errors="replace",
-    )
-    seconds = time.monotonic() - started
-    name = f"{package} {kind} {target}"
-    with print_lock:
-        print(f"     Running {name} ({executable})", flush=True)
-        sys.stdout.write(done.stdout)
-        print(f"== {name}: {'ok' if done.returncode == 0 else 'FAILED'} in {seconds:.1f}s",
-              flush=True)
-    return name, seconds, done.returncode == 0
+    return timed(label(binary), [executable, f"--test-threads={threads}"], directory, env)
 
 
-def doc_tests():
-    """The doc tests, as `cargo test --workspace --doc` runs them."""
+def timed(name, command, directory=None, env=None):
+    """Runs `command`, prints its output whole when it ends; returns (name, seconds, ok)."""
     started = time.monotonic()
-    done = subprocess.run(["cargo", "test", "--workspace", "--doc"], stdout=subprocess.PIPE,
+    done = subprocess.run(command, cwd=directory, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace")
     seconds = time.monotonic() - started
+    ok = done.returncode == 0
     with print_lock:
+        if directory:
+            print(f"     Running {name} ({command[0]})", flush=True)
         sys.stdout.write(done.stdout)
-        print(f"== doc tests: {'ok' if done.returncode == 0 else 'FAILED'} in {seconds:.1f}s",
-              flush=True)
-    return "doc tests", seconds, done.returncode == 0
+        print(f"== {name}: {'ok' if ok else 'FAILED'} in {seconds:.1f}s", flush=True)
+    return name, seconds, ok
 
 
-def lane(binaries, threads, results, then=None):
-    for binary in binaries:
-        results.append(run(binary, threads))
-    if then:
-        results.append(then())
+def doc_tests(_threads):
+    """The doc tests, as `cargo test --workspace --doc` runs them."""
+    return timed(DOC_TESTS, ["cargo", "test", "--workspace", "--doc"])
+
+
+def times_file():
+    target = os.environ.get("CARGO_TARGET_DIR", "target")
+    return os.path.join(target, "test-times.json")
+
+
+def last_times():
+    """Each binary's seconds in the last run that passed it, by name ({} when never run)."""
+    try:
+        with open(times_file()) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def keep_times(known, results):
+    """Records the times of the binaries that passed, for the next run's order."""
+    known.update({name: round(seconds, 1) for name, seconds, ok in results if ok})
+    try:
+        with open(times_file(), "w") as f:
+            json.dump(known, f, indent=1, sort_keys=True)
+    except OSError as e:
+        print(f"(could not keep the times in {times_file()}: {e})")
+
+
+# Where a never timed binary goes among the never timed (a first run): integration tests start
+# clusters and take minutes, benchmarks at their tiny size under a minute, unit tests seconds.
+KIND_ORDER = {"test": 0, "bench": 1}
+
+
+def longest_first(jobs, known):
+    """`jobs` ([(name, run function)]) ordered by their last time, the never timed first
+    (integration tests, then benchmarks, then the rest)."""
+    def key(job):
+        name = job[0]
+        kind = name.split(" ")[1] if " " in name else ""
+        return -known.get(name, float("inf")), KIND_ORDER.get(kind, 2)
+    return sorted(jobs, key=key)
+
+
+class Lanes:
+    """`count` threads running `jobs` ([(name, run function)]) in order, each taking the next
+    job when it is free; `results` gets (name, seconds, ok) of each, `seconds` the time until
+    the last lane ended."""
+
+    def __init__(self, title, jobs, count, threads):
+        self.title, self.queue, self.threads = title, list(jobs), threads
+        self.lock = threading.Lock()
+        self.results, self.seconds = [], 0.0
+        self.workers = [threading.Thread(target=self.lane) for _ in range(count)]
+
+    def start(self, started):
+        self.started = started
+        for worker in self.workers:
+            worker.start()
+
+    def lane(self):
+        while True:
+            with self.lock:
+                if not self.queue:
+                    self.seconds = max(self.seconds, time.monotonic() - self.started)
+                    return
+                _, job = self.queue.pop(0)
+            self.results.append(job(self.threads))
+
+    def join(self):
+        for worker in self.workers:
+            worker.join()
+
+    def table(self):
+        print(f"\n{self.title}: {self.seconds:.0f}s")
+        for name, took, ok in sorted(self.results, key=lambda r: -r[1]):
+            print(f"  {took:7.1f}s  {'ok    ' if ok else 'FAILED'}  {name}")
 
 
 def main():
     threads = int(os.environ.get("TEST_THREADS", "2"))
     binaries = build()
-    real = [b for b in binaries if (b[0], b[1]) in REAL_NODE and b[2] == "test"]
-    other = [b for b in binaries if b not in real]
-    results = []
+    known = last_times()
+
+    def job(binary):
+        return label(binary), lambda t: run(binary, t)
+
+    real = [job(b) for b in binaries if (b[0], b[1]) in REAL_NODE and b[2] == "test"]
+    other = [job(b) for b in binaries if (b[0], b[1]) not in REAL_NODE or b[2] != "test"]
+    other.append((DOC_TESTS, doc_tests))
     lanes = [
-        threading.Thread(target=lane, args=(real, threads, results)),
-        threading.Thread(target=lane, args=(other, threads, results, doc_tests)),
+        Lanes("real-node lane", longest_first(real, known), 1, threads),
+        Lanes(f"other lanes ({OTHER_AT_ONCE} at once)", longest_first(other, known),
+              OTHER_AT_ONCE, threads),
     ]
-    for thread in lanes:
-        thread.start()
-    for thread in lanes:
-        thread.join()
-    print("\ntest binaries (longest first):")
-    for name, seconds, ok in sorted(results, key=lambda r: -r[1]):
-        print(f"  {seconds:7.1f}s  {'ok    ' if ok else 'FAILED'}  {name}")
+    started = time.monotonic()
+    for group in lanes:
+        group.start(started)
+    for group in lanes:
+        group.join()
+    print("\ntest binaries, longest first:")
+    for group in lanes:
+        group.table()
+    results = [r for group in lanes for r in group.results]
+    keep_times(known, results)
     failed = [name for name, _, ok in results if not ok]
     if failed:
         print(f"\n{len(failed)} test binaries failed: {', '.join(failed)}")

@@ -1,13 +1,14 @@
-//! The agent against real clusters (kwok, and one real node for what must run).
+//! The agent against real clusters with kwok nodes.
 //!
-//! One binary per crate (its modules were separate binaries before): one link instead of
-//! many, and one shared environment per crate instead of one per file.
+//! One binary for the crate's tests on kwok nodes (its modules were separate binaries before):
+//! one link instead of many, and one shared environment instead of one per file. What must run
+//! on the machine's real node is the `real_node` binary (`tests/real_node/main.rs`), which
+//! `make test` runs in the lane of the binaries that take it, beside this one.
 
 #![allow(clippy::expect_used, clippy::panic, clippy::unwrap_used)] // a test fails by panicking
 
 mod agent;
 mod api;
-mod builds;
 mod chart;
 mod chart_workloads;
 mod common;
@@ -19,9 +20,6 @@ mod ingress_tls;
 mod least_privilege;
 mod objects;
 mod plane;
-mod real_ingress;
-mod real_node;
 mod silence;
 mod storm;
 mod tls;
-mod verified;

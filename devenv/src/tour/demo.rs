@@ -2,7 +2,7 @@
 //! Postgres and a Redis addon from the catalog, their `dsn` and `url` exports wired into its
 //! environment on the cluster. It answers HTTP with what it found (both backends connected, a
 //! row it wrote and read back). The tour runs it on `make dev`'s real-node cluster;
-//! `devenv/tests/it/install.rs` runs it on the agent that the chart installed.
+//! `devenv/tests/real_node/install.rs` runs it on the agent that the chart installed.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

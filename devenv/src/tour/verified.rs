@@ -4,7 +4,7 @@
 //! `Failed` on its error ratio, and kubenest rolls back to the revision that passed (a
 //! deployment by `kubenest` with the verdict as its reason), which is verified in turn and
 //! passes. Each verdict is read from the event stream as it comes, and from the history after.
-//! The tour runs it on `make dev`'s real node; `devenv/tests/it/install.rs` runs it on the agent
+//! The tour runs it on `make dev`'s real node; `devenv/tests/real_node/install.rs` runs it on the agent
 //! the chart installed, then breaks what the rollback needs.
 
 use std::time::{Duration, Instant};
