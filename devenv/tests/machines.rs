@@ -105,6 +105,36 @@ fn a_count_outside_one_to_fifty_is_refused_naming_the_rule() {
     }
 }
 
+#[test]
+fn a_user_without_root_can_neither_make_nor_remove_machines() {
+    // The binary's folder is root's alone: nobody runs it through a link in a folder it may
+    // enter (a link, not a copy: a copy being written while another test forks cannot run).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.path().join("kubenest-dev");
+    std::fs::hard_link(env!("CARGO_BIN_EXE_kubenest-dev"), &copy).unwrap();
+    for args in [&["up", "1"][..], &["down"]] {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(&copy)
+            .arg("machines")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "machines {args:?} as nobody succeeded"
+        );
+        assert!(
+            stderr.contains("local machines need root"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!dir.path().join(".kubenest").exists());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothing() {
     kubenest_machines::require_root().unwrap();
