@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kubenest_machines::file::{MachinesFile, Role};
 use kubenest_machines::host::Lock;
-use kubenest_machines::{BRIDGE, CGROUP_PREFIX, Machine, PERSISTENT_HOLDER, STATE_DIR};
+use kubenest_machines::{BRIDGE, CGROUP_PREFIX, LOCK_FILE, Machine, PERSISTENT_HOLDER, STATE_DIR};
 
 fn dev(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubenest-dev"))
@@ -164,6 +164,28 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
     let refused = test_machines.map(|_| ()).unwrap_err().to_string();
     assert!(refused.contains(PERSISTENT_HOLDER), "{refused}");
     assert!(recorded.iter().all(Machine::alive));
+    // Of what `up` was given, the machines keep the lock alone (no caller's pipe held open).
+    for machine in &recorded {
+        let state = Path::new(STATE_DIR).join(&machine.name);
+        let allowed = [
+            "/dev/null".into(),
+            state.join("machine.log"),
+            state.join("machine.sh"),
+            LOCK_FILE.into(),
+        ];
+        for fd in std::fs::read_dir(format!("/proc/{}/fd", machine.pid))
+            .unwrap()
+            .flatten()
+        {
+            let target = std::fs::read_link(fd.path()).unwrap();
+            assert!(
+                allowed.contains(&target),
+                "{} holds {}",
+                machine.name,
+                target.display()
+            );
+        }
+    }
 
     // Each answers over SSH as itself; a file in one machine's /etc is in neither the other's
     // nor the host's. Machine 1's host key is the one `up` recorded.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kubenest_runtime::exec::{Output, Program};
 use serde::{Deserialize, Serialize};
 
-use crate::{BRIDGE, CGROUP_PREFIX, Error, GATEWAY, STATE_DIR};
+use crate::{BRIDGE, CGROUP_PREFIX, Error, GATEWAY, LOCK_FILE, STATE_DIR};
 
 const MACHINE_SCRIPT: &str = include_str!("machine.sh");
 /// The PATH of every program run inside a machine (a root's, with the sbin folders).
@@ -49,8 +49,8 @@ pub fn state_dir(name: &str) -> PathBuf {
 
 impl Machine {
     /// Makes machine `index`: its folders, cgroup, first process (detached: it lives until it
-    /// is killed, whoever made it) and network, then writes its record. Any file descriptor this
-    /// process leaves inheritable is inherited by the machine's first process.
+    /// is killed, whoever made it) and network, then writes its record. Of the descriptors this
+    /// process leaves inheritable, the machine's first process keeps the machines' lock alone.
     pub async fn make(index: u8) -> Result<Self, Error> {
         let name = name(index);
         let dir = state_dir(&name);
@@ -67,7 +67,8 @@ impl Machine {
             .arg("/bin/sh")
             .path(&script)
             .arg("hold")
-            .path(&dir);
+            .path(&dir)
+            .env("MACHINES_LOCK", LOCK_FILE);
         for procs in cgroup_procs(&cgroup)? {
             holder = holder.path(&procs);
         }

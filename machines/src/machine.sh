@@ -3,8 +3,9 @@
 # output to DIR/machine.log, writes its pid to DIR/hold.pid, puts itself into each cgroup whose
 # `cgroup.procs` file is given (the machine's own, so everything it starts is counted there and
 # the cleanup can find it), then becomes, through unshare, the first process (PID 1) of new
-# network, mount, UTS and PID namespaces, running `machine.sh init DIR`. Any file descriptor it
-# was given stays open in PID 1: the persistent machines' lock is held that way (lib.rs).
+# network, mount, UTS and PID namespaces, running `machine.sh init DIR`. Of the descriptors it
+# was given, the machines' lock alone stays open in PID 1: the persistent machines' lock is held
+# that way (persistent.rs).
 #
 # `init` gives the machine its own hostname, /etc (an overlay over the host's: its writes land
 # in DIR/etc.upper), /var (DIR/var), /run, /tmp and /dev/shm (empty tmpfs), /proc (its own
@@ -22,7 +23,15 @@ hold)
   exec </dev/null >>"$dir/machine.log" 2>&1
   for procs in "$@"; do echo $$ >"$procs"; done
   echo $$ >"$dir/hold.pid"
-  exec unshare --net --mount --uts --pid --fork --propagation private -- sh "$0" init "$dir"
+  # The machines' lock ($MACHINES_LOCK, lib.rs) is the only descriptor passed on: any other the
+  # maker was left with (a CI runner's pipe) would stay open for as long as the machine runs.
+  # bash, since dash cannot name a descriptor above 9.
+  exec bash -c 'for f in /proc/$$/fd/*; do
+      n=${f##*/}
+      [ "$n" -gt 2 ] && [ "$(readlink "$f")" != "$MACHINES_LOCK" ] && eval "exec $n>&-"
+    done
+    exec "$@"' close-fds \
+    unshare --net --mount --uts --pid --fork --propagation private -- sh "$0" init "$dir"
   ;;
 init)
   hostname "$name"
