@@ -8,11 +8,13 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kubenest_machines::file::{MachinesFile, Role};
 use kubenest_machines::host::Lock;
-use kubenest_machines::{BRIDGE, CGROUP_PREFIX, LOCK_FILE, Machine, PERSISTENT_HOLDER, STATE_DIR};
+use kubenest_machines::{
+    BRIDGE, CGROUP_PREFIX, Error, LOCK_FILE, Machine, PERSISTENT_HOLDER, STATE_DIR,
+};
 
 fn dev(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kubenest-dev"))
@@ -36,6 +38,25 @@ fn dev_fails(args: &[&str]) -> String {
     let out = dev(args);
     assert!(!out.status.success(), "machines {args:?} succeeded");
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `kubenest-dev machines up ARGS`, which must succeed; while another test binary's machines
+/// hold the lock (they live seconds; `make test` runs binaries two at a time), it waits for them.
+async fn up(args: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let out = dev(&[&["up"][..], args].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        let a_test = stderr.contains("is held by process");
+        assert!(
+            a_test && Instant::now() < deadline,
+            "machines up {args:?}: {stderr}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// `ssh root@ADDRESS COMMAND` with the key `up` made; its stdout.
@@ -140,7 +161,7 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
     kubenest_machines::require_root().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("machines.yaml");
-    let said = dev_ok(&["up", "2", "--file", file.to_str().unwrap()]);
+    let said = up(&["2", "--file", file.to_str().unwrap()]).await;
     assert!(said.contains("kn-machine-2 10.250.0.12 up"), "{said}");
 
     // The machines file: root with the key made for this `up`, the first the control plane.
@@ -153,16 +174,17 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
     let recorded = Machine::recorded().unwrap();
     assert_eq!(recorded.len(), 2);
 
-    // They hold the machines' lock after `up` has exited: another `up` and a test's machines
-    // are refused, naming them, and leave them running.
+    // They hold the machines' lock after `up` has exited: another `up` is refused naming them,
+    // and a test's machines (the test kit's guard takes the same lock) cannot take it.
     let again = dev_fails(&["up", "1"]);
     assert!(
         again.contains("already up") && again.contains("machines down"),
         "{again}"
     );
-    let test_machines = kubenest_testkit::machines::Machines::make(1, dir.path()).await;
-    let refused = test_machines.map(|_| ()).unwrap_err().to_string();
-    assert!(refused.contains(PERSISTENT_HOLDER), "{refused}");
+    match Lock::take("the machines test") {
+        Err(Error::Busy { holder }) => assert!(holder.starts_with(PERSISTENT_HOLDER), "{holder}"),
+        taken => panic!("the lock is not the machines': {taken:?}"),
+    }
     assert!(recorded.iter().all(Machine::alive));
     // Of what `up` was given, the machines keep the lock alone (no caller's pipe held open).
     for machine in &recorded {
@@ -251,7 +273,7 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
 
     // A machine that died without `down` (as in a crash) frees the lock; `list` says it is
     // dead and `down` removes what it left.
-    dev_ok(&["up", "1", "--file", file.to_str().unwrap()]);
+    up(&["1", "--file", file.to_str().unwrap()]).await;
     let crashed = Machine::recorded().unwrap();
     crashed[0].kill();
     let freed = Lock::wait("the machines test", Duration::from_secs(30)).await;

@@ -9,8 +9,8 @@
 //! both can run at once. A guard process (the real node's guard.sh with the machines'
 //! cleanup.sh) holds the lock and removes, when the machines end however they end, their
 //! processes (by cgroup), cgroups, bridge and files. Machines that `kubenest-dev machines up`
-//! left running hold the same lock: a test refuses them at once, naming them, and never removes
-//! them.
+//! left running hold the same lock: a test waits a minute for them (a test's live seconds), then
+//! fails naming them, and never removes them.
 
 mod control_plane;
 mod machine;
@@ -91,13 +91,17 @@ impl Drop for Machines {
     }
 }
 
-/// How long [`Machines::make`] waits for another process's machines to end.
+/// How long [`Machines::make`] waits for another test's machines to end.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long it waits for machines of `kubenest-dev machines up`: a test's (devenv's machines
+/// test) live seconds, a developer's until `down`.
+const PERSISTENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Takes the machines' lock; while another process holds it (another test binary's machines,
-/// which live for seconds), tries again for up to [`LOCK_TIMEOUT`], then fails naming it.
+/// which live for seconds), tries again for up to [`LOCK_TIMEOUT`] ([`PERSISTENT_TIMEOUT`] for
+/// `up`'s), then fails naming it.
 async fn acquire(logs: &Path) -> Result<Guard, Error> {
-    let deadline = Instant::now() + LOCK_TIMEOUT;
+    let started = Instant::now();
     loop {
         let (dir, log) = (logs.to_owned(), logs.join("machines-guard.log"));
         let taken = tokio::task::spawn_blocking(move || {
@@ -111,24 +115,29 @@ async fn acquire(logs: &Path) -> Result<Guard, Error> {
         })
         .await
         .map_err(|e| Error::Process(format!("the machines' guard task: {e}")))?;
-        match taken {
+        let holder = match taken {
             Ok(guard) => return Ok(guard),
-            Err(Refusal::Busy(holder)) if holder.starts_with(PERSISTENT_HOLDER) => {
-                return Err(Error::Machines(format!(
-                    "machines made by `kubenest-dev machines up` run on this host ({holder}); \
-                     `kubenest-dev machines down` removes them"
-                )));
-            }
-            Err(Refusal::Busy(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(Refusal::Busy(holder)) => {
-                return Err(Error::Machines(format!(
-                    "others still run on this host (lock {LOCK_FILE}) after {} s: {holder}",
-                    LOCK_TIMEOUT.as_secs()
-                )));
-            }
             Err(Refusal::Failed(e)) => return Err(e),
+            Err(Refusal::Busy(holder)) => holder,
+        };
+        let persistent = holder.starts_with(PERSISTENT_HOLDER);
+        let limit = if persistent {
+            PERSISTENT_TIMEOUT
+        } else {
+            LOCK_TIMEOUT
+        };
+        if started.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        } else if persistent {
+            return Err(Error::Machines(format!(
+                "machines made by `kubenest-dev machines up` run on this host ({holder}); \
+                 `kubenest-dev machines down` removes them"
+            )));
+        } else {
+            return Err(Error::Machines(format!(
+                "others still run on this host (lock {LOCK_FILE}) after {} s: {holder}",
+                limit.as_secs()
+            )));
         }
     }
 }
