@@ -4,6 +4,8 @@
 //!   controllers, the API server, one agent per workload cluster) as processes on a test-kit
 //!   [`Environment`](kubenest_testkit::Environment) of real clusters and PostgreSQL.
 //! - [`up`] is `kubenest-dev up` (`make dev`): one such system until Ctrl-C, and its `dev.env`.
+//! - [`machines`] is `kubenest-dev machines up N | list | down`: the `local` provider's machines
+//!   on this host ([`kubenest_machines`]), which outlive the command, and their machines file.
 //! - [`tour`] is `kubenest-dev tour` (`make tour`): the scripted walk through the product over
 //!   the REST API, with the user CLI's [`api::Client`](kubenest_cli::api::Client).
 //!
@@ -12,6 +14,7 @@
 //! the vendored etcd and sqlx stay here.
 
 pub mod builds;
+pub mod machines;
 pub mod system;
 pub mod tour;
 pub mod up;
@@ -39,6 +42,8 @@ enum Command {
         #[arg(long, default_value = ".kubenest/dev.env")]
         env_file: PathBuf,
     },
+    /// Local machines on this host, reached over SSH like VMs (root): up N, list, down.
+    Machines(machines::MachinesArgs),
 }
 
 /// Runs one parsed command line.
@@ -49,6 +54,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             let env = tour::DevEnv::read(&env_file)?;
             tour::run(&env, &mut tour::Printer::stdout()).await
         }
+        Command::Machines(args) => machines::run(args, &mut std::io::stdout()).await,
     }
 }
 

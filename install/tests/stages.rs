@@ -33,7 +33,7 @@ use kubenest_testkit::machines::{Machine, Machines};
 
 /// sshd as the test kit starts it, started again without new host keys (a machine that comes
 /// back is the same machine).
-fn restart_sshd(machine: &Machine) {
+async fn restart_sshd(machine: &Machine) {
     let listen = format!("ListenAddress={}", machine.ip());
     machine
         .run(
@@ -46,7 +46,7 @@ fn restart_sshd(machine: &Machine) {
                 "-o",
                 "PidFile=/run/sshd.pid",
             ],
-        )
+        ).await
         .unwrap();
 }
 
@@ -74,7 +74,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
     kubenest_testkit::ssh_keygen(&key).unwrap();
     let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
     for m in [m1, m2] {
-        m.start_sshd(&public).unwrap();
+        m.start_sshd(&public).await.unwrap();
     }
     let entry = |m: &Machine, role: Role| Entry {
         name: m.name().to_owned(),
@@ -97,7 +97,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
     assert!(facts[m2.name()].listening.contains(&22), "{facts:?}");
 
     // Machine 2's sshd gone: the stage names it, with ssh's own words, and a retry can help.
-    m2.run("pkill", &["-x", "sshd"]).unwrap();
+    m2.run("pkill", &["-x", "sshd"]).await.unwrap();
     let failed = preflight::run(&file, &known_hosts).await.unwrap_err();
     assert_eq!(
         (failed.stage, failed.code, failed.machine.as_deref()),
@@ -114,7 +114,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         "{:?}",
         failed.log
     );
-    restart_sshd(m2);
+    restart_sshd(m2).await;
     until_answering(&file, &known_hosts).await;
 
     // The API server's port taken on the control plane machine: unfit, named, no retry.
@@ -208,7 +208,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/ca.crt",
                 "/etc/kubernetes/pki/apiserver.crt",
             ],
-        )
+        ).await
         .unwrap();
     assert!(verified.contains(": OK"), "{verified}");
     let names = m1
@@ -222,7 +222,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "-in",
                 "/etc/kubernetes/pki/apiserver.crt",
             ],
-        )
+        ).await
         .unwrap();
     assert!(
         names.contains(&format!("IP Address:{}", m1.ip()))
@@ -238,7 +238,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/etcd/ca.crt",
                 "/etc/kubernetes/pki/etcd/server.crt",
             ],
-        )
+        ).await
         .unwrap();
     assert!(etcd.contains(": OK"), "{etcd}");
     let modes = m1
@@ -250,14 +250,14 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/sa.key",
                 "/etc/kubernetes/pki/ca.crt",
             ],
-        )
+        ).await
         .unwrap();
     assert_eq!(
         modes,
         "600 /etc/kubernetes/pki/sa.key\n644 /etc/kubernetes/pki/ca.crt\n"
     );
     let worker = m2
-        .run("find", &["/etc/kubernetes/pki", "-type", "f"])
+        .run("find", &["/etc/kubernetes/pki", "-type", "f"]).await
         .unwrap();
     let mut worker: Vec<&str> = worker.lines().collect();
     worker.sort_unstable();
@@ -282,8 +282,8 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         .unwrap();
     eprintln!("etcd: healthy in {:?}", started.elapsed());
     let service = ["/etc/kubenest/bin/kubenest-service", "status", "etcd"];
-    assert_eq!(m1.run("sh", &service).unwrap(), "running\n");
-    assert!(m2.run("sh", &service).is_err());
+    assert_eq!(m1.run("sh", &service).await.unwrap(), "running\n");
+    assert!(m2.run("sh", &service).await.is_err());
     let pid = std::fs::read_to_string(m1.path("/run/kubenest/etcd.pid")).unwrap();
     etcd::run(&again, &file, &state, &known_hosts)
         .await

@@ -5,7 +5,8 @@
 //! - **No user value where a flag can be.** Words a caller fixes are `&'static str`
 //!   ([`Program::arg`]); a value that came from anyone else is either an option's value, joined
 //!   to its flag as one word (`--version=…`, [`Program::option`]), or an operand after `--`
-//!   ([`Program::operands`]). A file the caller made is passed by absolute path
+//!   ([`Program::operands`]), or a word of its own that cannot start with `-`
+//!   ([`Program::word`]). A file the caller made is passed by absolute path
 //!   ([`Program::path`]).
 //! - **A cleared environment**: the program sees `PATH` and the variables the caller names,
 //!   nothing of the parent's (no tokens, no proxy settings, no `HOME`).
@@ -40,6 +41,8 @@ pub const SUMMARY_CHARS: usize = 300;
 pub enum ExecError {
     #[error("{program}: an argument is not an absolute path: {path}")]
     RelativePath { program: String, path: String },
+    #[error("{program}: {word:?} could be read as a flag")]
+    BadWord { program: String, word: String },
     #[error("{program}: an option value holds a NUL")]
     BadValue { program: String },
     #[error("{program} could not be started: {source}")]
@@ -122,6 +125,21 @@ impl Program {
         word.push("=");
         word.push(value);
         self.args.push(word);
+        self
+    }
+
+    /// A value from anywhere as one word of its own (an address, a device name): refused when
+    /// it starts with `-` (it could be read as a flag) or holds a NUL.
+    pub fn word(mut self, value: impl AsRef<OsStr>) -> Self {
+        let value = value.as_ref();
+        let bytes = value.as_encoded_bytes();
+        if bytes.first() == Some(&b'-') || bytes.contains(&b'\0') {
+            self.invalid.get_or_insert(ExecError::BadWord {
+                program: self.name(),
+                word: value.to_string_lossy().chars().take(40).collect(),
+            });
+        }
+        self.args.push(value.to_owned());
         self
     }
 
@@ -371,6 +389,12 @@ mod tests {
         assert!(matches!(relative, Err(ExecError::RelativePath { .. })));
         let broken = Program::new("/bin/true").option("--x", "a\0b").run().await;
         assert!(matches!(broken, Err(ExecError::BadValue { .. })));
+        let flag = Program::new("/bin/true").word("--all").run().await;
+        assert!(matches!(flag, Err(ExecError::BadWord { .. })));
+        let nul = Program::new("/bin/true").word("eth0\0").run().await;
+        assert!(matches!(nul, Err(ExecError::BadWord { .. })));
+        let fine = Program::new("/bin/true").word("10.0.0.1/24").run().await;
+        assert!(fine.is_ok_and(|o| o.success));
     }
 
     #[tokio::test]

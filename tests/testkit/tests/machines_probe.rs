@@ -147,8 +147,8 @@ async fn two_kubelets_share_the_host_as_local_machines() {
 
     // Each machine is its own: hostname, network, /etc, processes.
     for m in [m1, m2] {
-        assert_eq!(m.run("hostname", &[]).unwrap().trim(), m.name());
-        let links = m.run("ip", &["-o", "link"]).unwrap();
+        assert_eq!(m.run("hostname", &[]).await.unwrap().trim(), m.name());
+        let links = m.run("ip", &["-o", "link"]).await.unwrap();
         assert!(
             links.contains("eth0") && !links.contains(machines::BRIDGE),
             "{links}"
@@ -156,6 +156,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
         m.write("/etc/kubenest-probe", m.name()).unwrap();
         let pid1 = m
             .run("sh", &["-c", "cat /proc/1/cmdline | tr '\\0' ' '"])
+            .await
             .unwrap();
         assert!(
             pid1.starts_with("sh ") && pid1.contains(" init "),
@@ -168,7 +169,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
         "a machine wrote the host's /etc"
     );
     assert_eq!(
-        m1.run("cat", &["/etc/kubenest-probe"]).unwrap(),
+        m1.run("cat", &["/etc/kubenest-probe"]).await.unwrap(),
         m1.name(),
         "machine 1 sees machine 2's /etc"
     );
@@ -190,6 +191,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
     for m in [m1, m2] {
         m.start_containerd(&node_bins).await.expect("containerd");
         m.import_image(&node_bins, &node_bins.helper_archive)
+            .await
             .expect("import the test image");
     }
     let containerd_time = containerd_started.elapsed();
@@ -306,6 +308,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
     for m in [m1, m2] {
         let table = m
             .run("nft", &["list", "table", "ip", "kube-proxy"])
+            .await
             .unwrap();
         assert!(table.contains("services"), "{}: {table}", m.name());
     }
@@ -329,7 +332,7 @@ async fn two_kubelets_share_the_host_as_local_machines() {
     assert!(keygen.success());
     let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
     for m in [m1, m2] {
-        m.start_sshd(&public).expect("sshd");
+        m.start_sshd(&public).await.expect("sshd");
     }
     for m in [m1, m2] {
         let deadline = Instant::now() + Duration::from_secs(30);

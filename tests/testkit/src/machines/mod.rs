@@ -1,45 +1,41 @@
-//! Local machines: Linux "machines" made on this host for laptops and tests, each its own
-//! network, mount, UTS and PID namespace — a veth on the host bridge [`BRIDGE`] with an address of
-//! its own, its own `/etc` (an overlay over the host's), `/var`, `/run`, `/tmp`, `/proc` and
-//! `/sys`, and its own cgroup `/kubenest-machine-N` in every hierarchy — in which a node's
-//! programs (containerd, a kubelet, sshd) run as they would on a VM ([`node`]).
+//! Local machines for tests: [`kubenest_machines`]' machines (each its own network, mount, UTS
+//! and PID namespace on the host bridge [`BRIDGE`], its own `/etc`, `/var`, `/run`, `/tmp`,
+//! `/proc`, `/sys` and cgroup `/kubenest-machine-N`), living as long as the test process, in
+//! which a node's programs (containerd, a kubelet, kube-proxy, sshd) run as they would on a VM
+//! ([`node`]).
 //!
-//! This is the probe of issue 39: whether several kubelets can share this host as machines of
-//! a `local` provider. The machines hold their own lock ([`LOCK_FILE`]), bridge, subnet, cgroup
-//! names and state folder, none of which the real node ([`crate::node`]) uses, so both can run at
-//! once. A guard process (the real node's guard.sh with the machines' cleanup.sh) removes, when
-//! the machines end however they end, their processes (by cgroup), cgroups, bridge and files.
+//! This is the probe of issue 39. The machines hold their own lock ([`LOCK_FILE`]), bridge,
+//! subnet, cgroup names and state folder, none of which the real node ([`crate::node`]) uses, so
+//! both can run at once. A guard process (the real node's guard.sh with the machines'
+//! cleanup.sh) holds the lock and removes, when the machines end however they end, their
+//! processes (by cgroup), cgroups, bridge and files. Machines that `kubenest-dev machines up`
+//! left running hold the same lock: a test waits a minute for them (a test's live seconds), then
+//! fails naming them, and never removes them.
 
 mod control_plane;
 mod machine;
 pub mod node;
 
-use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use control_plane::ControlPlane;
+pub use kubenest_machines::{
+    BRIDGE, CGROUP_PREFIX, GATEWAY, LOCK_FILE, POD_NETWORK, STATE_DIR, SUBNET,
+};
 pub use machine::Machine;
 
+use kubenest_machines::{CLEANUP_SCRIPT, PERSISTENT_HOLDER};
+
 use crate::Error;
-use crate::node::host::{Guard, Refusal, run};
+use crate::node::host::{Guard, Refusal};
 
-/// The host bridge the machines' veths are on.
-pub const BRIDGE: &str = "knmach0";
-/// The bridge's address: the host as the machines see it (the API server serves there).
-pub const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
-pub const SUBNET: &str = "10.250.0.0/24";
-/// Every machine's pods: machine N's are 10.251.N.0/24.
-pub const POD_NETWORK: &str = "10.251.0.0/16";
-/// The machines' lock: one set of local machines per host (their bridge is the host's).
-pub const LOCK_FILE: &str = "/run/kubenest-machines.lock";
-/// Each machine's files on the host: `STATE_DIR/NAME/{var,etc.upper,etc.work}`.
-pub const STATE_DIR: &str = "/var/lib/kubenest-machines";
-/// Machine `N`'s cgroup is `/kubenest-machine-N` in every hierarchy.
-pub const CGROUP_PREFIX: &str = "kubenest-machine-";
-
-const CLEANUP_SCRIPT: &str = include_str!("cleanup.sh");
+impl From<kubenest_machines::Error> for Error {
+    fn from(error: kubenest_machines::Error) -> Self {
+        Self::Machines(error.to_string())
+    }
+}
 
 /// A set of local machines, numbered from 1.
 #[derive(Debug)]
@@ -53,50 +49,27 @@ impl Machines {
     /// Takes the machines' lock (cleaning what an earlier run left), creates the bridge and makes
     /// `count` machines on it; logs and the guard's files go under `logs`.
     pub async fn make(count: u8, logs: &Path) -> Result<Self, Error> {
-        if !nix::unistd::geteuid().is_root() {
-            return Err(Error::Machines(
-                "they need root (namespaces, cgroups, the bridge)".into(),
-            ));
-        }
-        if !(1..=200).contains(&count) {
-            return Err(Error::Machines(format!("{count} asked for: from 1 to 200")));
-        }
+        kubenest_machines::require_root()?;
+        let count = kubenest_machines::count(count.into())?;
         std::fs::create_dir_all(logs).map_err(|e| Error::io("the machines' log folder", e))?;
         let guard = acquire(logs).await?;
         let mut made = Self {
             machines: Vec::new(),
             guard: Arc::new(Mutex::new(guard)),
         };
-        bridge_up()?;
+        kubenest_machines::host::bridge_up().await?;
         for index in 1..=count {
             let machine = Machine::make(index, logs, &made.guard).await?;
             made.machines.push(machine);
         }
-        made.route_pods()?;
+        let records: Vec<_> = made.machines.iter().map(|m| m.machine().clone()).collect();
+        kubenest_machines::host::route_pods(&records).await?;
         Ok(made)
     }
 
     /// The machines, in order.
     pub fn machines(&self) -> &[Machine] {
         &self.machines
-    }
-
-    /// Each machine reaches every other machine's pods over the bridge, straight to that machine
-    /// (no NAT, no hop through the host); the host reaches them the same way.
-    fn route_pods(&self) -> Result<(), Error> {
-        let ip = Path::new("ip");
-        for to in &self.machines {
-            let via = to.ip().to_string();
-            let cidr = to.pod_cidr();
-            run(ip, &["route", "replace", &cidr, "via", &via, "dev", BRIDGE])?;
-            for from in self.machines.iter().filter(|m| m.index() != to.index()) {
-                from.run(
-                    "ip",
-                    &["route", "replace", &cidr, "via", &via, "dev", "eth0"],
-                )?;
-            }
-        }
-        Ok(())
     }
 
     /// Ends every machine, then the guard removes what is left (processes by cgroup, cgroups,
@@ -118,13 +91,17 @@ impl Drop for Machines {
     }
 }
 
-/// How long [`Machines::make`] waits for another process's machines to end.
+/// How long [`Machines::make`] waits for another test's machines to end.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long it waits for machines of `kubenest-dev machines up`: a test's (devenv's machines
+/// test) live seconds, a developer's until `down`.
+const PERSISTENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Takes the machines' lock; while another process holds it (another test binary's machines,
-/// which live for seconds), tries again for up to [`LOCK_TIMEOUT`], then fails naming it.
+/// which live for seconds), tries again for up to [`LOCK_TIMEOUT`] ([`PERSISTENT_TIMEOUT`] for
+/// `up`'s), then fails naming it.
 async fn acquire(logs: &Path) -> Result<Guard, Error> {
-    let deadline = Instant::now() + LOCK_TIMEOUT;
+    let started = Instant::now();
     loop {
         let (dir, log) = (logs.to_owned(), logs.join("machines-guard.log"));
         let taken = tokio::task::spawn_blocking(move || {
@@ -138,36 +115,29 @@ async fn acquire(logs: &Path) -> Result<Guard, Error> {
         })
         .await
         .map_err(|e| Error::Process(format!("the machines' guard task: {e}")))?;
-        match taken {
+        let holder = match taken {
             Ok(guard) => return Ok(guard),
-            Err(Refusal::Busy(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(Refusal::Busy(holder)) => {
-                return Err(Error::Machines(format!(
-                    "others still run on this host (lock {LOCK_FILE}) after {} s: {holder}",
-                    LOCK_TIMEOUT.as_secs()
-                )));
-            }
             Err(Refusal::Failed(e)) => return Err(e),
+            Err(Refusal::Busy(holder)) => holder,
+        };
+        let persistent = holder.starts_with(PERSISTENT_HOLDER);
+        let limit = if persistent {
+            PERSISTENT_TIMEOUT
+        } else {
+            LOCK_TIMEOUT
+        };
+        if started.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        } else if persistent {
+            return Err(Error::Machines(format!(
+                "machines made by `kubenest-dev machines up` run on this host ({holder}); \
+                 `kubenest-dev machines down` removes them"
+            )));
+        } else {
+            return Err(Error::Machines(format!(
+                "others still run on this host (lock {LOCK_FILE}) after {} s: {holder}",
+                limit.as_secs()
+            )));
         }
     }
-}
-
-/// The host bridge, with the gateway address; forwarding on (the host routes to the pods).
-fn bridge_up() -> Result<(), Error> {
-    let ip = Path::new("ip");
-    run(ip, &["link", "add", BRIDGE, "type", "bridge"])?;
-    run(
-        ip,
-        &["addr", "add", &format!("{GATEWAY}/24"), "dev", BRIDGE],
-    )?;
-    run(ip, &["link", "set", BRIDGE, "up"])?;
-    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
-        .map_err(|e| Error::io("enable net.ipv4.ip_forward", e))
-}
-
-/// The host folder of machine `name`.
-fn state_dir(name: &str) -> PathBuf {
-    Path::new(STATE_DIR).join(name)
 }

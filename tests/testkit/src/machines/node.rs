@@ -120,11 +120,11 @@ impl Machine {
             },
         )
         .await?;
-        self.import_image(bins, &bins.pause_archive)
+        self.import_image(bins, &bins.pause_archive).await
     }
 
     /// Imports an OCI archive (a host path) into the machine's containerd.
-    pub fn import_image(&self, bins: &NodeBinaries, archive: &Path) -> Result<(), Error> {
+    pub async fn import_image(&self, bins: &NodeBinaries, archive: &Path) -> Result<(), Error> {
         let socket = show(&layout(self).containerd_socket());
         let archive = show(archive);
         self.run(
@@ -141,6 +141,7 @@ impl Machine {
                 &archive,
             ],
         )
+        .await
         .map(|_| ())
     }
 
@@ -210,26 +211,11 @@ impl Machine {
     }
 
     /// Starts sshd on the machine's address with host keys of its own, letting in root with
-    /// `authorized_key` (an OpenSSH public key line), from a file in the machine's own `/etc`.
-    pub fn start_sshd(&self, authorized_key: &str) -> Result<(), Error> {
-        // The host's keys show through the /etc overlay: the machine drops them for its own.
-        self.run(
-            "sh",
-            &["-c", "rm -f /etc/ssh/ssh_host_*_key* && ssh-keygen -A -q"],
-        )?;
-        self.run("mkdir", &["-p", "-m", "0755", "/run/sshd"])?;
-        let keys = format!("{CONFIG}/ssh/authorized_keys");
-        self.write(&keys, &format!("{}\n", authorized_key.trim()))?;
-        let args = [
-            "-D".to_owned(),
-            "-e".to_owned(),
-            "-o".to_owned(),
-            format!("ListenAddress={}", self.ip()),
-            "-o".to_owned(),
-            format!("AuthorizedKeysFile={keys}"),
-            "-o".to_owned(),
-            "PidFile=/run/sshd.pid".to_owned(),
-        ];
+    /// `authorized_key` (an OpenSSH public key line), from a file in the machine's own `/etc`;
+    /// in the foreground, stopped with the machine.
+    pub async fn start_sshd(&self, authorized_key: &str) -> Result<(), Error> {
+        let mut args = self.machine().prepare_sshd(authorized_key).await?;
+        args.extend(["-D".to_owned(), "-e".to_owned()]);
         self.spawn("sshd", "/usr/sbin/sshd", &args)
     }
 }

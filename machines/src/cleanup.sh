@@ -1,8 +1,8 @@
 # Removes everything the local machines put on the host, and nothing else: their processes (found
 # by their cgroups, which every process of a machine inherits), their cgroups in every hierarchy,
-# the host bridge (the machines' veths end with their network namespaces) and their files.
-# Idempotent, and safe when nothing is there. Run by the guard (node/guard.sh) before machines
-# are made and after they end, as
+# their veths and the host bridge (with the routes through it) and their files. Idempotent, and
+# safe when nothing is there. Run by `kubenest-dev machines down` and `up`, and by the test kit's
+# guard before its machines are made and after they end, as
 #   sh cleanup.sh STATE_DIR BRIDGE CGROUP_PREFIX
 state=$1 bridge=$2 prefix=$3
 
@@ -24,6 +24,12 @@ for hierarchy in /sys/fs/cgroup/*/; do
   done
 done
 
+# The veths end with their machines' network namespaces; one whose namespace is still held
+# (a debugging session's `ip netns`) is deleted from this end. Then the bridge, which takes the
+# host's routes to the machines' pods with it.
+for port in /sys/class/net/"$bridge"/brif/*; do
+  [ -e "$port" ] && ip link delete "${port##*/}" 2>/dev/null
+done
 ip link delete "$bridge" 2>/dev/null
 
 # Nothing of the machines is mounted in the host's namespace; a stray mount under the state
