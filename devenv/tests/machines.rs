@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use kubenest_machines::file::{MachinesFile, Role};
+use kubenest_domain::machines::{MachinesFile, Role};
 use kubenest_machines::host::Lock;
 use kubenest_machines::{
     BRIDGE, CGROUP_PREFIX, Error, LOCK_FILE, Machine, PERSISTENT_HOLDER, STATE_DIR,
@@ -166,9 +166,9 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
 
     // The machines file: root with the key made for this `up`, the first the control plane.
     let machines = MachinesFile::parse(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    let roles: Vec<Role> = machines.machines.iter().map(|m| m.role).collect();
+    let roles: Vec<Role> = machines.machines.iter().map(|m| m.roles[0]).collect();
     assert_eq!(roles, [Role::ControlPlane, Role::Worker]);
-    let key = machines.machines[0].ssh_key_file.clone();
+    let key = machines.machines[0].key_file.clone();
     let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", key.display());
     let recorded = Machine::recorded().unwrap();
@@ -213,12 +213,7 @@ async fn machines_outlive_up_answer_over_ssh_as_themselves_and_down_leaves_nothi
     // nor the host's. Machine 1's host key is the one `up` recorded.
     let known = dir.path().join("known_hosts");
     let known = known.to_str().unwrap();
-    let recorded_hosts = machines
-        .known_hosts_file
-        .as_ref()
-        .unwrap()
-        .to_str()
-        .unwrap();
+    let recorded_hosts = machines.known_hosts.as_ref().unwrap().to_str().unwrap();
     for (entry, (checking, hosts)) in machines
         .machines
         .iter()

@@ -33,6 +33,7 @@ pub mod chart_template;
 pub mod deletion;
 pub mod fences;
 pub mod gitops;
+pub mod machines;
 pub mod names;
 pub mod project;
 pub mod sources;

@@ -25,12 +25,13 @@
 pub mod bundle;
 pub mod etcd;
 pub mod files;
-pub mod machines;
 pub mod pki;
 pub mod preflight;
 pub mod services;
 pub mod ssh;
 pub mod stage;
 
+/// The machines file is the domain's (`kubenest-dev machines up` writes it too).
+pub use kubenest_domain::machines;
 pub use machines::{Machine, MachinesFile, Role};
 pub use stage::{FailureCode, Stage, StageFailure};

@@ -46,7 +46,8 @@ async fn restart_sshd(machine: &Machine) {
                 "-o",
                 "PidFile=/run/sshd.pid",
             ],
-        ).await
+        )
+        .await
         .unwrap();
 }
 
@@ -86,6 +87,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
     };
     let file = MachinesFile {
         machines: vec![entry(m1, Role::ControlPlane), entry(m2, Role::Worker)],
+        known_hosts: None,
     };
     file.check().unwrap();
     let known_hosts = dir.path().join("known_hosts");
@@ -208,7 +210,8 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/ca.crt",
                 "/etc/kubernetes/pki/apiserver.crt",
             ],
-        ).await
+        )
+        .await
         .unwrap();
     assert!(verified.contains(": OK"), "{verified}");
     let names = m1
@@ -222,7 +225,8 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "-in",
                 "/etc/kubernetes/pki/apiserver.crt",
             ],
-        ).await
+        )
+        .await
         .unwrap();
     assert!(
         names.contains(&format!("IP Address:{}", m1.ip()))
@@ -238,7 +242,8 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/etcd/ca.crt",
                 "/etc/kubernetes/pki/etcd/server.crt",
             ],
-        ).await
+        )
+        .await
         .unwrap();
     assert!(etcd.contains(": OK"), "{etcd}");
     let modes = m1
@@ -250,14 +255,16 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
                 "/etc/kubernetes/pki/sa.key",
                 "/etc/kubernetes/pki/ca.crt",
             ],
-        ).await
+        )
+        .await
         .unwrap();
     assert_eq!(
         modes,
         "600 /etc/kubernetes/pki/sa.key\n644 /etc/kubernetes/pki/ca.crt\n"
     );
     let worker = m2
-        .run("find", &["/etc/kubernetes/pki", "-type", "f"]).await
+        .run("find", &["/etc/kubernetes/pki", "-type", "f"])
+        .await
         .unwrap();
     let mut worker: Vec<&str> = worker.lines().collect();
     worker.sort_unstable();

@@ -11,7 +11,8 @@
 //!   networks, the lock ([`LOCK_FILE`]) and the cleanup (cleanup.sh), which removes every trace.
 //! - [`persistent`]: `kubenest-dev machines up | list | down` — machines that outlive the
 //!   command that made them.
-//! - [`file`]: the machines file (`name, address, ssh_port, ssh_user, ssh_key_file, role`).
+//! - the machines file `up` writes is the domain's (`kubenest_domain::machines`), the one
+//!   `kubenest install --machines FILE` reads.
 //!
 //! One set of local machines per host: the lock is held either by the test kit's guard (machines
 //! that live as long as a test process) or by the persistent machines' own first processes, and
@@ -19,7 +20,6 @@
 //!
 //! Every program is started through [`kubenest_runtime::exec::Program`].
 
-pub mod file;
 pub mod host;
 pub mod machine;
 pub mod persistent;
@@ -73,7 +73,7 @@ pub enum Error {
     #[error(transparent)]
     Exec(#[from] ExecError),
     #[error(transparent)]
-    File(#[from] file::FileError),
+    File(#[from] kubenest_domain::machines::FileError),
 }
 
 impl Error {

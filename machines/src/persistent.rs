@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use crate::file::{MachineEntry, MachinesFile, Role};
 use crate::host::{Lock, bridge_up, cleanup, route_pods};
 use crate::{Error, Machine, PERSISTENT_HOLDER, STATE_DIR, require_root};
+use kubenest_domain::machines::{Machine as Entry, MachinesFile, Role};
 
 /// The lock's holder while `down` works.
 const DOWN_HOLDER: &str = "kubenest-dev machines down";
@@ -44,22 +44,22 @@ impl Up {
             .machines
             .iter()
             .enumerate()
-            .map(|(i, m)| MachineEntry {
+            .map(|(i, m)| Entry {
                 name: m.name.clone(),
-                address: m.address.into(),
-                ssh_port: crate::sshd::PORT,
-                ssh_user: "root".into(),
-                ssh_key_file: key_path(),
-                role: if i == 0 {
+                address: m.address.to_string(),
+                port: crate::sshd::PORT,
+                user: "root".into(),
+                key_file: key_path(),
+                roles: vec![if i == 0 {
                     Role::ControlPlane
                 } else {
                     Role::Worker
-                },
+                }],
             })
             .collect();
         MachinesFile {
             machines,
-            known_hosts_file: Some(known_hosts_path()),
+            known_hosts: Some(known_hosts_path()),
         }
     }
 }

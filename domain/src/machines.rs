@@ -1,5 +1,5 @@
 //! The machines file `kubenest install --machines FILE` reads (and `kubenest-dev machines up`
-//! writes): every machine's name, address, SSH port, user and key, and its roles. Checked as a
+//! writes, with the machines' host keys in `known_hosts`): every machine's name, address, SSH port, user and key, and its roles. Checked as a
 //! door: every value that will reach `ssh`'s command line is refused, naming its field, unless
 //! it can only be what it says.
 //!
@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use kubenest_domain::names;
+use crate::names;
 use serde::{Deserialize, Serialize};
 
 /// The most machines one file may list.
@@ -32,6 +32,10 @@ pub const MAX_MACHINES: usize = 200;
 #[serde(deny_unknown_fields)]
 pub struct MachinesFile {
     pub machines: Vec<Machine>,
+    /// The machines' host keys (`known_hosts` format, an absolute path), when they are known:
+    /// SSH then holds to them from the first connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<PathBuf>,
 }
 
 /// One machine and how to reach it.
@@ -104,6 +108,9 @@ impl MachinesFile {
         if self.machines.is_empty() {
             return Err(refuse("machines", "lists no machine"));
         }
+        if self.known_hosts.as_ref().is_some_and(|k| !k.is_absolute()) {
+            return Err(refuse("known_hosts", "is an absolute path"));
+        }
         if self.machines.len() > MAX_MACHINES {
             return Err(refuse(
                 "machines",
@@ -131,6 +138,11 @@ impl MachinesFile {
             ));
         }
         Ok(())
+    }
+
+    /// The file's YAML text.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        serde_yaml::to_string(self)
     }
 
     /// The machines with `role`.
