@@ -22,6 +22,10 @@ work (load average 15 to 25). A third lane of them would only end them sooner, w
 waits for, and load the cores the real-node lane waits on (its verified-deployment tests judge
 real pods' error ratio over a window: a starved demo pod fails them).
 
+The other lanes run at a lower CPU priority (`OTHER_NICENESS`), so that under contention the
+critical path gets the cores first; and the binaries that make local machines (`LOCAL_MACHINES`,
+one set per host) never run at the same time: a lane takes the next binary whose group is free.
+
 Each lane takes the longest binary left first (the times of the last run that passed, kept in
 `test-times.json` of cargo's target directory; a binary never timed counts as longest), so the
 short ones fill the end and no lane ends with a long binary started late. A binary outside
@@ -51,6 +55,19 @@ REAL_NODE = {
 
 # How many binaries of the other lanes run at once, beside the real-node lane (see above).
 OTHER_AT_ONCE = 2
+
+# How much lower the other lanes' CPU priority is (nice): when the cores are short, the
+# real-node lane, which is the critical path and whose verified deployments judge real pods'
+# error ratio over a window, gets them first.
+OTHER_NICENESS = 10
+
+# (package, target) pairs whose tests make local machines (tests/testkit/src/machines): one set
+# per host (their bridge, subnet and lock are the host's), so they never run at the same time.
+LOCAL_MACHINES = {
+    ("kubenest-testkit", "machines_probe"),
+    ("kubenest-install", "stages"),
+    ("kubenest-devenv", "machines"),
+}
 
 DOC_TESTS = "doc tests"
 
@@ -99,21 +116,23 @@ def label(binary):
     return f"{package} {kind} {target}"
 
 
-def run(binary, threads):
+def run(binary, threads, niceness=0):
     """Runs one test binary as cargo would; returns (name, seconds, ok)."""
     package, target, _, executable, directory = binary
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = directory
     env["CARGO_PKG_NAME"] = package
     env["CARGO_CRATE_NAME"] = target.replace("-", "_")
-    return timed(label(binary), [executable, f"--test-threads={threads}"], directory, env)
+    return timed(label(binary), [executable, f"--test-threads={threads}"], directory, env,
+                 niceness)
 
 
-def timed(name, command, directory=None, env=None):
+def timed(name, command, directory=None, env=None, niceness=0):
     """Runs `command`, prints its output whole when it ends; returns (name, seconds, ok)."""
     started = time.monotonic()
     done = subprocess.run(command, cwd=directory, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace")
+                          stderr=subprocess.STDOUT, text=True, errors="replace",
+                          preexec_fn=(lambda: os.nice(niceness)) if niceness else None)
     seconds = time.monotonic() - started
     ok = done.returncode == 0
     with print_lock:
@@ -126,7 +145,7 @@ def timed(name, command, directory=None, env=None):
 
 def doc_tests(_threads):
     """The doc tests, as `cargo test --workspace --doc` runs them."""
-    return timed(DOC_TESTS, ["cargo", "test", "--workspace", "--doc"])
+    return timed(DOC_TESTS, ["cargo", "test", "--workspace", "--doc"], niceness=OTHER_NICENESS)
 
 
 def times_file():
@@ -159,7 +178,7 @@ KIND_ORDER = {"test": 0, "bench": 1}
 
 
 def longest_first(jobs, known):
-    """`jobs` ([(name, run function)]) ordered by their last time, the never timed first
+    """`jobs` ([(name, run function, exclusive group)]) ordered by their last time, the never timed first
     (integration tests, then benchmarks, then the rest)."""
     def key(job):
         name = job[0]
@@ -169,13 +188,15 @@ def longest_first(jobs, known):
 
 
 class Lanes:
-    """`count` threads running `jobs` ([(name, run function)]) in order, each taking the next
-    job when it is free; `results` gets (name, seconds, ok) of each, `seconds` the time until
+    """`count` threads running `jobs` ([(name, run function, exclusive group)]) in order, each
+    taking the next job when it is free (and no other lane runs a job of its group);
+    `results` gets (name, seconds, ok) of each, `seconds` the time until
     the last lane ended."""
 
     def __init__(self, title, jobs, count, threads):
         self.title, self.queue, self.threads = title, list(jobs), threads
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
+        self.busy = set()
         self.results, self.seconds = [], 0.0
         self.workers = [threading.Thread(target=self.lane) for _ in range(count)]
 
@@ -187,11 +208,27 @@ class Lanes:
     def lane(self):
         while True:
             with self.lock:
-                if not self.queue:
-                    self.seconds = max(self.seconds, time.monotonic() - self.started)
-                    return
-                _, job = self.queue.pop(0)
-            self.results.append(job(self.threads))
+                while True:
+                    if not self.queue:
+                        self.seconds = max(self.seconds, time.monotonic() - self.started)
+                        self.lock.notify_all()
+                        return
+                    # The first job whose exclusive group (local machines) is free; else wait
+                    # for a lane to end one.
+                    free = [i for i, (_, _, group) in enumerate(self.queue)
+                            if group is None or group not in self.busy]
+                    if free:
+                        break
+                    self.lock.wait()
+                _, job, group = self.queue.pop(free[0])
+                if group:
+                    self.busy.add(group)
+            try:
+                self.results.append(job(self.threads))
+            finally:
+                with self.lock:
+                    self.busy.discard(group)
+                    self.lock.notify_all()
 
     def join(self):
         for worker in self.workers:
@@ -208,12 +245,14 @@ def main():
     binaries = build()
     known = last_times()
 
-    def job(binary):
-        return label(binary), lambda t: run(binary, t)
+    def job(binary, niceness=0):
+        group = "local machines" if (binary[0], binary[1]) in LOCAL_MACHINES else None
+        return label(binary), lambda t: run(binary, t, niceness), group
 
     real = [job(b) for b in binaries if (b[0], b[1]) in REAL_NODE and b[2] == "test"]
-    other = [job(b) for b in binaries if (b[0], b[1]) not in REAL_NODE or b[2] != "test"]
-    other.append((DOC_TESTS, doc_tests))
+    other = [job(b, OTHER_NICENESS) for b in binaries
+             if (b[0], b[1]) not in REAL_NODE or b[2] != "test"]
+    other.append((DOC_TESTS, doc_tests, None))
     lanes = [
         Lanes("real-node lane", longest_first(real, known), 1, threads),
         Lanes(f"other lanes ({OTHER_AT_ONCE} at once)", longest_first(other, known),
