@@ -396,6 +396,26 @@ async fn forced_removal_is_refused_while_the_agent_answers_or_git_keeps_the_obje
     )
     .await
     .unwrap();
+    // Its dry run judges the removal whole and answers what it would remove, keeping all.
+    let tried = admin
+        .expect(
+            Method::DELETE,
+            &format!("{}&dryRun=true", force(&cluster_path)),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(
+        tried["removed"],
+        json!([
+            "app/kept",
+            format!("project/{}", project["name"].as_str().unwrap()),
+            format!("cluster/{cluster_name}")
+        ]),
+        "{tried}"
+    );
+    admin.expect(Method::GET, &app_path, None, 200).await;
+    admin.expect(Method::GET, &cluster_path, None, 200).await;
     let removed = admin
         .expect(Method::DELETE, &force(&app_path), None, 200)
         .await;

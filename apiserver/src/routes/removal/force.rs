@@ -154,6 +154,10 @@ async fn audit(
     name: &str,
     left: &[String],
 ) -> ApiResult<()> {
+    // A dry run's attempt is the audit layer's to record, marked as one.
+    if crate::dry_run::active() {
+        return Ok(());
+    }
     state
         .history()
         .audit(&NewAuditEntry {
@@ -177,19 +181,6 @@ async fn audit(
     Ok(())
 }
 
-/// A forced removal writes the history and the audit log as well as the management cluster:
-/// once it is known to be allowed, a dry run of it stops here.
-fn no_dry_run() -> ApiResult<()> {
-    if crate::dry_run::active() {
-        return Err(ApiError::invalid(
-            "dryRun",
-            "a forced removal is allowed here, but it has no dry run: it records the \
-             removal in the history and the audit log, which a dry run cannot try",
-        ));
-    }
-    Ok(())
-}
-
 /// Removes App `app` from kubenest without its agent.
 pub async fn force_app(
     state: &AppState,
@@ -201,7 +192,6 @@ pub async fn force_app(
     let conditions = app.status.as_ref().map(|s| s.conditions.as_slice());
     not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(app, "app")?;
-    no_dry_run()?;
     remove_app(state, caller, place, app, out).await
 }
 
@@ -230,6 +220,12 @@ async fn remove_app(
             place.cluster_name(),
             place.namespace(),
         ));
+        // A dry run has judged everything above; it keeps no history.
+        if crate::dry_run::active() {
+            out.removed.push(format!("app/{name}"));
+            out.left_on_cluster.extend(left);
+            return Ok(());
+        }
         let spec = serde_json::to_value(&app.spec).map_err(ApiError::internal)?;
         let new = NewDeployment {
             // The controllers' own delete row of this App, if they wrote it already.
@@ -279,7 +275,6 @@ pub async fn force_addon(
     let conditions = addon.status.as_ref().map(|s| s.conditions.as_slice());
     not_while_connected(place.cluster, conditions.unwrap_or_default())?;
     not_kept_in_git(addon, "addon instance")?;
-    no_dry_run()?;
     remove_addon(state, caller, place, addon, out).await
 }
 
@@ -323,7 +318,6 @@ pub async fn force_project(
     out: &mut RemovalResponse,
 ) -> ApiResult<()> {
     let held = project_forceable(state, cluster, project).await?;
-    no_dry_run()?;
     remove_project(state, caller, org, cluster, project, held, out).await
 }
 
@@ -391,7 +385,6 @@ pub async fn force_cluster(
             project_forceable(state, Some(cluster), project).await?,
         ));
     }
-    no_dry_run()?;
     for (project, holds) in held {
         remove_project(state, caller, org, Some(cluster), project, holds, out).await?;
     }
