@@ -288,11 +288,16 @@ pub async fn run(global: &Global, command: AppsCommand) -> anyhow::Result<()> {
         }
         AppsCommand::Get { app, watch } => {
             let id = resolve(global, &mut client, &app).await?;
+            let events = if watch {
+                let query = format!("app_id={}", api::query_value(&id));
+                Some(watch::subscribe(&mut client, &query).await?)
+            } else {
+                None
+            };
             let found: AppResponse = client.get_as(&format!("/api/v1/apps/{id}")).await?;
             global.print(&found, app_table);
-            if watch {
-                let query = format!("app_id={}", api::query_value(&id));
-                watch::watch(global, &mut client, &query, &[found], |_| true).await?;
+            if let Some(events) = events {
+                watch::watch(global, &mut client, events, &[found], |_| true).await?;
             }
         }
         AppsCommand::History(arg) => {

@@ -45,19 +45,25 @@ fn print(global: &Global, app: &AppResponse, header: bool) {
     }
 }
 
-/// Watches the Apps `query` selects on the stream (`app_id=…`, or `org=…[&project_id=…]`),
-/// starting from `apps` as printed; `keep` says whether an App belongs to the watch.
+/// Opens the stream of the Apps `query` selects (`app_id=…`, or `org=…[&project_id=…]`):
+/// before the first answer is read, so that no change between the two is missed (the list,
+/// then the watch, as kubectl does it).
+pub async fn subscribe(client: &mut api::Client, query: &str) -> anyhow::Result<api::Events> {
+    Ok(api::Events::open(client, query).await?)
+}
+
+/// Follows `events` (from [`subscribe`]), starting from `apps` as printed; `keep` says whether
+/// an App belongs to the watch.
 pub async fn watch(
     global: &Global,
     client: &mut api::Client,
-    query: &str,
+    mut events: api::Events,
     apps: &[AppResponse],
     keep: impl Fn(&AppResponse) -> bool,
 ) -> anyhow::Result<()> {
     let mut last: HashMap<String, Vec<String>> =
         apps.iter().map(|a| (a.id.clone(), row(a))).collect();
     let mut header = apps.is_empty();
-    let mut events = api::Events::open(client, query).await?;
     while let Some(event) = events.next().await? {
         let Ok(data) = serde_json::from_str::<StreamEvent>(&event.data) else {
             continue;
@@ -97,6 +103,16 @@ pub async fn list(
         None => None,
     };
     let phase = filters.phase.clone();
+    let events = if follow {
+        let org = global.org(client).await?;
+        let mut query = format!("org={}", api::query_value(&org));
+        if let Some(id) = &project_id {
+            query.push_str(&format!("&project_id={}", api::query_value(id)));
+        }
+        Some(subscribe(client, &query).await?)
+    } else {
+        None
+    };
     let selection: Vec<(&str, String)> = [
         ("project_id", project_id.clone()),
         ("cluster_id", cluster_id.clone()),
@@ -122,14 +138,9 @@ pub async fn list(
             },
         )
     });
-    if !follow {
+    let Some(events) = events else {
         return Ok(());
-    }
-    let org = global.org(client).await?;
-    let mut query = format!("org={}", api::query_value(&org));
-    if let Some(id) = &project_id {
-        query.push_str(&format!("&project_id={}", api::query_value(id)));
-    }
+    };
     let keep = |app: &AppResponse| {
         project_id
             .as_ref()
@@ -139,5 +150,5 @@ pub async fn list(
                 .is_none_or(|id| app.cluster_id.as_ref() == Some(id))
             && phase.as_ref().is_none_or(|phase| &app.phase == phase)
     };
-    watch(global, client, &query, &listed, keep).await
+    watch(global, client, events, &listed, keep).await
 }

@@ -20,7 +20,7 @@ pub struct Kubenest {
 
 /// What a command did.
 pub struct Ran {
-    status: i32,
+    pub status: i32,
     stdout: String,
     stderr: String,
 }

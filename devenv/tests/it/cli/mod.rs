@@ -368,6 +368,12 @@ fn every_command_runs_as_the_binary_with_the_exit_status_that_says_what_happened
         }
         k.ok(&["addons", "rollback", &cache, "--revision", "1"]);
         k.ok(&["addons", "delete", &cache]);
+        // The agent uninstalls it; the project can go once it has.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while k.run(&["addons", "get", &cache], "").status != 3 {
+            assert!(Instant::now() < deadline, "addon {cache} never went");
+            std::thread::sleep(Duration::from_millis(500));
+        }
 
         // Alerts, audit, users, passwords.
         k.ok(&["alerts"]);
