@@ -62,7 +62,15 @@ pub async fn run(
     for machine in &members {
         let ssh = Ssh::to(machine, known_hosts);
         let dir = state_dir.join("services").join(&machine.name);
-        services::run(Stage::Etcd, &ssh, &dir, ETCD, &script(machine, &members)).await?;
+        services::run(
+            Stage::Etcd,
+            &ssh,
+            &dir,
+            ETCD,
+            &script(machine, &members),
+            &[],
+        )
+        .await?;
     }
     let client = pki
         .etcd_client()

@@ -5,7 +5,7 @@
 //! help, the machine, and the last lines of the failing program's own output.
 //!
 //! What is here so far: the machines file ([`machines`]), the SSH sessions to them ([`ssh`]),
-//! the stage vocabulary ([`stage`]) and the first four stages, [`preflight`], [`bundle`], [`pki`] and [`etcd`], with the service command the stages start programs through ([`services`]). The CLI's
+//! the stage vocabulary ([`stage`]) and the first five stages, [`preflight`], [`bundle`], [`pki`], [`etcd`] and [`control_plane`], with the service command the stages start programs through ([`services`]). The CLI's
 //! `kubenest install` and the controllers' installs will run these stages; the later stages
 //! build on the local machines the test kit's probe proved (tests/testkit/src/machines).
 
@@ -23,6 +23,7 @@
 //!   issue asks; the probe used pre-made node certificates.
 
 pub mod bundle;
+pub mod control_plane;
 pub mod etcd;
 pub mod files;
 pub mod pki;

@@ -354,21 +354,52 @@ impl ClusterPki {
     /// An HTTPS client that trusts the etcd CA only and presents the API server's etcd client
     /// certificate: what asks a member after its health.
     pub fn etcd_client(&self) -> Result<reqwest::Client, String> {
+        self.client("etcd/ca.crt", "apiserver-etcd-client")
+    }
+
+    /// An HTTPS client that trusts the cluster CA only and presents the cluster admin's
+    /// certificate: what asks the API server after its readiness.
+    pub fn admin_client(&self) -> Result<reqwest::Client, String> {
+        self.client("ca.crt", "admin")
+    }
+
+    fn client(&self, ca: &str, identity: &str) -> Result<reqwest::Client, String> {
         let cluster = self.dir.join("cluster");
         let read =
             |name: &str| std::fs::read(cluster.join(name)).map_err(|e| format!("{name}: {e}"));
-        let mut identity = read("apiserver-etcd-client.crt")?;
-        identity.extend(read("apiserver-etcd-client.key")?);
+        let mut pem = read(&format!("{identity}.crt"))?;
+        pem.extend(read(&format!("{identity}.key"))?);
         reqwest::Client::builder()
             .use_rustls_tls()
             .tls_built_in_root_certs(false)
             .add_root_certificate(
-                reqwest::Certificate::from_pem(&read("etcd/ca.crt")?).map_err(|e| e.to_string())?,
+                reqwest::Certificate::from_pem(&read(ca)?).map_err(|e| e.to_string())?,
             )
-            .identity(reqwest::Identity::from_pem(&identity).map_err(|e| e.to_string())?)
+            .identity(reqwest::Identity::from_pem(&pem).map_err(|e| e.to_string())?)
             .timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| e.to_string())
+    }
+
+    /// A kubeconfig for the cluster-wide client certificate `stem` (`controller-manager`,
+    /// `scheduler`, `admin`, `kube-proxy`) to reach the API server at `server`, its
+    /// certificates embedded: a secret.
+    pub fn kubeconfig(&self, stem: &str, server: &str) -> Result<String, StageFailure> {
+        use base64::Engine as _;
+        let cluster = self.dir.join("cluster");
+        let encoded = |name: &str| -> Result<String, StageFailure> {
+            Ok(base64::engine::general_purpose::STANDARD.encode(read(&cluster.join(name))?))
+        };
+        Ok(format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster:\n    \
+             server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {stem}\n  \
+             user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\n\
+             contexts:\n- name: {stem}\n  context: {{cluster: kubernetes, user: {stem}}}\n\
+             current-context: {stem}\n",
+            ca = encoded("ca.crt")?,
+            cert = encoded(&format!("{stem}.crt"))?,
+            key = encoded(&format!("{stem}.key"))?,
+        ))
     }
 
     /// The cluster CA's certificate (PEM), for kubeconfigs and for users to trust.

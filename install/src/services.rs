@@ -20,9 +20,11 @@ const REMOTE: Remote = Remote {
     folders: &[
         ("bin", "/etc/kubenest/bin"),
         ("services", "/etc/kubenest/services"),
+        ("conf", "/etc/kubenest/conf"),
     ],
-    list: "sh -c 'mkdir -p /etc/kubenest/bin /etc/kubenest/services && cd /etc/kubenest && \
-           find bin services -type f -exec sha256sum {} +'",
+    list: "sh -c 'mkdir -p /etc/kubenest/bin /etc/kubenest/services && \
+           mkdir -p -m 0700 /etc/kubenest/conf && cd /etc/kubenest && \
+           find bin services conf -type f -exec sha256sum {} +'",
 };
 
 /// How long a machine may take to answer a service command.
@@ -37,23 +39,59 @@ pub struct Service {
     pub logs: &'static str,
 }
 
-/// etcd, on control plane machines.
-pub const ETCD: Service = Service {
-    name: "etcd",
-    start: "sh /etc/kubenest/bin/kubenest-service start etcd",
-    restart: "sh /etc/kubenest/bin/kubenest-service restart etcd",
-    logs: "sh /etc/kubenest/bin/kubenest-service logs etcd",
-};
+/// A service's fixed commands, from its name (a literal, so the commands stay `&'static str`).
+macro_rules! service {
+    ($name:literal) => {
+        Service {
+            name: $name,
+            start: concat!("sh /etc/kubenest/bin/kubenest-service start ", $name),
+            restart: concat!("sh /etc/kubenest/bin/kubenest-service restart ", $name),
+            logs: concat!("sh /etc/kubenest/bin/kubenest-service logs ", $name),
+        }
+    };
+}
 
-fn wanted(dir: &Path, path: &str, text: &str) -> Result<Wanted, StageFailure> {
+/// etcd, on control plane machines.
+pub const ETCD: Service = service!("etcd");
+/// The control plane's programs.
+pub const KUBE_APISERVER: Service = service!("kube-apiserver");
+pub const KUBE_CONTROLLER_MANAGER: Service = service!("kube-controller-manager");
+pub const KUBE_SCHEDULER: Service = service!("kube-scheduler");
+
+/// A file a service reads besides its script: its path under `/etc/kubenest` (`conf/NAME`),
+/// its text, and whether it holds a secret (a kubeconfig with a key: mode 0600).
+#[derive(Debug, Clone)]
+pub struct Extra {
+    pub path: String,
+    pub text: String,
+    pub secret: bool,
+}
+
+fn wanted(
+    stage: Stage,
+    dir: &Path,
+    path: &str,
+    text: &str,
+    secret: bool,
+) -> Result<Wanted, StageFailure> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let failed = |e: std::io::Error| {
+        StageFailure::new(stage, FailureCode::Configuration, format!("{path}: {e}"))
+    };
     let local = dir.join(path);
     if let Some(parent) = local.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            StageFailure::new(Stage::Etcd, FailureCode::Configuration, e.to_string())
-        })?;
+        std::fs::create_dir_all(parent).map_err(failed)?;
     }
-    std::fs::write(&local, text)
-        .map_err(|e| StageFailure::new(Stage::Etcd, FailureCode::Configuration, e.to_string()))?;
+    // Made again each time, so a file once written open is not left so.
+    let _ = std::fs::remove_file(&local);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(&local)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(failed)?;
     Ok(Wanted {
         path: path.to_owned(),
         local,
@@ -62,19 +100,30 @@ fn wanted(dir: &Path, path: &str, text: &str) -> Result<Wanted, StageFailure> {
     })
 }
 
-/// Puts `service`'s `script` (and the service command) on `ssh`'s machine, staged under `dir`,
-/// and starts it: again if its script changed, else only if it does not run.
+/// Puts `service`'s `script` and `extra` files (and the service command) on `ssh`'s machine,
+/// staged under `dir`, and starts it: again if any of them changed, else only if it does not
+/// run.
 pub async fn run(
     stage: Stage,
     ssh: &Ssh,
     dir: &Path,
     service: Service,
     script: &str,
+    extra: &[Extra],
 ) -> Result<Pushed, StageFailure> {
-    let files = [
-        wanted(dir, "bin/kubenest-service", SERVICE_SH)?,
-        wanted(dir, &format!("services/{}.sh", service.name), script)?,
+    let mut files = vec![
+        wanted(stage, dir, "bin/kubenest-service", SERVICE_SH, false)?,
+        wanted(
+            stage,
+            dir,
+            &format!("services/{}.sh", service.name),
+            script,
+            false,
+        )?,
     ];
+    for file in extra {
+        files.push(wanted(stage, dir, &file.path, &file.text, file.secret)?);
+    }
     let pushed = files::sync(stage, ssh, &REMOTE, &files, COMMAND_DEADLINE).await?;
     let command = if pushed.copied > 0 {
         service.restart

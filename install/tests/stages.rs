@@ -15,6 +15,9 @@
 //! - `etcd`: a member on the control plane machine, healthy to the API server's etcd client
 //!   certificate, started through the service command; a second run leaves it running as it
 //!   was.
+//! - `control-plane`: the API server, controller manager and scheduler on the control plane
+//!   machine; the API server ready to the cluster admin's certificate, both others holding
+//!   their leases, their kubeconfigs readable by root only.
 //!
 //! Needs root (namespaces, cgroups, the bridge).
 
@@ -25,10 +28,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kubenest_install::bundle::{self, Bundle};
-use kubenest_install::etcd;
 use kubenest_install::machines::{Machine as Entry, MachinesFile, Role};
 use kubenest_install::pki::{self, ClusterPki};
 use kubenest_install::{FailureCode, Stage, preflight};
+use kubenest_install::{control_plane, etcd};
 use kubenest_testkit::machines::{Machine, Machines};
 
 /// sshd as the test kit starts it, started again without new host keys (a machine that comes
@@ -147,6 +150,7 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         unfit.message
     );
     assert!(!unfit.retryable());
+    m1.run("pkill", &["-f", "nc -l -p 6443"]).await.unwrap();
 
     // The bundle: every file for the control plane, the node's for the worker, then nothing
     // twice, and only what was damaged.
@@ -299,5 +303,30 @@ async fn the_stages_run_on_two_machines_and_name_what_stops_them() {
         std::fs::read_to_string(m1.path("/run/kubenest/etcd.pid")).unwrap(),
         pid
     );
+
+    // The control plane.
+    let started = Instant::now();
+    control_plane::run(&again, &file, &state, &known_hosts)
+        .await
+        .unwrap();
+    eprintln!("control plane: ready in {:?}", started.elapsed());
+    let modes = m1
+        .run(
+            "stat",
+            &["-c", "%a", "/etc/kubenest/conf/controller-manager.conf"],
+        )
+        .await
+        .unwrap();
+    assert_eq!(modes, "600\n");
+    let admin = again.admin_client().unwrap();
+    let namespaces = admin
+        .get(format!(
+            "https://{}:6443/api/v1/namespaces/kube-system",
+            m1.ip()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(namespaces.status().is_success(), "{namespaces:?}");
     made.stop();
 }
