@@ -53,6 +53,7 @@ import time
 # the bundle's copy beside it; the other lanes' niceness does not reach the disk).
 REAL_NODE = {
     ("kubenest-agent", "real_node"),
+    ("kubenest-agent", "builds"),
     ("kubenest-devenv", "real_node"),
     ("kubenest-testkit", "it"),
     ("kubenest-testkit", "real_node_cleanup"),

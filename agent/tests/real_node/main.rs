@@ -1,6 +1,6 @@
 //! The agent on the machine's real node (a real kubelet and containerd): what only a real node
-//! proves (`real_node`, whose node `real_ingress` and `verified` share), and builds from Git
-//! pushed to a registry and run (`builds`, on a node of its own).
+//! proves (`real_node`, whose node `real_ingress` and `verified` share until the binary exits;
+//! builds from Git, which need a node of their own, are the `builds` binary).
 //!
 //! A binary apart from `it` (kwok nodes) because a machine runs one real node at a time (the test
 //! kit's lock): `make test` (tools/test.py) runs the binaries that take it one after another and
@@ -12,7 +12,6 @@
 #[path = "../it/common/mod.rs"]
 mod common;
 
-mod builds;
 mod real_ingress;
 mod real_node;
 mod verified;

@@ -13,7 +13,7 @@
 //! luck); `KUBENEST_PROPERTY_SEED=random` draws a new one, `KUBENEST_PROPERTY_SEED=<n>` replays.
 //!
 //! Workloads are image workloads: a `git` or `helm` source needs a Git server or a chart
-//! repository this property does not make (`agent/tests/real_node/builds.rs` and
+//! repository this property does not make (`agent/tests/builds/builds.rs` and
 //! `agent/tests/it/chart_workloads.rs` run those). Replicas stay small: kwok would run 1000 pods,
 //! but on two cores that would measure the scheduler, not the door. Addon persistence stays
 //! off: kwok nodes have no storage provisioner.
